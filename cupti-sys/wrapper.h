@@ -1,0 +1,8 @@
+/* Headers bound by cupti-sys. Fixes to the generated bindings go here or in the generator,
+ * never into src/bindings.rs. */
+#include <cupti.h>
+#include <cupti_range_profiler.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_pmsampling.h>
+#include <cupti_pcsampling.h>
