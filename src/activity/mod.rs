@@ -1,0 +1,418 @@
+//! The timeline level: CUPTI activity tracing.
+//!
+//! CUPTI fills buffers from the preallocated [`pool::BufferPool`] and hands each completed buffer
+//! to the collector thread through a channel, without copying; decoding into owned
+//! [`record::Record`]s happens there, never on the application's threads.
+
+pub mod pool;
+pub mod record;
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::Sender;
+use cupti_sys as sys;
+use parking_lot::RwLock;
+
+use crate::cupti::{self, Subscription};
+use crate::error::Result;
+use crate::loader::LoadedCupti;
+use pool::BufferPool;
+
+/// A buffer CUPTI has filled, on its way to the collector.
+pub struct FilledBuffer {
+    /// Start of the buffer (from the pool).
+    pub ptr: NonNull<u8>,
+    /// Bytes of valid records in it.
+    pub valid: usize,
+}
+
+// SAFETY: ownership of the buffer moves with the value; CUPTI no longer touches it.
+unsafe impl Send for FilledBuffer {}
+
+/// Counters kept by the buffer callbacks.
+#[derive(Default)]
+pub struct ActivityStats {
+    /// Buffers handed to CUPTI.
+    pub buffers_used: AtomicU64,
+    /// Requests refused because the pool was exhausted.
+    pub requests_refused: AtomicU64,
+    /// Buffers allocated after start because the pool ran dry.
+    pub pool_growth: AtomicU64,
+    /// Time spent inside the callbacks, ns.
+    pub callback_ns: AtomicU64,
+    /// Records CUPTI reported as dropped.
+    pub dropped_records: AtomicU64,
+}
+
+/// What the callbacks need: the pool, the collector's inbox and the counters.
+pub struct ActivityShared {
+    /// Free buffers.
+    pub pool: BufferPool,
+    /// The collector's inbox for filled buffers.
+    pub sink: Sender<FilledBuffer>,
+    /// Callback counters.
+    pub stats: ActivityStats,
+}
+
+/// The state CUPTI's callbacks reach (they take no user pointer). Set while a session runs.
+static SHARED: RwLock<Option<Arc<ActivityShared>>> = RwLock::new(None);
+
+unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
+    let t0 = Instant::now();
+    let _ = std::panic::catch_unwind(|| {
+        let shared = SHARED.read();
+        let taken = shared.as_ref().and_then(|s| s.pool.take().map(|t| (s, t)));
+        // SAFETY: CUPTI passes valid out-pointers.
+        unsafe {
+            *max_records = 0;
+            match taken {
+                Some((s, (ptr, grew))) => {
+                    *buffer = ptr.as_ptr();
+                    *size = s.pool.buffer_bytes();
+                    s.stats.buffers_used.fetch_add(1, Ordering::Relaxed);
+                    if grew {
+                        s.stats.pool_growth.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    *buffer = std::ptr::null_mut();
+                    *size = 0;
+                    if let Some(s) = shared.as_ref() {
+                        s.stats.requests_refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    });
+    add_callback_time(t0);
+}
+
+unsafe extern "C" fn buffer_completed(
+    ctx: sys::CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let t0 = Instant::now();
+    let _ = std::panic::catch_unwind(|| {
+        let shared = SHARED.read();
+        let Some(s) = shared.as_ref() else { return };
+        if let Ok(lib) = cupti::api() {
+            // SAFETY: ctx is the handle CUPTI passed to this callback.
+            if let Ok(n) = unsafe { cupti::dropped_records(lib, ctx, stream_id) } {
+                s.stats
+                    .dropped_records
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
+        let Some(ptr) = NonNull::new(buffer) else {
+            return;
+        };
+        if let Err(e) = s.sink.send(FilledBuffer { ptr, valid }) {
+            // The collector is gone: nothing can decode it, so count what it held as dropped.
+            s.pool.give_back(e.into_inner().ptr);
+            s.stats.dropped_records.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    add_callback_time(t0);
+}
+
+fn add_callback_time(t0: Instant) {
+    if let Some(s) = SHARED.read().as_ref() {
+        s.stats
+            .callback_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Calls `f` on every record of a filled buffer, then returns the buffer to the pool.
+///
+/// # Safety
+/// `buf` came from CUPTI's completion callback of the running session and is not used again.
+pub unsafe fn drain_buffer(
+    lib: &LoadedCupti,
+    shared: &ActivityShared,
+    buf: FilledBuffer,
+    mut f: impl FnMut(*const sys::CUpti_Activity),
+) {
+    let mut rec: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    loop {
+        // SAFETY: buffer and valid size are CUPTI's own; `rec` walks the buffer as CUPTI
+        // documents (start with null, stop at MAX_LIMIT_REACHED or any error).
+        let rc = unsafe {
+            lib.api
+                .cuptiActivityGetNextRecord(buf.ptr.as_ptr(), buf.valid, &mut rec)
+        };
+        if rc != sys::CUptiResult::CUPTI_SUCCESS {
+            break;
+        }
+        f(rec);
+    }
+    shared.pool.give_back(buf.ptr);
+}
+
+/// How a traced API call relates to GPU activity, for attribution and completeness checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiClass {
+    /// A kernel launch: exactly one kernel record follows.
+    KernelLaunch,
+    /// A graph launch: any number of records follow.
+    GraphLaunch,
+    /// A copy: one memcpy record follows (none for zero bytes).
+    Memcpy,
+    /// A memset: one memset record follows.
+    Memset,
+    /// Allocation, release or synchronization: records of their own kinds, not awaited.
+    Other,
+}
+
+/// Classifies a driver or runtime API function by name; `None` for functions not traced.
+pub fn classify_api(name: &str) -> Option<ApiClass> {
+    let n = name.strip_prefix("cu").unwrap_or(name);
+    let n = n.strip_prefix("da").unwrap_or(n); // cudaX -> X for runtime names
+    if n.starts_with("LaunchHostFunc") {
+        return Some(ApiClass::Other);
+    }
+    if n.starts_with("GraphLaunch") {
+        return Some(ApiClass::GraphLaunch);
+    }
+    if n.starts_with("Launch") {
+        return Some(ApiClass::KernelLaunch);
+    }
+    if n.starts_with("Memcpy") {
+        return Some(ApiClass::Memcpy);
+    }
+    if n.starts_with("Memset") {
+        return Some(ApiClass::Memset);
+    }
+    const OTHER: [&str; 8] = [
+        "MemAlloc",
+        "MemFree",
+        "Malloc",
+        "Free",
+        "StreamSynchronize",
+        "CtxSynchronize",
+        "DeviceSynchronize",
+        "EventSynchronize",
+    ];
+    if OTHER.iter().any(|p| n.starts_with(p)) || n.starts_with("StreamWaitEvent") {
+        return Some(ApiClass::Other);
+    }
+    None
+}
+
+/// Class of a traced API record, from its callback id.
+pub fn api_class(runtime: bool, cbid: u32) -> Option<ApiClass> {
+    let table = if runtime {
+        sys::RUNTIME_API_CBIDS
+    } else {
+        sys::DRIVER_API_CBIDS
+    };
+    table
+        .iter()
+        .find(|(id, _)| *id == cbid)
+        .and_then(|(_, name)| classify_api(name))
+}
+
+/// Counts, as they are made, the API calls whose GPU activity the collector waits for (launches,
+/// copies, memsets), so that an iteration's row waits until CUPTI has delivered the API record
+/// of every call made before its `step()`: a default flush holds back buffers that still hold
+/// records of running work, so arrival alone cannot tell.
+#[derive(Default)]
+pub struct LaunchCounter {
+    /// Calls made since the session started.
+    pub total: AtomicU64,
+}
+
+/// CUPTI callback: on entry to a counted API function, one relaxed atomic add. Nothing here can
+/// panic or allocate.
+unsafe extern "C" fn count_api_call(
+    userdata: *mut std::os::raw::c_void,
+    _domain: sys::CUpti_CallbackDomain::Type,
+    _cbid: sys::CUpti_CallbackId,
+    cbdata: *const std::os::raw::c_void,
+) {
+    if userdata.is_null() || cbdata.is_null() {
+        return;
+    }
+    // SAFETY: for the driver and runtime API domains, the only ones enabled, CUPTI passes a
+    // CUpti_CallbackData; userdata is the session's LaunchCounter, alive until unsubscribe.
+    unsafe {
+        let data = &*(cbdata as *const sys::CUpti_CallbackData);
+        if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+            (*(userdata as *const LaunchCounter))
+                .total
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// True for the API classes whose calls are counted and awaited.
+pub fn is_counted(class: Option<ApiClass>) -> bool {
+    matches!(
+        class,
+        Some(ApiClass::KernelLaunch | ApiClass::GraphLaunch | ApiClass::Memcpy | ApiClass::Memset)
+    )
+}
+
+/// Activity kinds the timeline level enables.
+const KINDS: [sys::CUpti_ActivityKind::Type; 8] = [
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMORY2,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_OVERHEAD,
+];
+
+/// A running activity-tracing session: CUPTI's subscriber slot, the enabled kinds and the
+/// callbacks' shared state.
+pub struct TimelineSession {
+    lib: &'static LoadedCupti,
+    subscription: Option<Subscription>,
+    shared: Arc<ActivityShared>,
+    /// Kept alive here: CUPTI's callback holds a pointer to it until unsubscribe.
+    counter: Arc<LaunchCounter>,
+}
+
+impl TimelineSession {
+    /// Claims CUPTI, installs the buffer callbacks and enables the timeline's activity kinds and
+    /// the API records attribution needs.
+    ///
+    /// # Errors
+    /// [`crate::Error::CuptiBusy`] when another CUPTI client is attached; any CUPTI failure.
+    pub fn start(
+        lib: &'static LoadedCupti,
+        shared: Arc<ActivityShared>,
+        counter: Arc<LaunchCounter>,
+    ) -> Result<Self> {
+        let userdata = Arc::as_ptr(&counter) as *mut std::os::raw::c_void;
+        // SAFETY: the counter outlives the subscription (the session owns a clone and
+        // unsubscribes before dropping it); count_api_call never unwinds.
+        let subscription = unsafe { cupti::subscribe(lib, count_api_call, userdata) }?;
+        *SHARED.write() = Some(shared.clone());
+        let mut session = TimelineSession {
+            lib,
+            subscription: Some(subscription),
+            shared,
+            counter,
+        };
+        // On any failure below, Drop undoes what was done.
+        cupti::register_callbacks(lib, buffer_requested, buffer_completed)?;
+        for kind in KINDS {
+            cupti::activity_enable(lib, kind)?;
+        }
+        session.set_api_records(true)?;
+        session.set_counting(true)?;
+        Ok(session)
+    }
+
+    /// The calls counted so far.
+    pub fn counter(&self) -> &Arc<LaunchCounter> {
+        &self.counter
+    }
+
+    fn set_counting(&self, enable: bool) -> Result<()> {
+        let Some(sub) = &self.subscription else {
+            return Ok(());
+        };
+        use sys::CUpti_CallbackDomain as d;
+        for (domain, table) in [
+            (d::CUPTI_CB_DOMAIN_DRIVER_API, sys::DRIVER_API_CBIDS),
+            (d::CUPTI_CB_DOMAIN_RUNTIME_API, sys::RUNTIME_API_CBIDS),
+        ] {
+            for (cbid, name) in table {
+                if is_counted(classify_api(name)) {
+                    cupti::enable_callback(self.lib, sub, domain, *cbid, enable)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The callbacks' shared state.
+    pub fn shared(&self) -> &Arc<ActivityShared> {
+        &self.shared
+    }
+
+    /// API records: the DRIVER and RUNTIME kinds are enabled whole, then every function that
+    /// attribution does not need is switched off again (`cuptiActivityEnableDriverApi(cbid, 0)`),
+    /// the documented way to trace a subset. Enabling single functions without the kind produced
+    /// no API records on CUPTI 13.0 (measured, docs/measurements.md).
+    fn set_api_records(&mut self, enable: bool) -> Result<()> {
+        use sys::CUpti_ActivityKind as k;
+        if !enable {
+            cupti::activity_disable(self.lib, k::CUPTI_ACTIVITY_KIND_DRIVER)?;
+            return cupti::activity_disable(self.lib, k::CUPTI_ACTIVITY_KIND_RUNTIME);
+        }
+        cupti::activity_enable(self.lib, k::CUPTI_ACTIVITY_KIND_DRIVER)?;
+        cupti::activity_enable(self.lib, k::CUPTI_ACTIVITY_KIND_RUNTIME)?;
+        for (cbid, name) in sys::DRIVER_API_CBIDS {
+            if classify_api(name).is_none() {
+                cupti::enable_driver_api(self.lib, *cbid, false)?;
+            }
+        }
+        for (cbid, name) in sys::RUNTIME_API_CBIDS {
+            if classify_api(name).is_none() {
+                cupti::enable_runtime_api(self.lib, *cbid, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks CUPTI to hand over every buffer holding completed records.
+    pub fn flush(&self) -> Result<()> {
+        cupti::flush_all(self.lib, false)
+    }
+
+    /// Disables tracing, flushes everything (forced) and releases CUPTI.
+    ///
+    /// # Errors
+    /// The first CUPTI failure; the rest of the teardown still runs.
+    pub fn stop(mut self) -> Result<()> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        let Some(sub) = self.subscription.take() else {
+            return Ok(());
+        };
+        let mut first_err = None;
+        let mut keep = |r: Result<()>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
+        for kind in KINDS {
+            keep(cupti::activity_disable(self.lib, kind));
+        }
+        keep(self.set_counting(false));
+        keep(self.set_api_records(false));
+        keep(cupti::flush_all(self.lib, true));
+        keep(cupti::unsubscribe(self.lib, sub));
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for TimelineSession {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+        let mut shared = SHARED.write();
+        if shared
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, &self.shared))
+        {
+            *shared = None;
+        }
+    }
+}

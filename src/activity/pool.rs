@@ -1,0 +1,126 @@
+//! Preallocated CUPTI activity buffers.
+//!
+//! CUPTI asks for a buffer from whatever thread fills one, often the application's launching
+//! thread, so the request must not allocate: buffers are allocated up front and recycled. When
+//! all are in flight the pool may grow up to `max_buffers` (each growth is counted); beyond that a
+//! request is refused and CUPTI counts the records it could not store as dropped, which the
+//! ledger reports.
+//!
+//! Trade-off: memory is `buffer_bytes × buffers`. A kernel launch costs about 300 bytes of records
+//! (kernel, API and external-correlation records), so the default 8 × 4 MiB holds about 110 000
+//! launches in flight; growth to 64 buffers (256 MiB) covers bursts the collector falls behind on.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+use parking_lot::Mutex;
+
+/// CUPTI requires 8-byte aligned buffers.
+const ALIGN: usize = 8;
+
+/// A fixed-size pool of activity buffers.
+pub struct BufferPool {
+    free: ArrayQueue<NonNull<u8>>,
+    buffer_bytes: usize,
+    max_buffers: usize,
+    allocated: AtomicUsize,
+    /// Buffers handed out and not yet returned.
+    outstanding: AtomicUsize,
+    /// Every allocation, freed when the pool is dropped.
+    owned: Mutex<Vec<NonNull<u8>>>,
+}
+
+// SAFETY: the pool hands out raw buffers to exactly one owner at a time (CUPTI, then the
+// collector); the pointers themselves are plain heap addresses.
+unsafe impl Send for BufferPool {}
+// SAFETY: as above; shared access goes through the lock-free queue and the mutex.
+unsafe impl Sync for BufferPool {}
+
+impl BufferPool {
+    /// Preallocates `initial` buffers of `buffer_bytes` (rounded up to 8), allowing growth to
+    /// `max_buffers`.
+    pub fn new(initial: usize, max_buffers: usize, buffer_bytes: usize) -> Self {
+        let buffer_bytes = buffer_bytes.div_ceil(ALIGN) * ALIGN;
+        let max_buffers = max_buffers.max(initial).max(1);
+        let pool = BufferPool {
+            free: ArrayQueue::new(max_buffers),
+            buffer_bytes,
+            max_buffers,
+            allocated: AtomicUsize::new(0),
+            outstanding: AtomicUsize::new(0),
+            owned: Mutex::new(Vec::with_capacity(max_buffers)),
+        };
+        for _ in 0..initial {
+            if let Some(b) = pool.allocate() {
+                let _ = pool.free.push(b);
+            }
+        }
+        pool
+    }
+
+    /// Bytes per buffer.
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffer_bytes
+    }
+
+    /// Buffers allocated so far.
+    pub fn allocated(&self) -> usize {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// A free buffer, growing the pool when allowed. `None` means the request must be refused.
+    /// The flag says whether this call allocated.
+    pub fn take(&self) -> Option<(NonNull<u8>, bool)> {
+        let taken = match self.free.pop() {
+            Some(b) => Some((b, false)),
+            None => self.allocate().map(|b| (b, true)),
+        };
+        if taken.is_some() {
+            self.outstanding.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Buffers handed out and not yet returned.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Returns a buffer obtained from [`take`](Self::take).
+    pub fn give_back(&self, buf: NonNull<u8>) {
+        // The queue holds max_buffers, and no more than that many exist, so this cannot fail.
+        let _ = self.free.push(buf);
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn allocate(&self) -> Option<NonNull<u8>> {
+        let n = self.allocated.fetch_add(1, Ordering::Relaxed);
+        if n >= self.max_buffers {
+            self.allocated.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let layout = std::alloc::Layout::from_size_align(self.buffer_bytes, ALIGN).ok()?;
+        // SAFETY: the layout has non-zero size (buffer_bytes >= 8).
+        let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        self.owned.lock().push(ptr);
+        Some(ptr)
+    }
+}
+
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        if *self.outstanding.get_mut() != 0 {
+            // CUPTI may still write into a buffer it holds: leaking is the only safe choice.
+            return;
+        }
+        let Ok(layout) = std::alloc::Layout::from_size_align(self.buffer_bytes, ALIGN) else {
+            return;
+        };
+        for ptr in self.owned.get_mut().drain(..) {
+            // SAFETY: allocated in `allocate` with this layout; by the time the pool drops, CUPTI
+            // has returned every buffer (the profiler flushes before releasing the pool).
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+        }
+    }
+}

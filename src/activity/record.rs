@@ -1,0 +1,385 @@
+//! Owned, serde-ready copies of the CUPTI activity records gpu-ledger uses, and their decoding
+//! from raw CUPTI buffers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cupti_sys as sys;
+use serde::Serialize;
+
+/// A kernel execution (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, `CUpti_ActivityKernel10`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelRecord {
+    /// Kernel name as CUPTI reports it (mangled for C++ kernels).
+    pub name: Arc<str>,
+    /// GPU start, CUPTI ns.
+    pub start: u64,
+    /// GPU end, CUPTI ns.
+    pub end: u64,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// CUPTI context id.
+    pub context_id: u32,
+    /// CUPTI stream id.
+    pub stream_id: u32,
+    /// Correlation id of the launching API call.
+    pub correlation_id: u32,
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Cluster dimensions (0 when the launch used no cluster).
+    pub cluster: [u32; 3],
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Static shared memory per block, bytes.
+    pub static_shared_bytes: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_shared_bytes: u32,
+    /// Shared memory the SM was configured with for this launch, bytes.
+    pub shared_executed_bytes: u32,
+    /// Local memory per thread, bytes.
+    pub local_bytes_per_thread: u32,
+    /// Local memory reserved for the whole launch, bytes.
+    pub local_bytes_total: u64,
+    /// CUDA graph id (0 when not launched from a graph).
+    pub graph_id: u32,
+    /// CUDA graph node id (0 when not launched from a graph).
+    pub graph_node_id: u64,
+    /// Launched from the device (device-side graph launch).
+    pub device_launched: bool,
+}
+
+/// A memory copy (`CUpti_ActivityMemcpy6`, or `CUpti_ActivityMemcpyPtoP4` for peer copies).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CopyRecord {
+    /// Direction: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, array kinds, or `unknown`.
+    pub direction: &'static str,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// GPU start, CUPTI ns.
+    pub start: u64,
+    /// GPU end, CUPTI ns.
+    pub end: u64,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// CUPTI context id.
+    pub context_id: u32,
+    /// CUPTI stream id.
+    pub stream_id: u32,
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// CUDA graph id (0 when not from a graph).
+    pub graph_id: u32,
+    /// CUDA graph node id.
+    pub graph_node_id: u64,
+}
+
+/// A memset (`CUpti_ActivityMemset4`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemsetRecord {
+    /// Bytes set.
+    pub bytes: u64,
+    /// GPU start, CUPTI ns.
+    pub start: u64,
+    /// GPU end, CUPTI ns.
+    pub end: u64,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// CUPTI context id.
+    pub context_id: u32,
+    /// CUPTI stream id.
+    pub stream_id: u32,
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// CUDA graph id (0 when not from a graph).
+    pub graph_id: u32,
+}
+
+/// A host-side wait (`CUpti_ActivitySynchronization2`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncRecord {
+    /// `event`, `stream_wait_event`, `stream`, `context` or `unknown`.
+    pub kind: &'static str,
+    /// Host start, CUPTI ns.
+    pub start: u64,
+    /// Host end, CUPTI ns.
+    pub end: u64,
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// CUPTI context id.
+    pub context_id: u32,
+    /// CUPTI stream id (`u32::MAX` when not a stream wait).
+    pub stream_id: u32,
+}
+
+/// A device-memory allocation or release (`CUpti_ActivityMemory4`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryRecord {
+    /// True for an allocation, false for a release.
+    pub allocation: bool,
+    /// Device address.
+    pub address: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Time of the operation, CUPTI ns.
+    pub timestamp: u64,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// `CUpti_ActivityMemoryKind` (device = 3).
+    pub memory_kind: u32,
+}
+
+/// A driver or runtime API call (`CUpti_ActivityAPI`); only the calls attribution needs are traced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiRecord {
+    /// True for a runtime API call, false for a driver API call.
+    pub runtime: bool,
+    /// Callback id (`cupti_driver_cbid.h` / `cupti_runtime_cbid.h`).
+    pub cbid: u32,
+    /// Host start, CUPTI ns.
+    pub start: u64,
+    /// Host end, CUPTI ns.
+    pub end: u64,
+    /// OS thread id of the caller.
+    pub thread_id: u32,
+    /// Correlation id shared with the activity it caused.
+    pub correlation_id: u32,
+    /// Return value of the call (0 is success).
+    pub return_value: u32,
+}
+
+/// One decoded activity record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A kernel.
+    Kernel(KernelRecord),
+    /// A copy.
+    Memcpy(CopyRecord),
+    /// A memset.
+    Memset(MemsetRecord),
+    /// A synchronization wait.
+    Sync(SyncRecord),
+    /// A device-memory allocation or release.
+    Memory(MemoryRecord),
+    /// A driver or runtime API call.
+    Api(ApiRecord),
+    /// Maps a correlation id to the scope instance that was open when the call was made.
+    ExternalCorrelation {
+        /// CUPTI correlation id.
+        correlation_id: u32,
+        /// gpu-ledger scope instance id.
+        external_id: u64,
+    },
+    /// Time CUPTI spent on its own work.
+    Overhead {
+        /// `CUpti_ActivityOverheadKind`.
+        overhead_kind: u32,
+        /// Start, CUPTI ns.
+        start: u64,
+        /// End, CUPTI ns.
+        end: u64,
+    },
+    /// A record of a kind gpu-ledger does not decode (counted, not lost silently).
+    Other {
+        /// `CUpti_ActivityKind`.
+        activity_kind: u32,
+    },
+}
+
+/// Interns kernel names: CUPTI hands out the same pointer for every launch of one function.
+#[derive(Default)]
+pub struct NameCache {
+    by_ptr: HashMap<usize, Arc<str>>,
+}
+
+impl NameCache {
+    /// The interned name at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` is null or a NUL-terminated string that stays valid during the call.
+    pub unsafe fn intern(&mut self, ptr: *const std::os::raw::c_char) -> Arc<str> {
+        if ptr.is_null() {
+            return Arc::from("(unnamed)");
+        }
+        // SAFETY: the caller guarantees a NUL-terminated string.
+        let bytes = unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes();
+        if let Some(name) = self.by_ptr.get(&(ptr as usize)) {
+            // A pointer can be reused after a module unload: check the text too.
+            if name.as_bytes() == bytes {
+                return name.clone();
+            }
+        }
+        let name: Arc<str> = Arc::from(String::from_utf8_lossy(bytes).as_ref());
+        self.by_ptr.insert(ptr as usize, name.clone());
+        name
+    }
+}
+
+fn copy_direction(kind: u8) -> &'static str {
+    match kind {
+        1 => "HtoD",
+        2 => "DtoH",
+        3 => "HtoA",
+        4 => "AtoH",
+        5 => "AtoA",
+        6 => "AtoD",
+        7 => "DtoA",
+        8 => "DtoD",
+        9 => "HtoH",
+        10 => "PtoP",
+        _ => "unknown",
+    }
+}
+
+fn sync_kind(kind: u32) -> &'static str {
+    match kind {
+        1 => "event",
+        2 => "stream_wait_event",
+        3 => "stream",
+        4 => "context",
+        _ => "unknown",
+    }
+}
+
+fn dims(x: i32, y: i32, z: i32) -> [u32; 3] {
+    [x.max(0) as u32, y.max(0) as u32, z.max(0) as u32]
+}
+
+/// Decodes one record.
+///
+/// # Safety
+/// `rec` points to a complete activity record handed out by `cuptiActivityGetNextRecord` for a
+/// buffer produced by the CUPTI version the bindings were generated from.
+pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> Record {
+    use sys::CUpti_ActivityKind as k;
+    // SAFETY (whole function): every record starts with its kind, and CUPTI 13.0 writes the
+    // newest struct version of each kind, which is the one cast to below.
+    let kind = unsafe { (*rec).kind };
+    match kind {
+        k::CUPTI_ACTIVITY_KIND_KERNEL | k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityKernel10) };
+            Record::Kernel(KernelRecord {
+                name: unsafe { names.intern(r.name) },
+                start: r.start,
+                end: r.end,
+                device_id: r.deviceId,
+                context_id: r.contextId,
+                stream_id: r.streamId,
+                correlation_id: r.correlationId,
+                grid: dims(r.gridX, r.gridY, r.gridZ),
+                block: dims(r.blockX, r.blockY, r.blockZ),
+                cluster: [r.clusterX, r.clusterY, r.clusterZ],
+                registers_per_thread: u32::from(r.registersPerThread),
+                static_shared_bytes: r.staticSharedMemory.max(0) as u32,
+                dynamic_shared_bytes: r.dynamicSharedMemory.max(0) as u32,
+                shared_executed_bytes: r.sharedMemoryExecuted,
+                local_bytes_per_thread: r.localMemoryPerThread,
+                local_bytes_total: r.localMemoryTotal_v2,
+                graph_id: r.graphId,
+                graph_node_id: r.graphNodeId,
+                device_launched: r.isDeviceLaunched != 0,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_MEMCPY => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy6) };
+            Record::Memcpy(CopyRecord {
+                direction: copy_direction(r.copyKind),
+                bytes: r.bytes,
+                start: r.start,
+                end: r.end,
+                device_id: r.deviceId,
+                context_id: r.contextId,
+                stream_id: r.streamId,
+                correlation_id: r.correlationId,
+                graph_id: r.graphId,
+                graph_node_id: r.graphNodeId,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_MEMCPY2 => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpyPtoP4) };
+            Record::Memcpy(CopyRecord {
+                direction: "PtoP",
+                bytes: r.bytes,
+                start: r.start,
+                end: r.end,
+                device_id: r.deviceId,
+                context_id: r.contextId,
+                stream_id: r.streamId,
+                correlation_id: r.correlationId,
+                graph_id: r.graphId,
+                graph_node_id: r.graphNodeId,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_MEMSET => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) };
+            Record::Memset(MemsetRecord {
+                bytes: r.bytes,
+                start: r.start,
+                end: r.end,
+                device_id: r.deviceId,
+                context_id: r.contextId,
+                stream_id: r.streamId,
+                correlation_id: r.correlationId,
+                graph_id: r.graphId,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivitySynchronization2) };
+            Record::Sync(SyncRecord {
+                kind: sync_kind(r.type_),
+                start: r.start,
+                end: r.end,
+                correlation_id: r.correlationId,
+                context_id: r.contextId,
+                stream_id: r.streamId,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_MEMORY2 => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemory4) };
+            Record::Memory(MemoryRecord {
+                allocation: r.memoryOperationType
+                    == sys::CUpti_ActivityMemoryOperationType::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+                address: r.address,
+                bytes: r.bytes,
+                timestamp: r.timestamp,
+                device_id: r.deviceId,
+                correlation_id: r.correlationId,
+                memory_kind: r.memoryKind,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_DRIVER | k::CUPTI_ACTIVITY_KIND_RUNTIME => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityAPI) };
+            Record::Api(ApiRecord {
+                runtime: kind == k::CUPTI_ACTIVITY_KIND_RUNTIME,
+                cbid: r.cbid,
+                start: r.start,
+                end: r.end,
+                thread_id: r.threadId,
+                correlation_id: r.correlationId,
+                return_value: r.returnValue,
+            })
+        }
+        k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityExternalCorrelation) };
+            Record::ExternalCorrelation {
+                correlation_id: r.correlationId,
+                external_id: r.externalId,
+            }
+        }
+        k::CUPTI_ACTIVITY_KIND_OVERHEAD => {
+            let r = unsafe { &*(rec as *const sys::CUpti_ActivityOverhead3) };
+            Record::Overhead {
+                overhead_kind: r.overheadKind,
+                start: r.start,
+                end: r.end,
+            }
+        }
+        other => Record::Other {
+            activity_kind: other,
+        },
+    }
+}

@@ -1,0 +1,51 @@
+//! From ledger rows to the decisions of the profiling funnel: pure functions on data, no GPU.
+//!
+//! - [`intervals`]: device busy time as the union of intervals, idle gaps (book ch. 3, 4);
+//! - [`stats`]: distributions, warm-up and row selection, per-scope and per-family
+//!   distributions (ch. 2);
+//! - [`families`]: kernel families from demangled names, shares, contribution rank and Amdahl
+//!   ceilings (ch. 1, 4, 5);
+//! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
+//!   padding (ch. 7, 10);
+//! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
+//!   runs are not comparable (ch. 12).
+//!
+//! ```
+//! use gpu_ledger::analysis::{amdahl_speedup, union_busy, Distribution};
+//!
+//! // Two overlapping streams: busy 150 ns of a 200 ns window.
+//! let busy = union_busy(&mut vec![(0, 100), (50, 150), (180, 200)]).unwrap();
+//! assert_eq!((busy.busy_ns, busy.idle_ns, busy.largest_gap_ns), (170, 30, 30));
+//!
+//! // A family with 3.4% of device time made 2x faster gains 1.7% end to end (book ch. 5).
+//! assert!((amdahl_speedup(0.034, 2.0).unwrap() - 1.0173).abs() < 1e-4);
+//!
+//! let d = Distribution::from_samples(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+//! assert_eq!(d.median, 2.5);
+//! ```
+
+pub mod compare;
+pub mod families;
+pub mod intervals;
+pub mod occupancy;
+pub mod stats;
+
+pub use compare::{
+    bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
+    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
+};
+pub use families::{
+    amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
+    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable, GroupingRule,
+    KernelShape, RuleMatch, RuleParseError, ShapeSummary,
+};
+pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
+pub use occupancy::{
+    analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
+    KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
+};
+pub use stats::{
+    detect_warmup, family_distributions, idle_share, mad, median, percentile_sorted,
+    scope_distributions, select_rows, Distribution, FamilyStats, IterationMetric, RowFilter,
+    RowSelection, ScopeStats, Warmup, WarmupDetect,
+};

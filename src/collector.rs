@@ -1,0 +1,1077 @@
+//! The collector thread: decodes CUPTI buffers, attributes each activity to a scope (through
+//! external correlation) and an iteration (through the host time of the API call that launched
+//! it), and writes one ledger row per iteration once its records have arrived.
+//!
+//! An iteration's row is written when the iteration has ended, a CUPTI flush has run after its
+//! end, every kernel launch, copy and memset call made in it has its GPU record, and every
+//! event-timed scope in it has completed; or, at the latest, `settle` after it ended (the row then
+//! says how many records were missing). Records that arrive for an iteration already written are
+//! counted as late in the trailer, never dropped silently.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use cudarc::driver::CudaEvent;
+use cupti_sys as sys;
+
+use crate::activity::record::{
+    CopyRecord, KernelRecord, MemoryRecord, MemsetRecord, NameCache, Record, SyncRecord,
+};
+use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
+use crate::analysis::intervals::union_busy;
+use crate::error::{Error, Result};
+use crate::ledger::schema::*;
+use crate::profiler::Running;
+use crate::scope::ScopeRecord;
+
+/// Messages from the application's threads.
+pub(crate) enum Control {
+    /// Closed scopes from one thread.
+    Scopes(Vec<ScopeRecord>),
+    /// `step()` ended iteration `index`.
+    IterationEnd {
+        index: u64,
+        host_end_ns: u64,
+        cupti_end: Option<u64>,
+        launches: u64,
+        open_scopes: Vec<u32>,
+    },
+    /// `finish()`: close everything and send the trailer.
+    Finish {
+        host_end_ns: u64,
+        cupti_end: Option<u64>,
+        open_scopes: Vec<u32>,
+    },
+}
+
+/// What the collector thread is started with.
+pub(crate) struct CollectorSetup {
+    pub running: Arc<Running>,
+    pub activity: Option<Arc<ActivityShared>>,
+    pub control: Receiver<Control>,
+    pub buffers: Receiver<FilledBuffer>,
+    pub lines: Sender<LedgerLine>,
+    pub trailer: Sender<Trailer>,
+    pub settle: Duration,
+    pub flush_interval: Duration,
+    pub start_cupti_ns: u64,
+    pub nvml: Option<crate::nvml::NvmlSampler>,
+    pub work_per_iteration: Option<f64>,
+}
+
+/// Starts the collector thread.
+pub(crate) fn spawn(setup: CollectorSetup) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("gpu-ledger-collector".into())
+        .spawn(move || Collector::new(setup).run())
+        .map_err(|e| Error::Thread(format!("gpu-ledger-collector could not start: {e}")))
+}
+
+/// A GPU activity waiting to be placed or placed in an iteration.
+#[derive(Debug)]
+enum Activity {
+    Kernel(KernelRecord),
+    Memcpy(CopyRecord),
+    Memset(MemsetRecord),
+    Sync(SyncRecord),
+    Memory(MemoryRecord),
+}
+
+impl Activity {
+    fn correlation_id(&self) -> u32 {
+        match self {
+            Activity::Kernel(r) => r.correlation_id,
+            Activity::Memcpy(r) => r.correlation_id,
+            Activity::Memset(r) => r.correlation_id,
+            Activity::Sync(r) => r.correlation_id,
+            Activity::Memory(r) => r.correlation_id,
+        }
+    }
+    /// A time in CUPTI's clock that falls inside the activity's iteration when no API record
+    /// says better: GPU start for device work (never before its launch call), host start for
+    /// waits, the operation time for allocations.
+    fn fallback_time(&self) -> u64 {
+        match self {
+            Activity::Kernel(r) => r.start,
+            Activity::Memcpy(r) => r.start,
+            Activity::Memset(r) => r.start,
+            Activity::Sync(r) => r.start,
+            Activity::Memory(r) => r.timestamp,
+        }
+    }
+    /// Host-side records are placed by their own time, not by an API record.
+    fn is_host_side(&self) -> bool {
+        matches!(self, Activity::Sync(_) | Activity::Memory(_))
+    }
+}
+
+struct Placed {
+    path_id: u32,
+    activity: Activity,
+}
+
+struct PendingEvents {
+    path_id: u32,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+struct IterationState {
+    index: u64,
+    host_start_ns: u64,
+    host_end_ns: Option<u64>,
+    cupti_start: u64,
+    cupti_end: Option<u64>,
+    ended_at: Option<Instant>,
+    flushed: bool,
+    scopes: Vec<ScopeRecord>,
+    placed: Vec<Placed>,
+    /// Correlation ids of launch/copy/memset calls whose GPU record has not arrived.
+    expected: HashSet<u32>,
+    /// Correlation ids of every API record of this iteration (to forget them afterwards).
+    api_ids: Vec<u32>,
+    events: Vec<PendingEvents>,
+    event_ns: HashMap<u32, u64>,
+    warnings: Vec<String>,
+    dropped_at_start: u64,
+    /// Counted launch/copy/memset calls made since the start, read at this iteration's end.
+    launches_by_end: u64,
+    /// API records of counted calls placed in this iteration.
+    counted_api_records: u64,
+    /// Counted calls whose API record had not arrived when the row was written.
+    missing_api_records: u64,
+}
+
+impl IterationState {
+    fn new(index: u64, host_start_ns: u64, cupti_start: u64, dropped_at_start: u64) -> Self {
+        IterationState {
+            index,
+            host_start_ns,
+            host_end_ns: None,
+            cupti_start,
+            cupti_end: None,
+            ended_at: None,
+            flushed: false,
+            scopes: Vec::new(),
+            placed: Vec::new(),
+            expected: HashSet::new(),
+            api_ids: Vec::new(),
+            events: Vec::new(),
+            event_ns: HashMap::new(),
+            warnings: Vec::new(),
+            dropped_at_start,
+            launches_by_end: 0,
+            counted_api_records: 0,
+            missing_api_records: 0,
+        }
+    }
+    fn contains_cupti(&self, t: u64) -> bool {
+        self.cupti_end.is_none_or(|end| t < end)
+    }
+}
+
+struct Collector {
+    running: Arc<Running>,
+    activity: Option<Arc<ActivityShared>>,
+    control: Receiver<Control>,
+    buffers: Receiver<FilledBuffer>,
+    lines: Sender<LedgerLine>,
+    trailer_tx: Sender<Trailer>,
+    settle: Duration,
+    flush_interval: Duration,
+    names: NameCache,
+    driver_class: Vec<Option<ApiClass>>,
+    runtime_class: Vec<Option<ApiClass>>,
+    /// correlation id -> scope path id.
+    external: HashMap<u32, u32>,
+    /// correlation id -> (iteration index, API start).
+    api: HashMap<u32, u64>,
+    /// Activities whose API record has not arrived yet, by correlation id.
+    waiting: HashMap<u32, Vec<Activity>>,
+    iterations: VecDeque<IterationState>,
+    last_flush: Instant,
+    /// Device memory bookkeeping: bytes live per device, and sizes by address.
+    live_bytes: HashMap<u32, i64>,
+    alloc_sizes: HashMap<(u32, u64), u64>,
+    trailer: Trailer,
+    /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
+    /// raced the stepping thread's message).
+    future_scopes: Vec<ScopeRecord>,
+    /// API records and host-side activities that fall in the open iteration: placed once the
+    /// iteration's end is known, since buffers can be decoded before the `step()` message that
+    /// ended it.
+    deferred: Vec<Deferred>,
+    /// Set once `finish()` has set the open iteration's end: nothing is deferred any more.
+    finishing: bool,
+    /// API records of counted calls in iterations already written.
+    counted_api_records_before: u64,
+    nvml: Option<crate::nvml::NvmlSampler>,
+    /// NVML summaries of the rows written (not perturbed), for the run's energy.
+    nvml_rows: Vec<Vec<crate::nvml::NvmlIterationSummary>>,
+    work_per_iteration: Option<f64>,
+}
+
+enum Deferred {
+    Api {
+        runtime: bool,
+        cbid: u32,
+        start: u64,
+        corr: u32,
+        rv: u32,
+    },
+    Host(Activity),
+}
+
+fn class_table(table: &[(u32, &str)]) -> Vec<Option<ApiClass>> {
+    let max = table.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
+    let mut out = vec![None; max + 1];
+    for (id, name) in table {
+        out[*id as usize] = activity::classify_api(name);
+    }
+    out
+}
+
+impl Collector {
+    fn new(s: CollectorSetup) -> Self {
+        let mut iterations = VecDeque::new();
+        iterations.push_back(IterationState::new(0, 0, s.start_cupti_ns, 0));
+        Collector {
+            running: s.running,
+            activity: s.activity,
+            control: s.control,
+            buffers: s.buffers,
+            lines: s.lines,
+            trailer_tx: s.trailer,
+            settle: s.settle,
+            flush_interval: s.flush_interval,
+            names: NameCache::default(),
+            driver_class: class_table(sys::DRIVER_API_CBIDS),
+            runtime_class: class_table(sys::RUNTIME_API_CBIDS),
+            external: HashMap::new(),
+            api: HashMap::new(),
+            waiting: HashMap::new(),
+            iterations,
+            last_flush: Instant::now(),
+            live_bytes: HashMap::new(),
+            alloc_sizes: HashMap::new(),
+            trailer: Trailer::default(),
+            future_scopes: Vec::new(),
+            deferred: Vec::new(),
+            finishing: false,
+            counted_api_records_before: 0,
+            nvml: s.nvml,
+            nvml_rows: Vec::new(),
+            work_per_iteration: s.work_per_iteration,
+        }
+    }
+
+    fn run(mut self) {
+        let tick = self
+            .flush_interval
+            .min(Duration::from_millis(10))
+            .max(Duration::from_millis(1));
+        loop {
+            crossbeam_channel::select! {
+                recv(self.buffers) -> b => if let Ok(b) = b { self.decode(b) },
+                recv(self.control) -> m => match m {
+                    Ok(Control::Finish { host_end_ns, cupti_end, open_scopes }) => {
+                        self.finish(host_end_ns, cupti_end, open_scopes);
+                        return;
+                    }
+                    Ok(m) => self.handle(m),
+                    Err(_) => return,
+                },
+                default(tick) => {}
+            }
+            self.maintain();
+        }
+    }
+
+    fn handle(&mut self, m: Control) {
+        match m {
+            Control::Scopes(batch) => self.add_scopes(batch),
+            Control::IterationEnd {
+                index,
+                host_end_ns,
+                cupti_end,
+                launches,
+                open_scopes,
+            } => self.end_iteration(index, host_end_ns, cupti_end, launches, &open_scopes),
+            Control::Finish { .. } => {}
+        }
+    }
+
+    fn dropped_total(&self) -> u64 {
+        self.activity
+            .as_ref()
+            .map_or(0, |a| a.stats.dropped_records.load(Ordering::Relaxed))
+    }
+
+    fn end_iteration(
+        &mut self,
+        index: u64,
+        host_end_ns: u64,
+        cupti_end: Option<u64>,
+        launches: u64,
+        open: &[u32],
+    ) {
+        let dropped = self.dropped_total();
+        let Some(it) = self.iterations.iter_mut().find(|it| it.index == index) else {
+            return;
+        };
+        it.launches_by_end = launches;
+        it.host_end_ns = Some(host_end_ns);
+        it.cupti_end = Some(cupti_end.unwrap_or(u64::MAX));
+        it.ended_at = Some(Instant::now());
+        if !open.is_empty() {
+            let paths: Vec<String> = open.iter().map(|p| self.running.paths.path(*p)).collect();
+            it.warnings.push(format!(
+                "iteration ended with scopes still open on the stepping thread: {}",
+                paths.join(", ")
+            ));
+        }
+        let next = IterationState::new(
+            index + 1,
+            host_end_ns,
+            cupti_end.unwrap_or(u64::MAX),
+            dropped,
+        );
+        self.iterations.push_back(next);
+        for d in std::mem::take(&mut self.deferred) {
+            match d {
+                Deferred::Api {
+                    runtime,
+                    cbid,
+                    start,
+                    corr,
+                    rv,
+                } => self.accept_api(runtime, cbid, start, corr, rv),
+                Deferred::Host(a) => self.accept_activity(a),
+            }
+        }
+        if !self.future_scopes.is_empty() {
+            let future = std::mem::take(&mut self.future_scopes);
+            self.add_scopes(future);
+        }
+    }
+
+    fn add_scopes(&mut self, mut batch: Vec<ScopeRecord>) {
+        let newest = self.iterations.back().map_or(0, |it| it.index);
+        for rec in batch.drain(..) {
+            if rec.iteration > newest {
+                self.future_scopes.push(rec);
+                continue;
+            }
+            let Some(it) = self
+                .iterations
+                .iter_mut()
+                .find(|it| it.index == rec.iteration)
+            else {
+                self.trailer.late_records += 1;
+                continue;
+            };
+            if rec.out_of_order {
+                it.warnings.push(format!(
+                    "scope {} ended while a scope opened after it was still open (guards dropped out of order)",
+                    self.running.paths.path(rec.path_id)
+                ));
+            }
+            if rec.iteration_at_entry != rec.iteration {
+                it.warnings.push(format!(
+                    "scope {} was open across {} iteration boundary(ies); its host time is counted in the iteration where it ended",
+                    self.running.paths.path(rec.path_id),
+                    rec.iteration - rec.iteration_at_entry
+                ));
+            }
+            let mut rec = rec;
+            if let Some((start, end)) = rec.events.take() {
+                it.events.push(PendingEvents {
+                    path_id: rec.path_id,
+                    start,
+                    end,
+                });
+            }
+            it.scopes.push(rec);
+        }
+        self.running.recycle_batch(batch);
+    }
+
+    fn decode(&mut self, buf: FilledBuffer) {
+        let (Some(lib), Some(shared)) = (self.running.cupti, self.activity.clone()) else {
+            return;
+        };
+        let mut decoded = Vec::new();
+        // SAFETY: the buffer came from CUPTI's completion callback of this session.
+        unsafe {
+            activity::drain_buffer(lib, &shared, buf, |rec| {
+                // SAFETY: `rec` is a complete record handed out by cuptiActivityGetNextRecord.
+                decoded.push(activity::record::decode(rec, &mut self.names));
+            });
+        }
+        for rec in decoded {
+            self.accept(rec);
+        }
+    }
+
+    fn accept(&mut self, rec: Record) {
+        self.trailer.activity_records += 1;
+        let activity = match rec {
+            Record::ExternalCorrelation {
+                correlation_id,
+                external_id,
+            } => {
+                self.external.insert(correlation_id, external_id as u32);
+                return;
+            }
+            Record::Api(api) => {
+                self.trailer.api_records += 1;
+                self.accept_api(
+                    api.runtime,
+                    api.cbid,
+                    api.start,
+                    api.correlation_id,
+                    api.return_value,
+                );
+                return;
+            }
+            Record::Overhead { start, end, .. } => {
+                self.trailer.overhead.cupti_overhead_ns += end.saturating_sub(start);
+                return;
+            }
+            Record::Other { .. } => return,
+            Record::Kernel(k) => {
+                self.trailer.kernel_records += 1;
+                Activity::Kernel(k)
+            }
+            Record::Memcpy(c) => Activity::Memcpy(c),
+            Record::Memset(m) => Activity::Memset(m),
+            Record::Sync(s) => Activity::Sync(s),
+            Record::Memory(m) => Activity::Memory(m),
+        };
+        self.accept_activity(activity);
+    }
+
+    fn accept_api(&mut self, runtime: bool, cbid: u32, start: u64, corr: u32, rv: u32) {
+        let table = if runtime {
+            &self.runtime_class
+        } else {
+            &self.driver_class
+        };
+        let class = table.get(cbid as usize).copied().flatten();
+        let Some(pos) = self
+            .iterations
+            .iter()
+            .position(|it| it.contains_cupti(start))
+        else {
+            self.trailer.unplaced_records += 1;
+            return;
+        };
+        if start < self.iterations[pos].cupti_start && pos == 0 {
+            // Belongs to an iteration already written.
+            self.trailer.late_records += 1;
+            return;
+        }
+        if self.iterations[pos].cupti_end.is_none() && !self.finishing {
+            self.deferred.push(Deferred::Api {
+                runtime,
+                cbid,
+                start,
+                corr,
+                rv,
+            });
+            return;
+        }
+        let index = self.iterations[pos].index;
+        self.api.insert(corr, index);
+        self.iterations[pos].api_ids.push(corr);
+        if activity::is_counted(class) {
+            self.iterations[pos].counted_api_records += 1;
+        }
+        if let Some(waiting) = self.waiting.remove(&corr) {
+            for a in waiting {
+                self.place(pos, a);
+            }
+        } else if rv == 0
+            && matches!(
+                class,
+                Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
+            )
+        {
+            self.iterations[pos].expected.insert(corr);
+        }
+    }
+
+    fn accept_activity(&mut self, a: Activity) {
+        if a.is_host_side() {
+            let t = a.fallback_time();
+            match self.iterations.iter().position(|it| it.contains_cupti(t)) {
+                Some(0) if t < self.iterations[0].cupti_start => self.trailer.late_records += 1,
+                Some(pos) if self.iterations[pos].cupti_end.is_none() && !self.finishing => {
+                    self.deferred.push(Deferred::Host(a))
+                }
+                Some(pos) => self.place(pos, a),
+                None => self.trailer.unplaced_records += 1,
+            }
+            return;
+        }
+        let corr = a.correlation_id();
+        match self.api.get(&corr).copied() {
+            Some(index) => match self.iterations.iter().position(|it| it.index == index) {
+                Some(pos) => self.place(pos, a),
+                None => self.trailer.late_records += 1,
+            },
+            None => self.waiting.entry(corr).or_default().push(a),
+        }
+    }
+
+    fn place(&mut self, pos: usize, a: Activity) {
+        let corr = a.correlation_id();
+        let path_id = self.external.get(&corr).copied().unwrap_or(0);
+        let it = &mut self.iterations[pos];
+        it.expected.remove(&corr);
+        it.placed.push(Placed {
+            path_id,
+            activity: a,
+        });
+    }
+
+    /// Periodic work: flush CUPTI while iterations wait, resolve events, write ready rows.
+    fn maintain(&mut self) {
+        let waiting_rows = self
+            .iterations
+            .iter()
+            .any(|it| it.ended_at.is_some() && !it.flushed);
+        if waiting_rows && self.last_flush.elapsed() >= self.flush_interval {
+            self.flush_cupti();
+        }
+        self.resolve_events(false);
+        while self.front_ready() {
+            self.finalize_front(false);
+        }
+    }
+
+    fn flush_cupti(&mut self) {
+        let flush_start = Instant::now();
+        if let Some(lib) = self.running.cupti {
+            // CUPTI calls the completion callback from inside, which queues buffers to us.
+            let _ = crate::cupti::flush_all(lib, false);
+        }
+        while let Ok(b) = self.buffers.try_recv() {
+            self.decode(b);
+        }
+        self.last_flush = Instant::now();
+        for it in self.iterations.iter_mut() {
+            if it.ended_at.is_some_and(|t| t <= flush_start) {
+                it.flushed = true;
+            }
+        }
+    }
+
+    /// Reads completed scope events; with `force`, gives up on the rest (they are counted).
+    fn resolve_events(&mut self, force: bool) {
+        let running = self.running.clone();
+        for it in self.iterations.iter_mut() {
+            let mut still = Vec::new();
+            for ev in it.events.drain(..) {
+                match crate::events::elapsed_ns(&ev.start, &ev.end) {
+                    Ok(Some(ns)) => {
+                        *it.event_ns.entry(ev.path_id).or_default() += ns;
+                        running.events.give_back(ev.start);
+                        running.events.give_back(ev.end);
+                    }
+                    Ok(None) if !force => still.push(ev),
+                    Ok(None) => it.warnings.push(format!(
+                        "scope {}: timing events had not completed when the row was written",
+                        running.paths.path(ev.path_id)
+                    )),
+                    Err(e) => it.warnings.push(format!(
+                        "scope {}: timing events failed: {e}",
+                        running.paths.path(ev.path_id)
+                    )),
+                }
+            }
+            it.events = still;
+        }
+    }
+
+    fn front_ready(&self) -> bool {
+        let Some(it) = self.iterations.front() else {
+            return false;
+        };
+        let Some(ended_at) = it.ended_at else {
+            return false;
+        };
+        let flushed = it.flushed || self.running.cupti.is_none();
+        // NVML: one sampling period past the end, so that a sample brackets the window's end.
+        let sampled = self
+            .nvml
+            .as_ref()
+            .is_none_or(|n| ended_at.elapsed() >= n.config().period);
+        (flushed
+            && sampled
+            && self.api_records_in(it)
+            && it.expected.is_empty()
+            && it.events.is_empty())
+            || ended_at.elapsed() >= self.settle
+    }
+
+    /// Whether every counted call made before the iteration's end has its API record here.
+    fn api_records_in(&self, it: &IterationState) -> bool {
+        self.running.cupti.is_none()
+            || self.counted_api_records_before + it.counted_api_records >= it.launches_by_end
+    }
+
+    /// Writes the oldest iteration's row. Activities still waiting for an API record whose GPU
+    /// time falls before the iteration's end are placed here (their API record never came).
+    fn finalize_front(&mut self, incomplete: bool) {
+        let Some(end) = self
+            .iterations
+            .front()
+            .and_then(|it| it.cupti_end)
+            .or(Some(u64::MAX))
+        else {
+            return;
+        };
+        let orphans: Vec<u32> = self
+            .waiting
+            .iter()
+            .filter(|(_, v)| v.iter().any(|a| a.fallback_time() < end))
+            .map(|(k, _)| *k)
+            .collect();
+        for corr in orphans {
+            if let Some(v) = self.waiting.remove(&corr) {
+                for a in v {
+                    self.place(0, a);
+                }
+            }
+        }
+        self.resolve_events(true);
+        let Some(mut it) = self.iterations.pop_front() else {
+            return;
+        };
+        let have = self.counted_api_records_before + it.counted_api_records;
+        if it.ended_at.is_some() && self.running.cupti.is_some() && have < it.launches_by_end {
+            it.missing_api_records = it.launches_by_end - have;
+        }
+        self.counted_api_records_before = have;
+        for corr in &it.api_ids {
+            self.api.remove(corr);
+            self.external.remove(corr);
+        }
+        let dropped_now = self.dropped_total();
+        let mut row = self.build_row(it, incomplete, dropped_now);
+        if let Some(n) = &self.nvml {
+            row.nvml = n.summarize_all(row.host_start_ns, row.host_start_ns + row.host_wall_ns);
+            if !row.perturbed {
+                self.nvml_rows.push(row.nvml.clone());
+            }
+        }
+        self.trailer.iterations += 1;
+        self.trailer.dropped_records = dropped_now;
+        let _ = self.lines.send(LedgerLine::Iteration(row));
+    }
+
+    fn finish(&mut self, host_end_ns: u64, cupti_end: Option<u64>, open: Vec<u32>) {
+        // Every step() message first, so that iteration boundaries are known; then every buffer
+        // (the session was stopped with a forced flush before Finish was sent).
+        while let Ok(m) = self.control.try_recv() {
+            self.handle(m);
+        }
+        while let Ok(b) = self.buffers.try_recv() {
+            self.decode(b);
+        }
+        // The open iteration ends now; what waited for its end is placed.
+        self.finishing = true;
+        if let Some(it) = self.iterations.back_mut() {
+            it.host_end_ns = Some(host_end_ns);
+            it.cupti_end = Some(cupti_end.unwrap_or(u64::MAX));
+        }
+        for d in std::mem::take(&mut self.deferred) {
+            match d {
+                Deferred::Api {
+                    runtime,
+                    cbid,
+                    start,
+                    corr,
+                    rv,
+                } => self.accept_api(runtime, cbid, start, corr, rv),
+                Deferred::Host(a) => self.accept_activity(a),
+            }
+        }
+        // Ended iterations: written as usual, without waiting any longer.
+        while self
+            .iterations
+            .front()
+            .is_some_and(|it| it.ended_at.is_some())
+        {
+            self.finalize_front(false);
+        }
+        // The open iteration: written only when something happened in it.
+        if let Some(it) = self.iterations.front_mut() {
+            // Scopes or GPU work make a partial row; a trailing synchronize or free alone does not.
+            let gpu_work = it
+                .placed
+                .iter()
+                .filter(|p| !p.activity.is_host_side())
+                .count();
+            let host_only = it.placed.len() - gpu_work;
+            let has_content = !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty();
+            if !has_content && host_only > 0 {
+                self.trailer.warnings.push(format!(
+                    "{host_only} synchronization/allocation records after the last step() are in no row"
+                ));
+            }
+            if !open.is_empty() {
+                let paths: Vec<String> = open.iter().map(|p| self.running.paths.path(*p)).collect();
+                it.warnings.push(format!(
+                    "profiler finished with scopes still open: {}",
+                    paths.join(", ")
+                ));
+            }
+            if has_content {
+                it.warnings.push("work recorded after the last step(): this row is the partial iteration before finish()".into());
+                self.finalize_front(true);
+            }
+        }
+        let leftover: usize = self.waiting.values().map(Vec::len).sum();
+        self.trailer.unplaced_records += leftover as u64;
+        if leftover > 0 {
+            self.trailer.warnings.push(format!(
+                "{leftover} activity records could not be placed in any iteration (no API record and no matching time)"
+            ));
+        }
+        if self.trailer.late_records > 0 {
+            self.trailer.warnings.push(format!(
+                "{} records arrived after their iteration's row was written (raise Config::settle)",
+                self.trailer.late_records
+            ));
+        }
+        if let Some(a) = &self.activity {
+            let st = &a.stats;
+            self.trailer.dropped_records = st.dropped_records.load(Ordering::Relaxed);
+            self.trailer.overhead.buffer_callback_ns = st.callback_ns.load(Ordering::Relaxed);
+            self.trailer.overhead.buffers_used = st.buffers_used.load(Ordering::Relaxed);
+            self.trailer.overhead.buffer_requests_refused =
+                st.requests_refused.load(Ordering::Relaxed);
+            let growth = st.pool_growth.load(Ordering::Relaxed);
+            if growth > 0 {
+                self.trailer.warnings.push(format!(
+                    "the CUPTI buffer pool grew by {growth} buffers during the run (allocation on a CUPTI thread); raise Config::buffers"
+                ));
+            }
+        }
+        if self.trailer.dropped_records > 0 {
+            let msg = format!(
+                "CUPTI dropped {} activity records (buffer pool exhausted); raise Config::max_buffers or buffer_bytes",
+                self.trailer.dropped_records
+            );
+            eprintln!("gpu-ledger: warning: {msg}");
+            self.trailer.warnings.push(msg);
+        }
+        let corr_errors = self.running.correlation_errors.load(Ordering::Relaxed);
+        if corr_errors > 0 {
+            self.trailer.warnings.push(format!("{corr_errors} external-correlation push/pop calls failed; scope attribution may be incomplete"));
+        }
+        let event_failures = self.running.events.failures();
+        if event_failures > 0 {
+            self.trailer.warnings.push(format!(
+                "{event_failures} scope timing events could not be recorded"
+            ));
+        }
+        if let Some(mut n) = self.nvml.take() {
+            self.trailer.energy = Some(crate::nvml::run_energy(
+                self.nvml_rows.iter().map(Vec::as_slice),
+                self.work_per_iteration,
+            ));
+            for st in n.stats() {
+                if st.sample_errors + st.energy_errors > 0 || st.samples_overwritten > 0 {
+                    self.trailer.warnings.push(format!(
+                        "NVML device {}: {} sample errors, {} energy errors, {} samples overwritten; {}",
+                        st.device_id,
+                        st.sample_errors,
+                        st.energy_errors,
+                        st.samples_overwritten,
+                        st.errors.join("; ")
+                    ));
+                }
+            }
+            if let Err(e) = n.stop(crate::nvml::DEFAULT_STOP_TIMEOUT) {
+                self.trailer.warnings.push(format!("NVML sampler: {e}"));
+            }
+        }
+        self.trailer.overhead.collector_cpu_ns = crate::util::thread_cpu_ns();
+        let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
+        let _ = self.trailer_tx.send(self.trailer.clone());
+    }
+
+    fn build_row(
+        &mut self,
+        mut it: IterationState,
+        incomplete: bool,
+        dropped_now: u64,
+    ) -> IterationRow {
+        let running = self.running.clone();
+        let paths = &running.paths;
+        let missing = it.expected.len() as u64 + it.missing_api_records;
+        if missing > 0 {
+            it.warnings.push(format!(
+                "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
+                 time ({} ms): {} without a GPU record, {} without an API record",
+                self.settle.as_millis(),
+                it.expected.len(),
+                it.missing_api_records
+            ));
+        }
+        // Devices.
+        let mut per_device: HashMap<u32, (Vec<(u64, u64)>, u64)> = HashMap::new();
+        let mut kernels: HashMap<KernelKey, KernelGroup> = HashMap::new();
+        let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::new();
+        let mut memsets: HashMap<u32, CopyGroup> = HashMap::new();
+        let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::new();
+        let mut scope_intervals: HashMap<u32, (u64, Vec<(u64, u64)>)> = HashMap::new();
+        let mut scope_kernels: HashMap<u32, u64> = HashMap::new();
+        let mut memory_events: Vec<&MemoryRecord> = Vec::new();
+        for p in &it.placed {
+            let interval = match &p.activity {
+                Activity::Kernel(k) => {
+                    let e = per_device.entry(k.device_id).or_default();
+                    e.0.push((k.start, k.end));
+                    e.1 += 1;
+                    let g = kernels
+                        .entry(KernelKey::of(k))
+                        .or_insert_with(|| KernelGroup {
+                            name: k.name.to_string(),
+                            device_id: k.device_id,
+                            grid: k.grid,
+                            block: k.block,
+                            cluster: k.cluster,
+                            registers_per_thread: k.registers_per_thread,
+                            static_shared_bytes: k.static_shared_bytes,
+                            dynamic_shared_bytes: k.dynamic_shared_bytes,
+                            local_bytes_per_thread: k.local_bytes_per_thread,
+                            count: 0,
+                            total_ns: 0,
+                            min_ns: u64::MAX,
+                            max_ns: 0,
+                            graph_launches: 0,
+                        });
+                    let d = k.end.saturating_sub(k.start);
+                    g.count += 1;
+                    g.total_ns += d;
+                    g.min_ns = g.min_ns.min(d);
+                    g.max_ns = g.max_ns.max(d);
+                    g.graph_launches += u64::from(k.graph_id != 0);
+                    *scope_kernels.entry(p.path_id).or_default() += 1;
+                    Some((k.start, k.end))
+                }
+                Activity::Memcpy(c) => {
+                    per_device
+                        .entry(c.device_id)
+                        .or_default()
+                        .0
+                        .push((c.start, c.end));
+                    let g = copies
+                        .entry((c.device_id, c.direction))
+                        .or_insert_with(|| CopyGroup {
+                            device_id: c.device_id,
+                            kind: c.direction.to_string(),
+                            count: 0,
+                            bytes: 0,
+                            total_ns: 0,
+                        });
+                    g.count += 1;
+                    g.bytes += c.bytes;
+                    g.total_ns += c.end.saturating_sub(c.start);
+                    Some((c.start, c.end))
+                }
+                Activity::Memset(m) => {
+                    per_device
+                        .entry(m.device_id)
+                        .or_default()
+                        .0
+                        .push((m.start, m.end));
+                    let g = memsets.entry(m.device_id).or_insert_with(|| CopyGroup {
+                        device_id: m.device_id,
+                        kind: "memset".into(),
+                        count: 0,
+                        bytes: 0,
+                        total_ns: 0,
+                    });
+                    g.count += 1;
+                    g.bytes += m.bytes;
+                    g.total_ns += m.end.saturating_sub(m.start);
+                    Some((m.start, m.end))
+                }
+                Activity::Sync(s) => {
+                    let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
+                        kind: s.kind.into(),
+                        count: 0,
+                        total_ns: 0,
+                    });
+                    g.count += 1;
+                    g.total_ns += s.end.saturating_sub(s.start);
+                    None
+                }
+                Activity::Memory(m) => {
+                    memory_events.push(m);
+                    None
+                }
+            };
+            if let Some(iv) = interval {
+                let e = scope_intervals.entry(p.path_id).or_default();
+                e.0 += 1;
+                e.1.push(iv);
+            }
+        }
+        // Peak device memory, in time order, carrying live bytes across iterations.
+        memory_events.sort_by_key(|m| m.timestamp);
+        let mut peaks: HashMap<u32, u64> = HashMap::new();
+        for m in memory_events {
+            if m.memory_kind != DEVICE_MEMORY_KIND {
+                continue;
+            }
+            let live = self.live_bytes.entry(m.device_id).or_insert(0);
+            if m.allocation {
+                *live += m.bytes as i64;
+                self.alloc_sizes.insert((m.device_id, m.address), m.bytes);
+            } else {
+                let bytes = self
+                    .alloc_sizes
+                    .remove(&(m.device_id, m.address))
+                    .unwrap_or(m.bytes);
+                *live -= bytes as i64;
+            }
+            let peak = peaks.entry(m.device_id).or_insert(0);
+            *peak = (*peak).max((*live).max(0) as u64);
+        }
+        let mut devices: Vec<DeviceIteration> = per_device
+            .into_iter()
+            .filter_map(|(device_id, (mut ivs, kernel_count))| {
+                let b = union_busy(&mut ivs)?;
+                let live = self.live_bytes.get(&device_id).map(|v| (*v).max(0) as u64);
+                Some(DeviceIteration {
+                    device_id,
+                    first_start_ns: b.first_start_ns,
+                    last_end_ns: b.last_end_ns,
+                    busy_ns: b.busy_ns,
+                    idle_ns: b.idle_ns,
+                    largest_gap_ns: b.largest_gap_ns,
+                    kernel_count,
+                    peak_memory_bytes: peaks.get(&device_id).copied().or(live),
+                })
+            })
+            .collect();
+        devices.sort_by_key(|d| d.device_id);
+        // Scopes.
+        let mut rows: HashMap<u32, ScopeRow> = HashMap::new();
+        let new_row = |id: u32| ScopeRow {
+            path: paths.path(id),
+            calls: 0,
+            host_ns: 0,
+            launches: 0,
+            kernels: 0,
+            device_ns: 0,
+            device_ns_inclusive: 0,
+            event_device_ns: None,
+        };
+        for s in &it.scopes {
+            let r = rows.entry(s.path_id).or_insert_with(|| new_row(s.path_id));
+            r.calls += 1;
+            r.host_ns += s.end_ns.saturating_sub(s.start_ns);
+        }
+        for (path_id, ns) in &it.event_ns {
+            rows.entry(*path_id)
+                .or_insert_with(|| new_row(*path_id))
+                .event_device_ns = Some(*ns);
+        }
+        let mut inclusive: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        for (path_id, (launches, ivs)) in scope_intervals {
+            let mut own = ivs.clone();
+            let r = rows.entry(path_id).or_insert_with(|| new_row(path_id));
+            r.launches += launches;
+            r.kernels = scope_kernels.get(&path_id).copied().unwrap_or(0);
+            r.device_ns = union_busy(&mut own).map_or(0, |b| b.busy_ns);
+            let mut p = path_id;
+            loop {
+                inclusive.entry(p).or_default().extend_from_slice(&ivs);
+                if p == 0 {
+                    break;
+                }
+                p = paths.parent(p);
+                if p == 0 {
+                    break;
+                }
+            }
+        }
+        for (path_id, mut ivs) in inclusive {
+            let r = rows.entry(path_id).or_insert_with(|| new_row(path_id));
+            r.device_ns_inclusive = union_busy(&mut ivs).map_or(0, |b| b.busy_ns);
+        }
+        let mut scopes: Vec<ScopeRow> = rows.into_values().collect();
+        scopes.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut kernels: Vec<KernelGroup> = kernels.into_values().collect();
+        kernels.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();
+        memcpy.sort_by(|a, b| (a.device_id, &a.kind).cmp(&(b.device_id, &b.kind)));
+        let mut memset: Vec<CopyGroup> = memsets.into_values().collect();
+        memset.sort_by_key(|g| g.device_id);
+        let mut synchronization: Vec<SyncGroup> = syncs.into_values().collect();
+        synchronization.sort_by(|a, b| a.kind.cmp(&b.kind));
+        let host_end = it.host_end_ns.unwrap_or(it.host_start_ns);
+        IterationRow {
+            index: it.index,
+            host_start_ns: it.host_start_ns,
+            host_wall_ns: host_end.saturating_sub(it.host_start_ns),
+            complete: !incomplete && missing == 0,
+            perturbed: false,
+            devices,
+            scopes,
+            kernels,
+            memcpy,
+            memset,
+            synchronization,
+            dropped_records: dropped_now.saturating_sub(it.dropped_at_start),
+            missing_records: missing,
+            nvml: Vec::new(),
+            warnings: it.warnings,
+        }
+    }
+}
+
+/// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
+const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+
+#[derive(Hash, PartialEq, Eq)]
+struct KernelKey {
+    name: Arc<str>,
+    device_id: u32,
+    grid: [u32; 3],
+    block: [u32; 3],
+    cluster: [u32; 3],
+    regs: u32,
+    smem: (u32, u32),
+    local: u32,
+}
+
+impl KernelKey {
+    fn of(k: &KernelRecord) -> Self {
+        KernelKey {
+            name: k.name.clone(),
+            device_id: k.device_id,
+            grid: k.grid,
+            block: k.block,
+            cluster: k.cluster,
+            regs: k.registers_per_thread,
+            smem: (k.static_shared_bytes, k.dynamic_shared_bytes),
+            local: k.local_bytes_per_thread,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The thin layer over `cupti-sys`: each CUPTI call is one line that turns a `CUptiResult` into a
+//! [`Result`]. All `unsafe` of the activity level lives here and in `activity/`.
+//!
+//! This is also the one documented conversion point between cudarc's CUDA driver types and the
+//! ones bindgen generated for CUPTI: both are pointers to the same opaque driver structs, so the
+//! conversion is a pointer cast ([`cupti_context`]), never a transmute.
+
+use cupti_sys as sys;
+
+use crate::error::{Error, Result};
+use crate::loader::{self, LoadedCupti};
+
+/// The loaded CUPTI, or why it is not there.
+pub fn api() -> Result<&'static LoadedCupti> {
+    loader::cupti()
+}
+
+/// cudarc's `CUcontext` as CUPTI's `CUcontext` (same opaque `CUctx_st`).
+pub fn cupti_context(ctx: cudarc::driver::sys::CUcontext) -> sys::CUcontext {
+    ctx.cast()
+}
+
+/// Turns a CUPTI return code into a `Result`, with CUPTI's message and a fix where one is known.
+pub fn check(lib: &LoadedCupti, call: &'static str, code: sys::CUptiResult::Type) -> Result<()> {
+    if code == sys::CUptiResult::CUPTI_SUCCESS {
+        return Ok(());
+    }
+    if code == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
+        return Err(Error::CuptiBusy(format!(
+            "{call} returned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+        )));
+    }
+    Err(Error::Cupti {
+        call,
+        code,
+        message: result_string(lib, code),
+        hint: hint(code),
+    })
+}
+
+fn hint(code: sys::CUptiResult::Type) -> Option<&'static str> {
+    use sys::CUptiResult as r;
+    match code {
+        r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => Some(
+            "allow profiling for non-admin users (driver option NVreg_RestrictProfilingToAdminUsers=0, \
+             see ERR_NVGPUCTRPERM) or run as root",
+        ),
+        r::CUPTI_ERROR_HARDWARE_BUSY => Some("another tool (ncu, DCGM profiling) holds the GPU counters; stop it first"),
+        r::CUPTI_ERROR_NOT_INITIALIZED => Some("the CUDA driver could not be initialised; check the driver and the GPU"),
+        r::CUPTI_ERROR_NOT_COMPATIBLE => Some("use the CUPTI of the CUDA version the driver supports"),
+        _ => None,
+    }
+}
+
+/// CUPTI's own text for a result code.
+pub fn result_string(lib: &LoadedCupti, code: sys::CUptiResult::Type) -> String {
+    let mut ptr: *const std::os::raw::c_char = std::ptr::null();
+    // SAFETY: out-pointer valid; CUPTI returns a static string.
+    let rc = unsafe { lib.api.cuptiGetResultString(code, &mut ptr) };
+    if rc != sys::CUptiResult::CUPTI_SUCCESS || ptr.is_null() {
+        return format!("CUptiResult {code}");
+    }
+    // SAFETY: non-null, NUL-terminated static string owned by CUPTI.
+    unsafe { std::ffi::CStr::from_ptr(ptr) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `cuptiActivityEnable`.
+pub fn activity_enable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) -> Result<()> {
+    // SAFETY: plain enum argument.
+    check(lib, "cuptiActivityEnable", unsafe {
+        lib.api.cuptiActivityEnable(kind)
+    })
+}
+
+/// `cuptiActivityDisable`.
+pub fn activity_disable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) -> Result<()> {
+    // SAFETY: plain enum argument.
+    check(lib, "cuptiActivityDisable", unsafe {
+        lib.api.cuptiActivityDisable(kind)
+    })
+}
+
+/// `cuptiActivityEnableDriverApi`: API records for one driver function.
+pub fn enable_driver_api(lib: &LoadedCupti, cbid: u32, enable: bool) -> Result<()> {
+    // SAFETY: plain integer arguments.
+    check(lib, "cuptiActivityEnableDriverApi", unsafe {
+        lib.api.cuptiActivityEnableDriverApi(cbid, enable as u8)
+    })
+}
+
+/// `cuptiActivityEnableRuntimeApi`: API records for one runtime function.
+pub fn enable_runtime_api(lib: &LoadedCupti, cbid: u32, enable: bool) -> Result<()> {
+    // SAFETY: plain integer arguments.
+    check(lib, "cuptiActivityEnableRuntimeApi", unsafe {
+        lib.api.cuptiActivityEnableRuntimeApi(cbid, enable as u8)
+    })
+}
+
+/// Buffer-request callback signature.
+pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+/// Buffer-completed callback signature.
+pub type CompleteFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
+
+/// `cuptiActivityRegisterCallbacks`.
+pub fn register_callbacks(
+    lib: &LoadedCupti,
+    request: RequestFn,
+    complete: CompleteFn,
+) -> Result<()> {
+    // SAFETY: both callbacks are `extern "C"`, never unwind (they catch panics) and live for the
+    // whole process (plain functions).
+    check(lib, "cuptiActivityRegisterCallbacks", unsafe {
+        lib.api
+            .cuptiActivityRegisterCallbacks(Some(request), Some(complete))
+    })
+}
+
+/// `cuptiActivityFlushAll`; `forced` also flushes records of work still running.
+pub fn flush_all(lib: &LoadedCupti, forced: bool) -> Result<()> {
+    let flag = if forced {
+        sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+    } else {
+        0
+    };
+    // SAFETY: plain flag argument; CUPTI calls our completion callback from inside.
+    check(lib, "cuptiActivityFlushAll", unsafe {
+        lib.api.cuptiActivityFlushAll(flag)
+    })
+}
+
+/// `cuptiActivityGetNumDroppedRecords` for one context and stream of a completed buffer.
+///
+/// # Safety
+/// `ctx` is a context handed out by CUPTI (the completion callback's) or null.
+pub unsafe fn dropped_records(
+    lib: &LoadedCupti,
+    ctx: sys::CUcontext,
+    stream_id: u32,
+) -> Result<usize> {
+    let mut dropped = 0usize;
+    // SAFETY: the caller passes CUPTI's own context handle; out-pointer valid.
+    check(lib, "cuptiActivityGetNumDroppedRecords", unsafe {
+        lib.api
+            .cuptiActivityGetNumDroppedRecords(ctx, stream_id, &mut dropped)
+    })?;
+    Ok(dropped)
+}
+
+/// `cuptiGetTimestamp`: CUPTI's clock, the one activity records use (ns).
+pub fn timestamp(lib: &LoadedCupti) -> Result<u64> {
+    let mut ts = 0u64;
+    // SAFETY: out-pointer valid.
+    check(lib, "cuptiGetTimestamp", unsafe {
+        lib.api.cuptiGetTimestamp(&mut ts)
+    })?;
+    Ok(ts)
+}
+
+/// `cuptiActivityPushExternalCorrelationId` with gpu-ledger's kind (CUSTOM0).
+#[inline]
+pub fn push_external_id(lib: &LoadedCupti, id: u64) -> Result<()> {
+    // SAFETY: plain arguments; the stack is CUPTI's, per thread.
+    check(lib, "cuptiActivityPushExternalCorrelationId", unsafe {
+        lib.api
+            .cuptiActivityPushExternalCorrelationId(EXTERNAL_KIND, id)
+    })
+}
+
+/// `cuptiActivityPopExternalCorrelationId` with gpu-ledger's kind (CUSTOM0).
+#[inline]
+pub fn pop_external_id(lib: &LoadedCupti) -> Result<u64> {
+    let mut id = 0u64;
+    // SAFETY: out-pointer valid.
+    check(lib, "cuptiActivityPopExternalCorrelationId", unsafe {
+        lib.api
+            .cuptiActivityPopExternalCorrelationId(EXTERNAL_KIND, &mut id)
+    })?;
+    Ok(id)
+}
+
+/// The external-correlation kind gpu-ledger's scope ids are pushed under.
+pub const EXTERNAL_KIND: sys::CUpti_ExternalCorrelationKind::Type =
+    sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+
+/// A CUPTI callback subscription, held so that a second CUPTI client is detected at start.
+pub struct Subscription(sys::CUpti_SubscriberHandle);
+
+// SAFETY: the handle is an opaque token that CUPTI accepts from any thread.
+unsafe impl Send for Subscription {}
+// SAFETY: as above; it is only read.
+unsafe impl Sync for Subscription {}
+
+/// Callback-API callback signature.
+pub type CallbackFn = unsafe extern "C" fn(
+    *mut std::os::raw::c_void,
+    sys::CUpti_CallbackDomain::Type,
+    sys::CUpti_CallbackId,
+    *const std::os::raw::c_void,
+);
+
+/// `cuptiSubscribe`: claims CUPTI's one subscriber slot (reporting [`Error::CuptiBusy`] when
+/// another tool holds it) with `callback`, which receives `userdata`.
+///
+/// # Safety
+/// `userdata` must stay valid until [`unsubscribe`] returns, and `callback` must never unwind.
+pub unsafe fn subscribe(
+    lib: &LoadedCupti,
+    callback: CallbackFn,
+    userdata: *mut std::os::raw::c_void,
+) -> Result<Subscription> {
+    let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    // SAFETY: out-pointer valid; the caller guarantees the callback and userdata contract.
+    check(lib, "cuptiSubscribe", unsafe {
+        lib.api
+            .cuptiSubscribe(&mut handle, Some(callback), userdata)
+    })?;
+    Ok(Subscription(handle))
+}
+
+/// `cuptiEnableCallback` for one function of one API domain.
+pub fn enable_callback(
+    lib: &LoadedCupti,
+    sub: &Subscription,
+    domain: sys::CUpti_CallbackDomain::Type,
+    cbid: u32,
+    enable: bool,
+) -> Result<()> {
+    // SAFETY: the handle came from cuptiSubscribe and is still subscribed.
+    check(lib, "cuptiEnableCallback", unsafe {
+        lib.api
+            .cuptiEnableCallback(u32::from(enable), sub.0, domain, cbid)
+    })
+}
+
+/// `cuptiUnsubscribe`.
+pub fn unsubscribe(lib: &LoadedCupti, sub: Subscription) -> Result<()> {
+    // SAFETY: the handle came from cuptiSubscribe and is used once.
+    check(lib, "cuptiUnsubscribe", unsafe {
+        lib.api.cuptiUnsubscribe(sub.0)
+    })
+}

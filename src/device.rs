@@ -1,0 +1,133 @@
+//! The CUDA driver as gpu-ledger needs it: is there one, and what GPUs does it show. cudarc
+//! panics when libcuda is missing, so every path here checks for the library first.
+
+use cudarc::driver::result as cu;
+use cudarc::driver::sys;
+
+use crate::env::{Environment, GpuRecord};
+use crate::error::{Error, Result};
+use crate::loader::LoadedCupti;
+
+/// True when libcuda can be loaded.
+pub fn driver_present() -> bool {
+    // SAFETY: only attempts to dlopen the driver library by its usual names.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Checks that the CUDA driver loads, initialises and shows at least one GPU.
+///
+/// # Errors
+/// [`Error::NoDriver`] or [`Error::NoDevice`].
+pub fn require_driver() -> Result<()> {
+    if !driver_present() {
+        return Err(Error::NoDriver);
+    }
+    cu::init().map_err(|e| Error::NoDevice(format!("cuInit failed: {e}")))?;
+    match cu::device::get_count() {
+        Ok(0) => Err(Error::NoDevice(
+            "0 devices (check CUDA_VISIBLE_DEVICES)".into(),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::NoDevice(format!("cuDeviceGetCount failed: {e}"))),
+    }
+}
+
+/// One GPU's basic facts from the driver.
+pub fn gpu_record(ordinal: u32) -> Result<GpuRecord> {
+    let dev = cu::device::get(ordinal as i32)?;
+    let attr = |a: sys::CUdevice_attribute| -> Result<u32> {
+        // SAFETY: `dev` is a valid device handle from cuDeviceGet.
+        Ok(unsafe { cu::device::get_attribute(dev, a) }? as u32)
+    };
+    use sys::CUdevice_attribute as A;
+    Ok(GpuRecord {
+        ordinal,
+        name: cu::device::get_name(dev)?,
+        compute_capability: [
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ],
+        sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        // SAFETY: as above.
+        total_memory_bytes: unsafe { cu::device::total_mem(dev) }? as u64,
+        uuid: cu::device::get_uuid(dev)
+            .ok()
+            .map(|u| format_uuid(&u.bytes)),
+        pci_bus_id: pci_bus_id(dev),
+        ..GpuRecord::default()
+    })
+}
+
+/// A CUDA UUID as NVML writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[std::os::raw::c_char; 16]) -> String {
+    let hex: Vec<String> = bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex[0..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..16].concat()
+    )
+}
+
+fn pci_bus_id(dev: sys::CUdevice) -> Option<String> {
+    let mut buf = [0 as std::os::raw::c_char; 32];
+    // SAFETY: the buffer is writable for its full length, which is passed; dev is valid.
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }
+        .result()
+        .ok()?;
+    // SAFETY: the driver wrote a NUL-terminated string into the buffer.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// `cuDriverGetVersion` (13000 for CUDA 13.0).
+pub fn driver_version() -> Result<u32> {
+    let mut v = 0i32;
+    // SAFETY: out-pointer valid; the driver library is loaded (callers check first).
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result()?;
+    Ok(v as u32)
+}
+
+/// The environment record for the ledger header, without NVML items (the profiler adds those
+/// when NVML loads). Items that cannot be read are `None` and listed in `missing` with the reason.
+pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) -> Environment {
+    let mut env = Environment::collect_host_at(start);
+    if let Some(lib) = cupti {
+        env.cupti_api_version = Some(lib.api_version);
+        env.cupti_path = Some(lib.path.display().to_string());
+    } else {
+        env.missing.push("cupti: not loaded at this level".into());
+    }
+    if !driver_present() {
+        env.missing
+            .push("gpus: no CUDA driver (libcuda.so.1 not found)".into());
+        return env;
+    }
+    if let Err(e) = cu::init() {
+        env.missing.push(format!("gpus: cuInit failed: {e}"));
+        return env;
+    }
+    match driver_version() {
+        Ok(v) => env.cuda_driver_version = Some(v),
+        Err(e) => env.missing.push(format!("cuda_driver_version: {e}")),
+    }
+    match cu::device::get_count() {
+        Ok(n) => {
+            for i in 0..n.max(0) as u32 {
+                match gpu_record(i) {
+                    Ok(g) => env.gpus.push(g),
+                    Err(e) => env.missing.push(format!("gpu {i}: {e}")),
+                }
+            }
+        }
+        Err(e) => env
+            .missing
+            .push(format!("gpus: cuDeviceGetCount failed: {e}")),
+    }
+    env
+}

@@ -1,0 +1,1170 @@
+//! The environment record written in the ledger header (book ch. 2 baseline checklist).
+//!
+//! It holds what shifts results without changing the code: the GPUs and their state at start
+//! (clocks, pstate, power limit, persistence, ECC and MIG modes), driver, CUDA and CUPTI
+//! versions, the host (CPU model and cores, NUMA nodes, memory, OS and kernel, container or VM),
+//! the build (gpu-ledger and rustc versions) and the process (command line, hostname, start time).
+//!
+//! Every item that could not be read is `None` **and** has a line in [`Environment::missing`]
+//! (`"host.cpu_governor: /sys/.../scaling_governor: No such file or directory"`); the key before
+//! the colon is the item's path in the JSON record. [`Environment::explain_nulls`] adds a line for
+//! any `null` that nobody explained, so nothing is ever omitted silently.
+//!
+//! Filling it, in order:
+//! 1. [`Environment::collect_host`] (or [`Environment::collect_host_at`]): host, build and process
+//!    items; needs no GPU.
+//! 2. The profiler fills `gpus`, `cuda_driver_version`, `cupti_api_version` and `cupti_path`
+//!    from the CUDA driver and the CUPTI loader.
+//! 3. [`Environment::fill_nvml`] with an [`NvmlInventory`] (the real `NvmlLibrary` or a fake), or
+//!    [`Environment::nvml_unavailable`] when NVML could not be initialized.
+//! 4. [`Environment::link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI bus
+//!    id); [`Environment::sampled_devices`] then gives the NVML sampler its device list.
+//! 5. [`Environment::explain_nulls`] just before the header is written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::nvml::SampledDevice;
+
+/// One GPU as seen at the start of the run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct GpuRecord {
+    /// CUDA device ordinal.
+    pub ordinal: u32,
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// Compute capability `[major, minor]`.
+    pub compute_capability: [u32; 2],
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Device memory, bytes.
+    pub total_memory_bytes: u64,
+    /// UUID in NVML's form (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), from `cuDeviceGetUuid`;
+    /// used to match the device to its NVML record.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// PCI bus id (`0000:17:00.0`), from `cuDeviceGetPCIBusId`; used when the UUID is unknown.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    /// Index of the same device in [`Environment::nvml_gpus`], set by
+    /// [`Environment::link_gpus_to_nvml`].
+    #[serde(default)]
+    pub nvml_index: Option<u32>,
+}
+
+/// One GPU as NVML reports it at the start of the run. Clocks, pstate, temperature, power and
+/// throttle reasons are the state at start; the per-iteration state is in the NVML summaries.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NvmlGpuRecord {
+    /// NVML device index.
+    pub index: u32,
+    /// Marketing name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// UUID (`GPU-...`).
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// PCI bus id as NVML writes it (`00000000:17:00.0`).
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    /// NUMA node the GPU is attached to, from sysfs (`-1`: no affinity reported).
+    #[serde(default)]
+    pub numa_node: Option<i32>,
+    /// Architecture (`hopper`).
+    #[serde(default)]
+    pub architecture: Option<String>,
+    /// CUDA compute capability `[major, minor]`.
+    #[serde(default)]
+    pub compute_capability: Option<[u32; 2]>,
+    /// Installed device memory, bytes.
+    #[serde(default)]
+    pub memory_total_bytes: Option<u64>,
+    /// Device memory in use at start (all processes), bytes.
+    #[serde(default)]
+    pub memory_used_bytes: Option<u64>,
+    /// Memory bus width, bits.
+    #[serde(default)]
+    pub memory_bus_width_bits: Option<u32>,
+    /// VBIOS version.
+    #[serde(default)]
+    pub vbios_version: Option<String>,
+    /// Persistence mode on.
+    #[serde(default)]
+    pub persistence_mode: Option<bool>,
+    /// ECC currently enabled.
+    #[serde(default)]
+    pub ecc_enabled: Option<bool>,
+    /// ECC enabled after the next reboot.
+    #[serde(default)]
+    pub ecc_pending: Option<bool>,
+    /// MIG mode currently enabled.
+    #[serde(default)]
+    pub mig_enabled: Option<bool>,
+    /// MIG mode enabled after the next reset.
+    #[serde(default)]
+    pub mig_pending: Option<bool>,
+    /// Compute mode (`default`, `exclusive_process`, `prohibited`, `exclusive_thread`).
+    #[serde(default)]
+    pub compute_mode: Option<String>,
+    /// Enforced power limit, milliwatts.
+    #[serde(default)]
+    pub power_limit_mw: Option<u32>,
+    /// Default power limit, milliwatts.
+    #[serde(default)]
+    pub power_limit_default_mw: Option<u32>,
+    /// Performance state at start (`P0`).
+    #[serde(default)]
+    pub pstate: Option<String>,
+    /// SM clock at start, MHz.
+    #[serde(default)]
+    pub sm_clock_mhz: Option<u32>,
+    /// Memory clock at start, MHz.
+    #[serde(default)]
+    pub mem_clock_mhz: Option<u32>,
+    /// Highest SM clock, MHz.
+    #[serde(default)]
+    pub max_sm_clock_mhz: Option<u32>,
+    /// Highest memory clock, MHz.
+    #[serde(default)]
+    pub max_mem_clock_mhz: Option<u32>,
+    /// Applications SM clock (the target unless locked or boosted), MHz.
+    #[serde(default)]
+    pub applications_sm_clock_mhz: Option<u32>,
+    /// Applications memory clock, MHz.
+    #[serde(default)]
+    pub applications_mem_clock_mhz: Option<u32>,
+    /// GPU temperature at start, °C.
+    #[serde(default)]
+    pub temperature_c: Option<u32>,
+    /// Power draw at start (`nvmlDeviceGetPowerUsage`), milliwatts.
+    #[serde(default)]
+    pub power_mw: Option<u32>,
+    /// Clock-event (throttle) reasons at start.
+    #[serde(default)]
+    pub throttle_reasons: Option<Vec<String>>,
+    /// Current PCIe link generation.
+    #[serde(default)]
+    pub pcie_link_gen: Option<u32>,
+    /// Current PCIe link width (lanes).
+    #[serde(default)]
+    pub pcie_link_width: Option<u32>,
+}
+
+/// The host the run used.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// Operating system (`PRETTY_NAME` of /etc/os-release).
+    #[serde(default)]
+    pub os: Option<String>,
+    /// Kernel type (`Linux`).
+    #[serde(default)]
+    pub kernel_type: Option<String>,
+    /// Kernel release (`6.8.0-45-generic`).
+    #[serde(default)]
+    pub kernel_release: Option<String>,
+    /// CPU architecture the binary was built for (`x86_64`).
+    #[serde(default)]
+    pub arch: String,
+    /// CPU model (`Intel(R) Xeon(R) Platinum 8480+`).
+    #[serde(default)]
+    pub cpu_model: Option<String>,
+    /// Logical CPUs of the machine.
+    #[serde(default)]
+    pub cpu_logical: Option<u32>,
+    /// Physical cores of the machine.
+    #[serde(default)]
+    pub cpu_physical_cores: Option<u32>,
+    /// CPU sockets.
+    #[serde(default)]
+    pub cpu_sockets: Option<u32>,
+    /// Logical CPUs this process may run on (affinity and cgroup quota).
+    #[serde(default)]
+    pub cpus_available: Option<u32>,
+    /// Frequency governor of CPU 0 (`performance`).
+    #[serde(default)]
+    pub cpu_governor: Option<String>,
+    /// NUMA nodes.
+    #[serde(default)]
+    pub numa_nodes: Option<u32>,
+    /// CPU list of each NUMA node (`node0: 0-55,112-167`).
+    #[serde(default)]
+    pub numa_node_cpus: Vec<String>,
+    /// Installed host memory, bytes.
+    #[serde(default)]
+    pub memory_total_bytes: Option<u64>,
+    /// cgroup memory limit as written by the kernel (`max` means none).
+    #[serde(default)]
+    pub cgroup_memory_limit: Option<String>,
+    /// cgroup CPU quota as written by the kernel (`max 100000` means none).
+    #[serde(default)]
+    pub cgroup_cpu_limit: Option<String>,
+    /// Container runtime detected (`docker`, `podman`, `kubernetes`, `containerd`, `lxc`), or
+    /// `none found` when no marker was found (markers can be hidden, so not a proof).
+    #[serde(default)]
+    pub container: Option<String>,
+    /// Virtual machine detected (`wsl2`, the DMI product name, or `hypervisor (vendor unknown)`),
+    /// or `none found` when the CPU reports no hypervisor.
+    #[serde(default)]
+    pub virtual_machine: Option<String>,
+    /// What the two answers above are based on.
+    #[serde(default)]
+    pub virtualization_evidence: Vec<String>,
+}
+
+/// Machine, GPUs and software of the run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Environment {
+    /// GPUs visible to the process.
+    pub gpus: Vec<GpuRecord>,
+    /// NVIDIA driver version string (`580.159.04`), from NVML.
+    pub driver_version: Option<String>,
+    /// CUDA driver API version (`13000` for 13.0), from `cuDriverGetVersion`.
+    pub cuda_driver_version: Option<u32>,
+    /// CUPTI API version reported by the loaded library.
+    pub cupti_api_version: Option<u32>,
+    /// Path of the libcupti that was loaded.
+    pub cupti_path: Option<String>,
+    /// Host name.
+    pub hostname: Option<String>,
+    /// The process's command line.
+    pub command_line: Vec<String>,
+    /// Items that could not be read, with the reason (`"driver_version: NVML not found"`).
+    #[serde(default)]
+    pub missing: Vec<String>,
+    /// NVML library version (`12.580.159.04`).
+    #[serde(default)]
+    pub nvml_version: Option<String>,
+    /// Every GPU NVML sees, by NVML index, with its state at start.
+    #[serde(default)]
+    pub nvml_gpus: Vec<NvmlGpuRecord>,
+    /// The host.
+    #[serde(default)]
+    pub host: HostRecord,
+    /// Version of gpu-ledger.
+    #[serde(default)]
+    pub gpu_ledger_version: String,
+    /// Version of the rustc gpu-ledger was built with.
+    #[serde(default)]
+    pub rustc_version: Option<String>,
+    /// Process id.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Start of the run, nanoseconds since the Unix epoch.
+    #[serde(default)]
+    pub start_unix_ns: Option<u64>,
+    /// Start of the run, RFC 3339 UTC (`2025-05-01T12:00:00.123Z`).
+    #[serde(default)]
+    pub start_utc: Option<String>,
+    /// CUDA-related environment variables that were set (`CUDA_VISIBLE_DEVICES`, ...).
+    #[serde(default)]
+    pub cuda_env: BTreeMap<String, String>,
+}
+
+/// Environment variables recorded in [`Environment::cuda_env`] when set: they change which GPUs
+/// run, in which order, and how kernels are loaded or launched.
+pub const RECORDED_ENV_VARS: [&str; 10] = [
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MODULE_LOADING",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_CACHE_DISABLE",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NVIDIA_TF32_OVERRIDE",
+    "NCCL_P2P_DISABLE",
+    "OMP_NUM_THREADS",
+];
+
+/// Per-GPU NVML items, collected through [`NvmlInventory::probe_device`].
+///
+/// Each item is `put` with its value or the reason it could not be read; the reasons become
+/// lines of [`Environment::missing`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GpuProbe {
+    record: NvmlGpuRecord,
+    missing: Vec<String>,
+}
+
+impl GpuProbe {
+    /// An empty probe for NVML device `index`.
+    pub fn new(index: u32) -> Self {
+        Self {
+            record: NvmlGpuRecord {
+                index,
+                ..NvmlGpuRecord::default()
+            },
+            missing: Vec::new(),
+        }
+    }
+
+    /// The NVML index being probed.
+    pub fn index(&self) -> u32 {
+        self.record.index
+    }
+
+    /// Records one item: its value, or why it could not be read.
+    pub fn put<T>(
+        &mut self,
+        field: &str,
+        value: Result<T, String>,
+        slot: impl FnOnce(&mut NvmlGpuRecord) -> &mut Option<T>,
+    ) {
+        match value {
+            Ok(v) => *slot(&mut self.record) = Some(v),
+            Err(reason) => {
+                *slot(&mut self.record) = None;
+                self.missing.push(format!(
+                    "nvml_gpus[{}].{field}: {reason}",
+                    self.record.index
+                ));
+            }
+        }
+    }
+
+    /// Records that the whole device could not be probed.
+    pub fn fail(&mut self, reason: &str) {
+        self.missing
+            .push(format!("nvml_gpus[{}]: {reason}", self.record.index));
+    }
+
+    /// The record and its missing lines.
+    pub fn finish(self) -> (NvmlGpuRecord, Vec<String>) {
+        (self.record, self.missing)
+    }
+}
+
+/// What the environment record needs from NVML: implemented by `crate::nvml::NvmlLibrary`, and
+/// by fakes in tests. Errors are reasons in words.
+pub trait NvmlInventory {
+    /// NVIDIA driver version.
+    ///
+    /// # Errors
+    /// The reason it cannot be read.
+    fn driver_version(&self) -> Result<String, String>;
+    /// NVML library version.
+    ///
+    /// # Errors
+    /// The reason it cannot be read.
+    fn nvml_version(&self) -> Result<String, String>;
+    /// Number of devices NVML sees.
+    ///
+    /// # Errors
+    /// The reason it cannot be read.
+    fn device_count(&self) -> Result<u32, String>;
+    /// Fills `probe` with the items of device `index` (see [`NvmlGpuRecord`]).
+    fn probe_device(&self, index: u32, probe: &mut GpuProbe);
+}
+
+impl Environment {
+    /// Host, build and process items, with the start time taken now. Needs no GPU.
+    pub fn collect_host() -> Self {
+        Self::collect_host_at(SystemTime::now())
+    }
+
+    /// Host, build and process items, with `start` as the run's start time.
+    pub fn collect_host_at(start: SystemTime) -> Self {
+        let mut env = Environment {
+            gpu_ledger_version: env!("CARGO_PKG_VERSION").to_owned(),
+            command_line: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            pid: Some(std::process::id()),
+            ..Environment::default()
+        };
+        let missing = &mut env.missing;
+
+        env.rustc_version = option_env!("GPU_LEDGER_RUSTC_VERSION").map(str::to_owned);
+        if env.rustc_version.is_none() {
+            missing.push(
+                "rustc_version: GPU_LEDGER_RUSTC_VERSION was not set by build.rs at build time"
+                    .to_owned(),
+            );
+        }
+
+        match start.duration_since(UNIX_EPOCH) {
+            Ok(d) => {
+                let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                env.start_unix_ns = Some(ns);
+                env.start_utc = Some(rfc3339_utc(ns));
+            }
+            Err(_) => {
+                missing.push("start_unix_ns: the system clock is before 1970".to_owned());
+                missing.push("start_utc: the system clock is before 1970".to_owned());
+            }
+        }
+
+        env.hostname = take(
+            missing,
+            "hostname",
+            read_trimmed("/proc/sys/kernel/hostname")
+                .or_else(|e| std::env::var("HOSTNAME").map_err(|_| e))
+                .and_then(non_empty),
+        );
+
+        for var in RECORDED_ENV_VARS {
+            if let Some(v) = std::env::var_os(var) {
+                env.cuda_env
+                    .insert(var.to_owned(), v.to_string_lossy().into_owned());
+            }
+        }
+
+        env.host = collect_host_record(missing);
+        env
+    }
+
+    /// Fills the NVML items: driver and NVML versions and one [`NvmlGpuRecord`] per device, plus
+    /// each GPU's NUMA node from sysfs. Unreadable items go to `missing`.
+    pub fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
+        self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
+        self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
+        let count = match nvml.device_count() {
+            Ok(n) => n,
+            Err(reason) => {
+                self.missing
+                    .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
+                return;
+            }
+        };
+        self.nvml_gpus.clear();
+        for index in 0..count {
+            let mut probe = GpuProbe::new(index);
+            nvml.probe_device(index, &mut probe);
+            let (mut record, lines) = probe.finish();
+            self.missing.extend(lines);
+            let numa = match &record.pci_bus_id {
+                Some(bus) => pci_numa_node(bus),
+                None => Err("no PCI bus id to look it up in sysfs".to_owned()),
+            };
+            record.numa_node = take(
+                &mut self.missing,
+                &format!("nvml_gpus[{index}].numa_node"),
+                numa,
+            );
+            self.nvml_gpus.push(record);
+        }
+    }
+
+    /// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
+    pub fn nvml_unavailable(&mut self, reason: &str) {
+        self.driver_version = None;
+        self.nvml_version = None;
+        self.nvml_gpus.clear();
+        for key in ["driver_version", "nvml_version", "nvml_gpus"] {
+            self.missing.push(format!("{key}: {reason}"));
+        }
+    }
+
+    /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
+    /// the NVML records; a GPU that matches none gets a `missing` line.
+    pub fn link_gpus_to_nvml(&mut self) {
+        for (i, gpu) in self.gpus.iter_mut().enumerate() {
+            let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
+                self.nvml_gpus
+                    .iter()
+                    .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
+            });
+            let by_bus = || {
+                gpu.pci_bus_id
+                    .as_deref()
+                    .and_then(normalize_bus_id)
+                    .and_then(|b| {
+                        self.nvml_gpus.iter().find(|n| {
+                            n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
+                        })
+                    })
+            };
+            match by_uuid.or_else(by_bus) {
+                Some(n) => gpu.nvml_index = Some(n.index),
+                None => {
+                    gpu.nvml_index = None;
+                    let why = if self.nvml_gpus.is_empty() {
+                        "no NVML device records".to_owned()
+                    } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
+                        "no UUID or PCI bus id to match on".to_owned()
+                    } else {
+                        format!(
+                            "no NVML device has UUID {} or PCI bus id {}",
+                            gpu.uuid.as_deref().unwrap_or("(unknown)"),
+                            gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
+                        )
+                    };
+                    self.missing.push(format!("gpus[{i}].nvml_index: {why}"));
+                }
+            }
+        }
+    }
+
+    /// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
+    /// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
+    /// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
+    /// start rather than guess.
+    pub fn sampled_devices(&self) -> Vec<SampledDevice> {
+        if self.gpus.is_empty() {
+            return self
+                .nvml_gpus
+                .iter()
+                .map(|n| SampledDevice {
+                    device_id: n.index,
+                    nvml_index: n.index,
+                })
+                .collect();
+        }
+        self.gpus
+            .iter()
+            .filter_map(|g| {
+                g.nvml_index.map(|nvml_index| SampledDevice {
+                    device_id: g.ordinal,
+                    nvml_index,
+                })
+            })
+            .collect()
+    }
+
+    /// The NVML record of the GPU with CUDA ordinal `ordinal`, once linked.
+    pub fn nvml_for(&self, ordinal: u32) -> Option<&NvmlGpuRecord> {
+        let index = self
+            .gpus
+            .iter()
+            .find(|g| g.ordinal == ordinal)?
+            .nvml_index?;
+        self.nvml_gpus.iter().find(|n| n.index == index)
+    }
+
+    /// Adds a `missing` line for every `null` item that has none (`"cupti_path: not collected
+    /// (no reason recorded)"`), so that no item is ever absent silently. Call it last.
+    pub fn explain_nulls(&mut self) {
+        let Ok(value) = serde_json::to_value(&*self) else {
+            return;
+        };
+        let mut nulls = Vec::new();
+        collect_nulls(&value, String::new(), &mut nulls);
+        for path in nulls {
+            if !self.missing.iter().any(|line| covers(line, &path)) {
+                self.missing
+                    .push(format!("{path}: not collected (no reason recorded)"));
+            }
+        }
+    }
+}
+
+/// Whether a `missing` line explains the item at `path` (its key is the path or a parent of it).
+fn covers(line: &str, path: &str) -> bool {
+    let key = line.split(": ").next().unwrap_or(line);
+    path == key
+        || path
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+fn collect_nulls(value: &serde_json::Value, path: String, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Null => out.push(path),
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                if path.is_empty() && k == "missing" {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                collect_nulls(v, p, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                collect_nulls(v, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn normalize_uuid(uuid: &str) -> String {
+    let u = uuid.trim().to_ascii_lowercase();
+    let u = u
+        .strip_prefix("gpu-")
+        .or_else(|| u.strip_prefix("mig-"))
+        .unwrap_or(&u);
+    u.chars().filter(|c| *c != '-').collect()
+}
+
+/// `(domain, bus, device, function)` from `0000:17:00.0` or `00000000:17:00.0`.
+fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
+    let bus = bus.trim();
+    let (domain, rest) = bus.split_once(':')?;
+    let (b, rest) = rest.split_once(':')?;
+    let (d, f) = rest.split_once('.')?;
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u32::from_str_radix(b, 16).ok()?,
+        u32::from_str_radix(d, 16).ok()?,
+        u32::from_str_radix(f, 16).ok()?,
+    ))
+}
+
+/// The NUMA node of a PCI device from `/sys/bus/pci/devices/<bus id>/numa_node`.
+fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
+    let (domain, bus, device, function) =
+        normalize_bus_id(bus_id).ok_or_else(|| format!("cannot parse PCI bus id {bus_id:?}"))?;
+    let path =
+        format!("/sys/bus/pci/devices/{domain:04x}:{bus:02x}:{device:02x}.{function:x}/numa_node");
+    let text = read_trimmed(&path)?;
+    text.parse::<i32>()
+        .map_err(|e| format!("{path}: cannot parse {text:?}: {e}"))
+}
+
+/// Moves a value into an `Option`, or its reason into `missing`.
+fn take<T>(missing: &mut Vec<String>, key: &str, value: Result<T, String>) -> Option<T> {
+    match value {
+        Ok(v) => Some(v),
+        Err(reason) => {
+            missing.push(format!("{key}: {reason}"));
+            None
+        }
+    }
+}
+
+fn read_to_string(path: impl AsRef<Path>) -> Result<String, String> {
+    let path = path.as_ref();
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_trimmed(path: impl AsRef<Path>) -> Result<String, String> {
+    read_to_string(path).map(|s| s.trim().to_owned())
+}
+
+fn non_empty(s: String) -> Result<String, String> {
+    if s.is_empty() {
+        Err("empty".to_owned())
+    } else {
+        Ok(s)
+    }
+}
+
+fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
+    let mut h = HostRecord {
+        arch: std::env::consts::ARCH.to_owned(),
+        ..HostRecord::default()
+    };
+    h.os = take(
+        missing,
+        "host.os",
+        read_to_string("/etc/os-release")
+            .or_else(|e| read_to_string("/usr/lib/os-release").map_err(|_| e))
+            .and_then(|t| parse_os_release(&t)),
+    );
+    h.kernel_type = take(
+        missing,
+        "host.kernel_type",
+        read_trimmed("/proc/sys/kernel/ostype").and_then(non_empty),
+    );
+    let kernel_release = read_trimmed("/proc/sys/kernel/osrelease").and_then(non_empty);
+    h.kernel_release = take(missing, "host.kernel_release", kernel_release.clone());
+
+    let cpuinfo = read_to_string("/proc/cpuinfo").map(|t| parse_cpuinfo(&t));
+    match &cpuinfo {
+        Ok(c) => {
+            h.cpu_model = take(
+                missing,
+                "host.cpu_model",
+                c.model
+                    .clone()
+                    .ok_or_else(|| "/proc/cpuinfo has no model name or CPU part line".to_owned()),
+            );
+            h.cpu_logical = take(
+                missing,
+                "host.cpu_logical",
+                (c.logical > 0)
+                    .then_some(c.logical)
+                    .ok_or_else(|| "/proc/cpuinfo lists no processor".to_owned()),
+            );
+            h.cpu_physical_cores = take(
+                missing,
+                "host.cpu_physical_cores",
+                c.physical_cores
+                    .ok_or_else(|| "/proc/cpuinfo has no physical id / core id lines".to_owned()),
+            );
+            h.cpu_sockets = take(
+                missing,
+                "host.cpu_sockets",
+                c.sockets
+                    .ok_or_else(|| "/proc/cpuinfo has no physical id lines".to_owned()),
+            );
+        }
+        Err(e) => {
+            for key in [
+                "host.cpu_model",
+                "host.cpu_logical",
+                "host.cpu_physical_cores",
+                "host.cpu_sockets",
+            ] {
+                missing.push(format!("{key}: {e}"));
+            }
+        }
+    }
+    h.cpus_available = take(
+        missing,
+        "host.cpus_available",
+        std::thread::available_parallelism()
+            .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+            .map_err(|e| e.to_string()),
+    );
+    h.cpu_governor = take(
+        missing,
+        "host.cpu_governor",
+        read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+            .map_err(|e| format!("{e} (no cpufreq driver: common in VMs and containers)")),
+    );
+
+    match numa_nodes() {
+        Ok(nodes) => {
+            h.numa_nodes = Some(u32::try_from(nodes.len()).unwrap_or(u32::MAX));
+            h.numa_node_cpus = nodes;
+        }
+        Err(e) => missing.push(format!("host.numa_nodes: {e}")),
+    }
+
+    h.memory_total_bytes = take(
+        missing,
+        "host.memory_total_bytes",
+        read_to_string("/proc/meminfo").and_then(|t| parse_meminfo_total(&t)),
+    );
+    h.cgroup_memory_limit = take(
+        missing,
+        "host.cgroup_memory_limit",
+        read_trimmed("/sys/fs/cgroup/memory.max")
+            .or_else(|e| read_trimmed("/sys/fs/cgroup/memory/memory.limit_in_bytes").map_err(|_| e))
+            .map_err(|e| format!("{e} (and no cgroup v1 memory.limit_in_bytes)")),
+    );
+    h.cgroup_cpu_limit = take(
+        missing,
+        "host.cgroup_cpu_limit",
+        read_trimmed("/sys/fs/cgroup/cpu.max")
+            .or_else(|e| {
+                let quota = read_trimmed("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+                let period = read_trimmed("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+                match (quota, period) {
+                    (Ok(q), Ok(p)) => Ok(format!("{q} {p}")),
+                    _ => Err(e),
+                }
+            })
+            .map_err(|e| format!("{e} (and no cgroup v1 cpu.cfs_quota_us)")),
+    );
+
+    let probe = VirtProbe {
+        dockerenv: Path::new("/.dockerenv").exists(),
+        containerenv: Path::new("/run/.containerenv").exists(),
+        pid1_cgroup: read_to_string("/proc/1/cgroup").ok(),
+        kubernetes: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+        kernel_release: kernel_release.ok(),
+        cpu_flags: cpuinfo.as_ref().ok().and_then(|c| c.flags.clone()),
+        dmi_product: read_trimmed("/sys/class/dmi/id/product_name").ok(),
+        dmi_vendor: read_trimmed("/sys/class/dmi/id/sys_vendor").ok(),
+        hypervisor_type: read_trimmed("/sys/hypervisor/type").ok(),
+    };
+    let v = probe.detect();
+    h.container = Some(v.container);
+    h.virtualization_evidence = v.evidence;
+    h.virtual_machine = take(missing, "host.virtual_machine", v.vm);
+    h
+}
+
+fn parse_os_release(text: &str) -> Result<String, String> {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|r| r.strip_prefix('='))
+                .map(|v| v.trim().trim_matches('"').to_owned())
+        })
+    };
+    field("PRETTY_NAME")
+        .or_else(|| {
+            let name = field("NAME")?;
+            Some(match field("VERSION") {
+                Some(v) => format!("{name} {v}"),
+                None => name,
+            })
+        })
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| "os-release has no PRETTY_NAME or NAME".to_owned())
+}
+
+fn parse_meminfo_total(text: &str) -> Result<u64, String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .ok_or_else(|| "/proc/meminfo has no MemTotal line".to_owned())?;
+    let mut parts = line["MemTotal:".len()..].split_whitespace();
+    let value: u64 = parts
+        .next()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("cannot parse {line:?}"))?;
+    match parts.next() {
+        Some("kB") | Some("KB") => Ok(value.saturating_mul(1024)),
+        None => Ok(value),
+        Some(unit) => Err(format!("unknown unit {unit:?} in {line:?}")),
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct CpuInfo {
+    model: Option<String>,
+    logical: u32,
+    physical_cores: Option<u32>,
+    sockets: Option<u32>,
+    /// The `flags` line (x86); `None` on architectures without one.
+    flags: Option<String>,
+}
+
+/// Arm CPU parts seen on GPU hosts (`CPU implementer 0x41`).
+fn arm_part_name(part: &str) -> Option<&'static str> {
+    match part.to_ascii_lowercase().as_str() {
+        "0xd0c" => Some("Neoverse-N1"),
+        "0xd40" => Some("Neoverse-V1"),
+        "0xd49" => Some("Neoverse-N2"),
+        "0xd4f" => Some("Neoverse-V2"),
+        "0xd84" => Some("Neoverse-V3"),
+        _ => None,
+    }
+}
+
+fn parse_cpuinfo(text: &str) -> CpuInfo {
+    let mut info = CpuInfo::default();
+    let mut cores = std::collections::BTreeSet::new();
+    let mut sockets = std::collections::BTreeSet::new();
+    let mut physical_id: Option<String> = None;
+    let mut arm_implementer: Option<String> = None;
+    let mut arm_part: Option<String> = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        match key {
+            "processor" => info.logical += 1,
+            "model name" | "cpu model" if info.model.is_none() && !value.is_empty() => {
+                info.model = Some(value.to_owned());
+            }
+            "physical id" => {
+                physical_id = Some(value.to_owned());
+                sockets.insert(value.to_owned());
+            }
+            "core id" => {
+                cores.insert((physical_id.clone().unwrap_or_default(), value.to_owned()));
+            }
+            "flags" if info.flags.is_none() => info.flags = Some(value.to_owned()),
+            "CPU implementer" if arm_implementer.is_none() => {
+                arm_implementer = Some(value.to_owned());
+            }
+            "CPU part" if arm_part.is_none() => arm_part = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+    if info.model.is_none() {
+        if let Some(part) = arm_part {
+            info.model = Some(match arm_part_name(&part) {
+                Some(name) => format!("Arm {name} (part {part})"),
+                None => format!(
+                    "Arm CPU implementer {} part {part}",
+                    arm_implementer.as_deref().unwrap_or("?")
+                ),
+            });
+        }
+    }
+    if !cores.is_empty() {
+        info.physical_cores = u32::try_from(cores.len()).ok();
+    }
+    if !sockets.is_empty() {
+        info.sockets = u32::try_from(sockets.len()).ok();
+    }
+    info
+}
+
+/// `node0: 0-55,112-167`, one per NUMA node.
+fn numa_nodes() -> Result<Vec<String>, String> {
+    let dir = "/sys/devices/system/node";
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{dir}: {e}"))?;
+    let mut nodes: Vec<(u32, String)> = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(n) = name
+            .strip_prefix("node")
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cpus =
+            read_trimmed(entry.path().join("cpulist")).unwrap_or_else(|e| format!("? ({e})"));
+        nodes.push((n, format!("{name}: {cpus}")));
+    }
+    if nodes.is_empty() {
+        return Err(format!("{dir} lists no node"));
+    }
+    nodes.sort();
+    Ok(nodes.into_iter().map(|(_, s)| s).collect())
+}
+
+/// What container and VM detection looks at (gathered from the file system, or given by tests).
+#[derive(Debug, Default)]
+struct VirtProbe {
+    dockerenv: bool,
+    containerenv: bool,
+    pid1_cgroup: Option<String>,
+    kubernetes: bool,
+    kernel_release: Option<String>,
+    cpu_flags: Option<String>,
+    dmi_product: Option<String>,
+    dmi_vendor: Option<String>,
+    hypervisor_type: Option<String>,
+}
+
+#[derive(Debug, PartialEq)]
+struct Virtualization {
+    container: String,
+    vm: Result<String, String>,
+    evidence: Vec<String>,
+}
+
+const NONE_FOUND: &str = "none found";
+
+impl VirtProbe {
+    fn detect(&self) -> Virtualization {
+        let mut evidence = Vec::new();
+        let mut container: Option<&str> = None;
+        if self.dockerenv {
+            evidence.push("/.dockerenv exists".to_owned());
+            container.get_or_insert("docker");
+        }
+        if self.containerenv {
+            evidence.push("/run/.containerenv exists".to_owned());
+            container.get_or_insert("podman");
+        }
+        if let Some(cg) = &self.pid1_cgroup {
+            let markers = [
+                ("kubepods", "kubernetes"),
+                ("docker", "docker"),
+                ("libpod", "podman"),
+                ("containerd", "containerd"),
+                ("lxc", "lxc"),
+            ];
+            if let Some((m, kind)) = markers.iter().find(|(m, _)| cg.contains(m)) {
+                evidence.push(format!("/proc/1/cgroup mentions {m}"));
+                container.get_or_insert(kind);
+            }
+        }
+        if self.kubernetes {
+            evidence.push("KUBERNETES_SERVICE_HOST is set".to_owned());
+            container.get_or_insert("kubernetes");
+        }
+
+        let mut vm: Option<String> = None;
+        if let Some(release) = &self.kernel_release {
+            let r = release.to_ascii_lowercase();
+            if r.contains("microsoft") || r.contains("wsl") {
+                evidence.push(format!("kernel release {release:?} is a WSL kernel"));
+                vm = Some("wsl2".to_owned());
+            }
+        }
+        let dmi_vm = [self.dmi_product.as_deref(), self.dmi_vendor.as_deref()]
+            .into_iter()
+            .flatten()
+            .find(|s| {
+                let s = s.to_ascii_lowercase();
+                [
+                    "kvm",
+                    "qemu",
+                    "vmware",
+                    "virtualbox",
+                    "xen",
+                    "virtual machine",
+                    "bochs",
+                    "parallels",
+                    "amazon ec2",
+                    "google compute engine",
+                    "openstack",
+                    "cloud hypervisor",
+                    "firecracker",
+                ]
+                .iter()
+                .any(|m| s.contains(m))
+            });
+        if let Some(name) = dmi_vm {
+            evidence.push(format!("DMI names {name:?}"));
+            vm.get_or_insert_with(|| name.to_owned());
+        }
+        if let Some(t) = self.hypervisor_type.as_deref().filter(|t| !t.is_empty()) {
+            evidence.push(format!("/sys/hypervisor/type is {t:?}"));
+            vm.get_or_insert_with(|| t.to_owned());
+        }
+        let hypervisor_flag = self
+            .cpu_flags
+            .as_deref()
+            .map(|f| f.split_whitespace().any(|w| w == "hypervisor"));
+        if hypervisor_flag == Some(true) {
+            evidence.push("the CPU flags include hypervisor".to_owned());
+            vm.get_or_insert_with(|| "hypervisor (vendor unknown)".to_owned());
+        }
+        let vm = match (vm, hypervisor_flag) {
+            (Some(v), _) => Ok(v),
+            (None, Some(false)) => Ok(NONE_FOUND.to_owned()),
+            (None, _) => Err(
+                "no VM marker found, and this CPU has no hypervisor flag to tell a VM from bare \
+                 metal"
+                    .to_owned(),
+            ),
+        };
+        Virtualization {
+            container: container.unwrap_or(NONE_FOUND).to_owned(),
+            vm,
+            evidence,
+        }
+    }
+}
+
+/// `2025-05-01T12:00:00.123456789Z` from nanoseconds since the Unix epoch.
+fn rfc3339_utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let nanos = unix_ns % 1_000_000_000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm), valid for u64 input.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{nanos:09}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000000000Z");
+        // 2000-02-29T12:34:56.5Z (a leap day in a century leap year).
+        assert_eq!(
+            rfc3339_utc(951_827_696_500_000_000),
+            "2000-02-29T12:34:56.500000000Z"
+        );
+        // 2024-12-31T23:59:59Z
+        assert_eq!(
+            rfc3339_utc(1_735_689_599_000_000_000),
+            "2024-12-31T23:59:59.000000000Z"
+        );
+    }
+
+    #[test]
+    fn cpuinfo_x86() {
+        let text = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n\
+                    physical id\t: 0\ncore id\t: 0\nflags\t: fpu sse hypervisor\n\n\
+                    processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n\
+                    physical id\t: 0\ncore id\t: 0\nflags\t: fpu sse hypervisor\n\n\
+                    processor\t: 2\nphysical id\t: 1\ncore id\t: 0\n\n\
+                    processor\t: 3\nphysical id\t: 1\ncore id\t: 1\n";
+        let c = parse_cpuinfo(text);
+        assert_eq!(c.model.as_deref(), Some("Intel(R) Xeon(R) Platinum 8480+"));
+        assert_eq!(c.logical, 4);
+        assert_eq!(c.physical_cores, Some(3));
+        assert_eq!(c.sockets, Some(2));
+        assert!(c.flags.as_deref().is_some_and(|f| f.contains("hypervisor")));
+    }
+
+    #[test]
+    fn cpuinfo_grace() {
+        let text = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\n\
+                    CPU part\t: 0xd4f\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n";
+        let c = parse_cpuinfo(text);
+        assert_eq!(c.model.as_deref(), Some("Arm Neoverse-V2 (part 0xd4f)"));
+        assert_eq!(c.logical, 2);
+        assert_eq!(c.physical_cores, None);
+        assert_eq!(c.flags, None);
+    }
+
+    #[test]
+    fn meminfo_and_os_release() {
+        assert_eq!(
+            parse_meminfo_total("MemTotal:       16303412 kB\nMemFree: 1 kB\n"),
+            Ok(16_303_412 * 1024)
+        );
+        assert!(parse_meminfo_total("MemFree: 1 kB\n").is_err());
+        assert_eq!(
+            parse_os_release("NAME=\"Ubuntu\"\nPRETTY_NAME=\"Ubuntu 22.04.4 LTS\"\n"),
+            Ok("Ubuntu 22.04.4 LTS".to_owned())
+        );
+        assert_eq!(
+            parse_os_release("NAME=Alpine\nVERSION=3.19\n"),
+            Ok("Alpine 3.19".to_owned())
+        );
+    }
+
+    #[test]
+    fn virtualization() {
+        let bare = VirtProbe {
+            pid1_cgroup: Some("0::/init.scope\n".to_owned()),
+            cpu_flags: Some("fpu sse".to_owned()),
+            kernel_release: Some("6.8.0-45-generic".to_owned()),
+            ..VirtProbe::default()
+        }
+        .detect();
+        assert_eq!(bare.container, NONE_FOUND);
+        assert_eq!(bare.vm, Ok(NONE_FOUND.to_owned()));
+
+        let k8s_vm = VirtProbe {
+            pid1_cgroup: Some("0::/kubepods/burstable/pod1/abc\n".to_owned()),
+            cpu_flags: Some("fpu hypervisor".to_owned()),
+            dmi_product: Some("Standard PC (Q35 + ICH9, 2009)".to_owned()),
+            dmi_vendor: Some("QEMU".to_owned()),
+            ..VirtProbe::default()
+        }
+        .detect();
+        assert_eq!(k8s_vm.container, "kubernetes");
+        assert_eq!(k8s_vm.vm, Ok("QEMU".to_owned()));
+        assert!(k8s_vm.evidence.len() >= 3);
+
+        let wsl = VirtProbe {
+            dockerenv: true,
+            kernel_release: Some("5.15.153.1-microsoft-standard-WSL2".to_owned()),
+            ..VirtProbe::default()
+        }
+        .detect();
+        assert_eq!(wsl.container, "docker");
+        assert_eq!(wsl.vm, Ok("wsl2".to_owned()));
+
+        let arm = VirtProbe::default().detect();
+        assert!(arm.vm.is_err());
+    }
+
+    #[test]
+    fn bus_ids_and_uuids_normalize() {
+        assert_eq!(
+            normalize_bus_id("00000000:17:00.0"),
+            normalize_bus_id("0000:17:00.0")
+        );
+        assert_eq!(normalize_bus_id("0000:1A:00.0"), Some((0, 0x1a, 0, 0)));
+        assert_eq!(normalize_bus_id("garbage"), None);
+        assert_eq!(
+            normalize_uuid("GPU-12345678-ABCD-ef01-2345-6789abcdef01"),
+            normalize_uuid("12345678abcdef0123456789abcdef01")
+        );
+    }
+
+    #[test]
+    fn covers_parent_paths() {
+        assert!(covers("nvml_gpus[0]: gone", "nvml_gpus[0].name"));
+        assert!(covers("host.os: x", "host.os"));
+        assert!(!covers("host.os: x", "host.os_type"));
+        assert!(!covers("nvml_gpus[1]: gone", "nvml_gpus[10].name"));
+    }
+}

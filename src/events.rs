@@ -1,0 +1,72 @@
+//! Timing events for scopes opened on a stream (`Profiler::scope_on`), recycled so that a scope
+//! costs two `cuEventRecord` calls and no event creation in steady state.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+use parking_lot::Mutex;
+
+/// Free timing-enabled events, of any context.
+#[derive(Default)]
+pub struct EventPool {
+    free: Mutex<Vec<CudaEvent>>,
+    failures: std::sync::atomic::AtomicU64,
+}
+
+impl EventPool {
+    /// Records an event on `stream`: one from the pool when one of the stream's context is free.
+    /// `None` when CUDA refused (counted; the scope then has no device time).
+    pub fn record(&self, stream: &Arc<CudaStream>) -> Option<CudaEvent> {
+        let ctx = stream.context();
+        let reused = {
+            let mut free = self.free.lock();
+            free.iter()
+                .rposition(|e| Arc::ptr_eq(e.context(), ctx))
+                .map(|i| free.swap_remove(i))
+        };
+        let event = match reused {
+            Some(e) => e,
+            None => match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
+                Ok(e) => e,
+                Err(_) => {
+                    self.failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return None;
+                }
+            },
+        };
+        match event.record(stream) {
+            Ok(()) => Some(event),
+            Err(_) => {
+                self.failures
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.give_back(event);
+                None
+            }
+        }
+    }
+
+    /// Returns an event whose time has been read.
+    pub fn give_back(&self, event: CudaEvent) {
+        self.free.lock().push(event);
+    }
+
+    /// Event records CUDA refused.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// Device time between two recorded events, when both have completed; `None` while pending.
+/// `Err` when CUDA reports an error for them.
+pub fn elapsed_ns(
+    start: &CudaEvent,
+    end: &CudaEvent,
+) -> Result<Option<u64>, cudarc::driver::DriverError> {
+    if !end.try_is_complete()? {
+        return Ok(None);
+    }
+    let ms = start.elapsed_ms(end)?;
+    Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64))
+}

@@ -1,0 +1,142 @@
+//! Bundled CUDA kernels: compiled at run time with NVRTC for the device's own architecture (with
+//! line info), with the analytic byte and FLOP counts the profiler's numbers are checked against.
+
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+
+use crate::error::{Error, Result};
+
+include!(concat!(env!("OUT_DIR"), "/kernel_registry.rs"));
+
+/// The source of a bundled kernel file (`kernels/<name>.cu`).
+pub fn source(name: &str) -> Option<&'static str> {
+    KERNEL_SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+}
+
+/// Names of all bundled kernel files.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    KERNEL_SOURCES.iter().map(|(n, _)| *n)
+}
+
+/// True when libnvrtc can be loaded.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only attempts to dlopen libnvrtc by its usual names.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles `kernels/<name>.cu` for `ctx`'s device (`sm_XY` of its compute capability, with
+/// `-lineinfo`) and loads it.
+///
+/// # Errors
+/// [`Error::Nvrtc`] with the compiler log, or the driver's load error.
+pub fn compile(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
+    let src = source(name).ok_or_else(|| Error::Nvrtc {
+        kernel: name.into(),
+        message: format!(
+            "no kernels/{name}.cu is bundled (have: {})",
+            names().collect::<Vec<_>>().join(", ")
+        ),
+    })?;
+    if !nvrtc_present() {
+        return Err(Error::Nvrtc {
+            kernel: name.into(),
+            message:
+                "libnvrtc not found: install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`"
+                    .into(),
+        });
+    }
+    let (major, minor) = ctx.compute_capability()?;
+    let opts = CompileOptions {
+        options: vec![
+            format!("--gpu-architecture=sm_{major}{minor}"),
+            "-lineinfo".into(),
+        ],
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| Error::Nvrtc {
+        kernel: name.into(),
+        message: e.to_string(),
+    })?;
+    Ok(ctx.load_module(ptx)?)
+}
+
+/// Analytic work of one launch: the fewest bytes it must move through device memory and the
+/// floating-point operations it performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Bytes read from and written to device memory.
+    pub bytes: u64,
+    /// Floating-point operations.
+    pub flops: u64,
+}
+
+/// `vector_add` (kernels/vector_add.cu): `c = a + b` over `n` floats.
+pub struct VectorAdd {
+    function: CudaFunction,
+    /// Threads per block.
+    pub block: u32,
+}
+
+impl VectorAdd {
+    /// Compiles and loads the kernel for `ctx`'s device.
+    ///
+    /// # Errors
+    /// As [`compile`].
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+        let module = compile(ctx, "vector_add")?;
+        Ok(VectorAdd {
+            function: module.load_function("vector_add")?,
+            block: 256,
+        })
+    }
+
+    /// Analytic work for `n` elements: 8n bytes read, 4n written, n additions.
+    pub fn work(n: u64) -> Work {
+        Work {
+            bytes: 12 * n,
+            flops: n,
+        }
+    }
+
+    /// Grid size for `n` elements.
+    pub fn grid(&self, n: u64) -> u32 {
+        n.div_ceil(u64::from(self.block)).max(1) as u32
+    }
+
+    /// Launches `c = a + b` over the first `n` elements on `stream`.
+    ///
+    /// # Errors
+    /// A launch failure, or `n` larger than a slice.
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        n: u64,
+    ) -> Result<()> {
+        if n as usize > a.len().min(b.len()).min(c.len()) {
+            return Err(Error::Config(format!(
+                "vector_add over {n} elements, but a slice holds fewer"
+            )));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (self.grid(n), 1, 1),
+            block_dim: (self.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = stream.launch_builder(&self.function);
+        launch.arg(a).arg(b).arg(c).arg(&n);
+        // SAFETY: the argument list matches the kernel's signature (three float pointers and an
+        // unsigned long long), and n is within every slice.
+        unsafe { launch.launch(cfg) }?;
+        Ok(())
+    }
+}

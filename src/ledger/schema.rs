@@ -1,0 +1,275 @@
+//! The ledger's line types. One JSON object per line: a header, one row per iteration, a trailer.
+//!
+//! Every field a reader may meet is here; new fields are added with `#[serde(default)]` so that
+//! older ledgers stay readable, and a change that breaks that raises [`SCHEMA_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::env::Environment;
+use crate::nvml::NvmlIterationSummary;
+
+/// Version of the line format written by this build. The reader refuses any other.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of a ledger file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)]
+pub enum LedgerLine {
+    /// First line: schema version, environment, configuration.
+    Header(Header),
+    /// One completed (or, at shutdown, incomplete) iteration.
+    Iteration(IterationRow),
+    /// Last line: run summary, dropped records and the profiler's own overhead.
+    Trailer(Trailer),
+}
+
+/// The first line of a ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Line format version; see [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Version of the gpu-ledger crate that wrote the file.
+    pub gpu_ledger_version: String,
+    /// Wall-clock start of the run, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// CUPTI timestamp (ns) taken at the same instant as `start_unix_ns`; activity times in rows
+    /// are CUPTI timestamps, so this maps them to wall-clock time.
+    #[serde(default)]
+    pub start_cupti_ns: Option<u64>,
+    /// The profiler configuration in force.
+    pub config: ConfigRecord,
+    /// The machine, GPUs and software the run used.
+    pub environment: Environment,
+    /// Rank of this process when launched by torchrun, mpirun or SLURM.
+    #[serde(default)]
+    pub rank: Option<RankInfo>,
+    /// Anything that limits what this ledger holds (NVML missing, counters not collected, ...).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// The configuration a run was profiled with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    /// `scopes`, `timeline` or `counters`.
+    pub level: String,
+    /// Number of CUPTI activity buffers preallocated.
+    pub buffer_count: usize,
+    /// Size of each CUPTI activity buffer in bytes.
+    pub buffer_bytes: usize,
+    /// How long an ended iteration may wait for its GPU records before it is written anyway.
+    pub settle_ms: u64,
+    /// NVML sampling period, when NVML sampling is on.
+    #[serde(default)]
+    pub nvml_period_ms: Option<u64>,
+    /// Iterations selected for hardware counters, when any.
+    #[serde(default)]
+    pub counter_iterations: Option<String>,
+}
+
+/// Where this process sits in a multi-process job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankInfo {
+    /// Global rank (`RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID`).
+    pub rank: u32,
+    /// Rank on this host, when the launcher set it.
+    pub local_rank: Option<u32>,
+    /// Number of ranks, when the launcher set it.
+    pub world_size: Option<u32>,
+}
+
+/// One row per iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationRow {
+    /// Iteration index, counting from 0.
+    pub index: u64,
+    /// Host time of the iteration's start, ns since the profiler started.
+    pub host_start_ns: u64,
+    /// Host wall time between the iteration's start and its end (the `step()` call).
+    pub host_wall_ns: u64,
+    /// False when the row was written at shutdown or after a panic before the iteration ended,
+    /// or when its GPU records did not all arrive within the settle time.
+    pub complete: bool,
+    /// True when hardware counters (kernel serialization and replay) ran in this iteration:
+    /// its times are then not representative and statistics leave it out.
+    pub perturbed: bool,
+    /// Device time per GPU.
+    pub devices: Vec<DeviceIteration>,
+    /// Time and launches per scope path (`step/backward`), `(unscoped)` included.
+    pub scopes: Vec<ScopeRow>,
+    /// Kernels grouped by name, device and launch shape.
+    pub kernels: Vec<KernelGroup>,
+    /// Copies grouped by device and direction.
+    pub memcpy: Vec<CopyGroup>,
+    /// Memsets grouped by device.
+    pub memset: Vec<CopyGroup>,
+    /// Host-side waits (stream, event, context synchronization) seen by CUPTI.
+    pub synchronization: Vec<SyncGroup>,
+    /// Activity records CUPTI reported as dropped while this iteration was open.
+    pub dropped_records: u64,
+    /// Launch API calls of this iteration whose GPU record did not arrive in time.
+    #[serde(default)]
+    pub missing_records: u64,
+    /// NVML summary per device, when NVML sampling is on.
+    #[serde(default)]
+    pub nvml: Vec<NvmlIterationSummary>,
+    /// Structural problems seen in this iteration (unbalanced scopes, scopes left open, ...).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Per-device figures of one iteration. Times in ns; the window is in CUPTI time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceIteration {
+    /// CUDA device ordinal as CUPTI reports it.
+    pub device_id: u32,
+    /// Start of the first activity (CUPTI ns).
+    pub first_start_ns: u64,
+    /// End of the last activity (CUPTI ns).
+    pub last_end_ns: u64,
+    /// Union of kernel, memcpy and memset intervals: time the device was doing anything.
+    pub busy_ns: u64,
+    /// `last_end - first_start - busy`: gaps between activities inside the iteration's window.
+    pub idle_ns: u64,
+    /// Largest single gap inside the window.
+    pub largest_gap_ns: u64,
+    /// Kernel launches that ran on this device.
+    pub kernel_count: u64,
+    /// Highest device memory allocated through the CUDA allocator, as traced (bytes), when
+    /// allocation records were seen; counts only allocations made while the profiler ran.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+}
+
+/// Time and launches of one scope path in one iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScopeRow {
+    /// Slash-separated path: `step/backward`. `(unscoped)` collects launches outside any scope.
+    pub path: String,
+    /// Times the scope was entered and left in this iteration.
+    pub calls: u64,
+    /// Host wall time inside the scope, summed over calls (children included).
+    pub host_ns: u64,
+    /// Kernel, memcpy and memset launches made directly in this scope (children excluded).
+    pub launches: u64,
+    /// Kernel launches among them.
+    #[serde(default)]
+    pub kernels: u64,
+    /// Union of the GPU intervals of activities launched directly in this scope.
+    pub device_ns: u64,
+    /// Union of the GPU intervals of activities launched in this scope or any scope below it.
+    pub device_ns_inclusive: u64,
+    /// GPU time between the scope's start and end events, when it was opened with a stream
+    /// (`Profiler::scope_on`), summed over calls; `None` when no call was event-timed.
+    #[serde(default)]
+    pub event_device_ns: Option<u64>,
+}
+
+/// Launches of one kernel (name, device and launch shape) in one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelGroup {
+    /// Kernel name as CUPTI reports it (mangled for C++ kernels).
+    pub name: String,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Cluster dimensions (0 when no cluster).
+    #[serde(default)]
+    pub cluster: [u32; 3],
+    /// Registers per thread.
+    pub registers_per_thread: u32,
+    /// Static shared memory per block, bytes.
+    pub static_shared_bytes: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_shared_bytes: u32,
+    /// Local memory per thread, bytes (non-zero means spills or local arrays).
+    pub local_bytes_per_thread: u32,
+    /// Launches.
+    pub count: u64,
+    /// Sum of durations, ns.
+    pub total_ns: u64,
+    /// Shortest launch, ns.
+    pub min_ns: u64,
+    /// Longest launch, ns.
+    pub max_ns: u64,
+    /// Launches that came from a CUDA graph.
+    #[serde(default)]
+    pub graph_launches: u64,
+}
+
+/// Copies or memsets of one kind in one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyGroup {
+    /// Device ordinal.
+    pub device_id: u32,
+    /// Direction for copies (`HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, ...), `memset` for memsets.
+    pub kind: String,
+    /// Operations.
+    pub count: u64,
+    /// Bytes moved or set.
+    pub bytes: u64,
+    /// Sum of durations, ns.
+    pub total_ns: u64,
+}
+
+/// Synchronization waits of one kind in one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncGroup {
+    /// `stream`, `event`, `context` or `stream_wait_event`.
+    pub kind: String,
+    /// Waits.
+    pub count: u64,
+    /// Sum of wait durations, ns.
+    pub total_ns: u64,
+}
+
+/// The last line of a ledger.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Trailer {
+    /// Iteration rows written.
+    pub iterations: u64,
+    /// Kernel records decoded over the whole run.
+    pub kernel_records: u64,
+    /// All activity records decoded over the whole run.
+    pub activity_records: u64,
+    /// Driver and runtime API records among them (only the calls attribution needs are traced).
+    #[serde(default)]
+    pub api_records: u64,
+    /// Activity records CUPTI dropped over the whole run.
+    pub dropped_records: u64,
+    /// Records that arrived after their iteration had been written (counted, not attributed).
+    pub late_records: u64,
+    /// Records that could not be placed in any iteration (before the first or after the last).
+    pub unplaced_records: u64,
+    /// Lines the writer could not write (disk full, ...).
+    pub lines_not_written: u64,
+    /// What the profiler itself cost.
+    pub overhead: Overhead,
+    /// Energy over the run from NVML (iterations not perturbed), when NVML sampled.
+    #[serde(default)]
+    pub energy: Option<crate::nvml::RunEnergy>,
+    /// Problems over the whole run.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// The profiler's own measured cost during the run.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Overhead {
+    /// Sum of CUPTI's own overhead records (buffer flushes, instrumentation), ns.
+    pub cupti_overhead_ns: u64,
+    /// Time spent inside gpu-ledger's buffer callbacks, ns.
+    pub buffer_callback_ns: u64,
+    /// CPU time of the collector thread (decoding, attribution), ns.
+    pub collector_cpu_ns: u64,
+    /// CPU time of the writer thread, ns.
+    pub writer_cpu_ns: u64,
+    /// Activity buffers handed to CUPTI over the run.
+    pub buffers_used: u64,
+    /// Buffer requests the pool could not serve (each drops records).
+    pub buffer_requests_refused: u64,
+}

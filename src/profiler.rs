@@ -1,0 +1,610 @@
+//! The profiler: configuration, start and finish, iteration boundaries, and the state scopes and
+//! the collector share.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::CudaStream;
+use parking_lot::RwLock;
+
+use crate::activity::pool::BufferPool;
+use crate::activity::{ActivityShared, ActivityStats, LaunchCounter, TimelineSession};
+use crate::collector::{self, Control};
+use crate::cupti;
+use crate::error::{Error, Result};
+use crate::events::EventPool;
+use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
+use crate::ledger::writer::LedgerWriter;
+use crate::loader::LoadedCupti;
+use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord};
+
+/// How much the profiler records (book ch. 1, 3, 6: cheap first, expensive on request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Host time per scope; device time from CUDA events for scopes opened on a stream. No CUPTI.
+    Scopes,
+    /// Plus CUPTI activity records: kernels, copies, memsets, synchronization, allocations.
+    Timeline,
+}
+
+impl Level {
+    fn name(self) -> &'static str {
+        match self {
+            Level::Scopes => "scopes",
+            Level::Timeline => "timeline",
+        }
+    }
+}
+
+/// Environment variable that sets the ledger path when the configuration does not.
+pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
+
+/// Profiler configuration. Start from [`Config::default`] or [`Profiler::builder`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// What to record.
+    pub level: Level,
+    /// Where to write the ledger. Default: `$GPU_LEDGER_PATH`, else
+    /// `gpu-ledger-<unix seconds>-<pid>[-rank<N>].jsonl` in the current directory.
+    pub ledger_path: Option<PathBuf>,
+    /// CUPTI activity buffers allocated at start.
+    pub buffers: usize,
+    /// Most CUPTI buffers the pool may grow to before records are dropped.
+    pub max_buffers: usize,
+    /// Bytes per CUPTI buffer.
+    pub buffer_bytes: usize,
+    /// How long an ended iteration waits for its GPU records before it is written anyway.
+    pub settle: Duration,
+    /// How often the collector asks CUPTI for completed records while iterations wait.
+    pub flush_interval: Duration,
+    /// On a start failure, run unprofiled (and say why in the ledger) instead of returning `Err`.
+    pub fail_open: bool,
+    /// Sample clocks, power, temperature and energy with NVML (all levels).
+    pub nvml: bool,
+    /// NVML sampling period (see `nvml` module docs for why 20 ms).
+    pub nvml_period: Duration,
+    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
+    pub work_per_iteration: Option<f64>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            level: Level::Timeline,
+            ledger_path: None,
+            buffers: 8,
+            max_buffers: 64,
+            buffer_bytes: 4 << 20,
+            settle: Duration::from_secs(2),
+            flush_interval: Duration::from_millis(20),
+            fail_open: false,
+            nvml: true,
+            nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
+            work_per_iteration: None,
+        }
+    }
+}
+
+/// Builds a [`Profiler`].
+#[derive(Debug, Clone, Default)]
+pub struct ProfilerBuilder {
+    config: Config,
+}
+
+impl ProfilerBuilder {
+    /// Sets the level.
+    pub fn level(mut self, level: Level) -> Self {
+        self.config.level = level;
+        self
+    }
+    /// Sets the ledger path.
+    pub fn ledger_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.ledger_path = Some(path.into());
+        self
+    }
+    /// Sets how long an ended iteration waits for its GPU records.
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.config.settle = settle;
+        self
+    }
+    /// Sets the CUPTI buffer pool: buffers at start, maximum, bytes each.
+    pub fn buffers(mut self, initial: usize, max: usize, bytes: usize) -> Self {
+        self.config.buffers = initial;
+        self.config.max_buffers = max;
+        self.config.buffer_bytes = bytes;
+        self
+    }
+    /// Turns NVML sampling on or off.
+    pub fn nvml(mut self, on: bool) -> Self {
+        self.config.nvml = on;
+        self
+    }
+    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
+    pub fn work_per_iteration(mut self, work: f64) -> Self {
+        self.config.work_per_iteration = Some(work);
+        self
+    }
+    /// Runs unprofiled instead of failing when the profiler cannot start.
+    pub fn fail_open(mut self, yes: bool) -> Self {
+        self.config.fail_open = yes;
+        self
+    }
+    /// Starts the profiler.
+    ///
+    /// # Errors
+    /// See [`Profiler::start`].
+    pub fn start(self) -> Result<Profiler> {
+        Profiler::start(self.config)
+    }
+}
+
+/// State shared by the application's threads (scopes, `step`) and the collector.
+pub(crate) struct Running {
+    origin: Instant,
+    pub(crate) cupti: Option<&'static LoadedCupti>,
+    iteration: AtomicU64,
+    pub(crate) paths: PathTable,
+    pub(crate) events: EventPool,
+    control: crossbeam_channel::Sender<Control>,
+    spare: crossbeam_queue::ArrayQueue<Vec<ScopeRecord>>,
+    pub(crate) correlation_errors: AtomicU64,
+    /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
+    launches: Arc<LaunchCounter>,
+}
+
+impl Running {
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+    pub(crate) fn iteration(&self) -> u64 {
+        self.iteration.load(Ordering::Relaxed)
+    }
+    #[inline]
+    pub(crate) fn push_correlation(&self, path_id: u32) {
+        if let Some(lib) = self.cupti {
+            if cupti::push_external_id(lib, u64::from(path_id)).is_err() {
+                self.correlation_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    #[inline]
+    pub(crate) fn pop_correlation(&self) {
+        if let Some(lib) = self.cupti {
+            if cupti::pop_external_id(lib).is_err() {
+                self.correlation_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    pub(crate) fn send_scopes(&self, batch: Vec<ScopeRecord>) {
+        let _ = self.control.send(Control::Scopes(batch));
+    }
+    pub(crate) fn spare_batch(&self) -> Vec<ScopeRecord> {
+        self.spare.pop().unwrap_or_else(|| Vec::with_capacity(64))
+    }
+    pub(crate) fn recycle_batch(&self, mut batch: Vec<ScopeRecord>) {
+        batch.clear();
+        let _ = self.spare.push(batch);
+    }
+    fn cupti_now(&self) -> Option<u64> {
+        self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
+    }
+}
+
+static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
+
+/// The running profiler's shared state, if any.
+pub(crate) fn current() -> Option<Arc<Running>> {
+    CURRENT.read().clone()
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Where the ledger was written.
+    pub ledger_path: PathBuf,
+    /// The trailer that closes the ledger.
+    pub trailer: Trailer,
+}
+
+/// An in-process GPU profiler. One runs per process at a time.
+///
+/// ```no_run
+/// use gpu_ledger::{Level, Profiler};
+/// let profiler = Profiler::builder().level(Level::Timeline).ledger_path("run.jsonl").start()?;
+/// for _ in 0..10 {
+///     let _step = Profiler::scope("step");
+///     {
+///         let _fwd = Profiler::scope("forward");
+///         // launch kernels ...
+///     }
+///     drop(_step);
+///     profiler.step();
+/// }
+/// let summary = profiler.finish()?;
+/// println!("ledger at {}", summary.ledger_path.display());
+/// # Ok::<(), gpu_ledger::Error>(())
+/// ```
+pub struct Profiler {
+    inner: Option<Inner>,
+    ledger_path: PathBuf,
+    /// Why profiling is off, when `fail_open` kept the application running.
+    disabled_reason: Option<String>,
+}
+
+struct Inner {
+    running: Arc<Running>,
+    session: Option<TimelineSession>,
+    collector: Option<JoinHandle<()>>,
+    writer: Option<LedgerWriter>,
+    trailer_rx: crossbeam_channel::Receiver<Trailer>,
+}
+
+impl Profiler {
+    /// A builder with the default configuration.
+    pub fn builder() -> ProfilerBuilder {
+        ProfilerBuilder::default()
+    }
+
+    /// Enters a scope on the calling thread; it ends when the guard drops. Nested scopes form
+    /// paths (`step/backward`). Costs one atomic load when no profiler runs.
+    #[inline]
+    pub fn scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
+        if !scope::ENABLED.load(Ordering::Relaxed) {
+            return ScopeGuard::inert();
+        }
+        ScopeGuard::enter(name.into(), None)
+    }
+
+    /// Enters a scope whose device time is also measured by timing events recorded on `stream`
+    /// at entry and exit (two `cuEventRecord` calls; the events are recycled).
+    #[inline]
+    pub fn scope_on(name: impl Into<Cow<'static, str>>, stream: &Arc<CudaStream>) -> ScopeGuard {
+        if !scope::ENABLED.load(Ordering::Relaxed) {
+            return ScopeGuard::inert();
+        }
+        ScopeGuard::enter(name.into(), Some(stream))
+    }
+
+    /// Starts profiling with `config`.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyRunning`]; [`Error::LedgerWrite`] for an unwritable ledger path; at the
+    /// timeline level [`Error::NoDriver`], [`Error::CuptiNotFound`],
+    /// [`Error::CuptiVersionMismatch`], [`Error::CuptiBusy`] or another CUPTI failure. With
+    /// `fail_open`, every error but an unwritable ledger returns an inert profiler instead, and
+    /// the ledger header says why.
+    pub fn start(config: Config) -> Result<Profiler> {
+        let path = resolve_ledger_path(config.ledger_path.clone());
+        match start_inner(&config, &path) {
+            Ok((inner, warnings)) => {
+                for w in &warnings {
+                    eprintln!("gpu-ledger: warning: {w}");
+                }
+                Ok(Profiler {
+                    inner: Some(inner),
+                    ledger_path: path,
+                    disabled_reason: None,
+                })
+            }
+            Err(e @ (Error::LedgerWrite { .. } | Error::AlreadyRunning)) => Err(e),
+            Err(e) if config.fail_open => {
+                let reason = format!("profiling disabled (fail_open): {e}");
+                eprintln!("gpu-ledger: {reason}");
+                write_disabled_ledger(&config, &path, &reason)?;
+                Ok(Profiler {
+                    inner: None,
+                    ledger_path: path,
+                    disabled_reason: Some(reason),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where the ledger is being written.
+    pub fn ledger_path(&self) -> &Path {
+        &self.ledger_path
+    }
+
+    /// Why the profiler is inert, when `fail_open` kept the application running without it.
+    pub fn disabled_reason(&self) -> Option<&str> {
+        self.disabled_reason.as_deref()
+    }
+
+    /// Index of the iteration now open.
+    pub fn iteration(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |i| i.running.iteration())
+    }
+
+    /// The first ledger write error, if one happened (reported once on stderr as well).
+    pub fn write_error(&self) -> Option<String> {
+        self.inner
+            .as_ref()
+            .and_then(|i| i.writer.as_ref())
+            .and_then(|w| w.error())
+    }
+
+    /// Ends the current iteration and opens the next (like torch.profiler's `step()`). Never
+    /// blocks on the GPU: the iteration's row is written once its GPU records have arrived.
+    pub fn step(&self) {
+        let Some(inner) = &self.inner else { return };
+        let running = &inner.running;
+        // The count first, then the timestamp: every call counted here started before the
+        // iteration's end time, so the collector never waits for a call of the next iteration.
+        let launches = running.launches.total.load(Ordering::SeqCst);
+        let host_end_ns = running.now_ns();
+        let cupti_end = running.cupti_now();
+        let open = scope::flush_thread(running);
+        let index = running.iteration.fetch_add(1, Ordering::AcqRel);
+        let _ = running.control.send(Control::IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end,
+            launches,
+            open_scopes: open,
+        });
+    }
+
+    /// Stops profiling, waits for every record, writes the trailer and closes the ledger.
+    /// Synchronize your streams first: work still running on the GPU is recorded only as far as
+    /// CUPTI has completed it.
+    ///
+    /// # Errors
+    /// The first ledger write error, or a CUPTI error while stopping; the ledger is still closed.
+    pub fn finish(mut self) -> Result<RunSummary> {
+        let path = self.ledger_path.clone();
+        let Some(inner) = self.inner.take() else {
+            let trailer = Trailer::default();
+            return Ok(RunSummary {
+                ledger_path: path,
+                trailer,
+            });
+        };
+        let (trailer, err) = shutdown(inner);
+        match err {
+            Some(e) => Err(e),
+            None => Ok(RunSummary {
+                ledger_path: path,
+                trailer,
+            }),
+        }
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            let _ = shutdown(inner);
+        }
+    }
+}
+
+fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
+    scope::ENABLED.store(false, Ordering::SeqCst);
+    let running = inner.running.clone();
+    let host_end_ns = running.now_ns();
+    let cupti_end = running.cupti_now();
+    let open = scope::flush_thread(&running);
+    let mut first_err = None;
+    if let Some(session) = inner.session.take() {
+        // Flushes every buffer into the collector's inbox before the collector is told to finish.
+        if let Err(e) = session.stop() {
+            first_err = Some(e);
+        }
+    }
+    let _ = running.control.send(Control::Finish {
+        host_end_ns,
+        cupti_end,
+        open_scopes: open,
+    });
+    if let Some(c) = inner.collector.take() {
+        let _ = c.join();
+    }
+    let trailer = inner.trailer_rx.try_recv().unwrap_or_default();
+    if let Some(writer) = inner.writer.take() {
+        let err = writer.error();
+        let _ = writer.close();
+        if let (None, Some(msg)) = (&first_err, err) {
+            first_err = Some(Error::LedgerWrite {
+                path: PathBuf::from("ledger"),
+                source: std::io::Error::other(msg),
+            });
+        }
+    }
+    *CURRENT.write() = None;
+    scope::GENERATION.fetch_add(1, Ordering::SeqCst);
+    (trailer, first_err)
+}
+
+fn resolve_ledger_path(configured: Option<PathBuf>) -> PathBuf {
+    if let Some(p) = configured {
+        return p;
+    }
+    if let Some(p) = std::env::var_os(LEDGER_PATH_ENV) {
+        return PathBuf::from(p);
+    }
+    let secs = crate::util::unix_ns() / 1_000_000_000;
+    let rank = crate::rank::from_env()
+        .map(|r| format!("-rank{}", r.rank))
+        .unwrap_or_default();
+    PathBuf::from(format!(
+        "gpu-ledger-{secs}-{}{rank}.jsonl",
+        std::process::id()
+    ))
+}
+
+fn config_record(config: &Config) -> ConfigRecord {
+    ConfigRecord {
+        level: config.level.name().to_string(),
+        buffer_count: config.buffers,
+        buffer_bytes: config.buffer_bytes,
+        settle_ms: config.settle.as_millis() as u64,
+        nvml_period_ms: config.nvml.then_some(config.nvml_period.as_millis() as u64),
+        counter_iterations: None,
+    }
+}
+
+fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<()> {
+    let writer = LedgerWriter::create(path)?;
+    let header = Header {
+        schema_version: SCHEMA_VERSION,
+        gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
+        start_unix_ns: crate::util::unix_ns(),
+        start_cupti_ns: None,
+        config: config_record(config),
+        environment: crate::device::environment(None, std::time::SystemTime::now()),
+        rank: crate::rank::from_env(),
+        warnings: vec![reason.to_string()],
+    };
+    writer.send(LedgerLine::Header(header));
+    writer.send(LedgerLine::Trailer(Trailer {
+        warnings: vec![reason.to_string()],
+        ..Trailer::default()
+    }));
+    let report = writer.close();
+    if report.lines_not_written > 0 {
+        return Err(Error::LedgerWrite {
+            path: path.to_path_buf(),
+            source: std::io::Error::other("write failed"),
+        });
+    }
+    Ok(())
+}
+
+fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
+    if config.buffer_bytes < 1024 || config.buffers == 0 {
+        return Err(Error::Config(
+            "buffers must be at least 1 and buffer_bytes at least 1024".into(),
+        ));
+    }
+    let mut current = CURRENT.write();
+    if current.is_some() {
+        return Err(Error::AlreadyRunning);
+    }
+    let mut warnings = Vec::new();
+    let cupti = match config.level {
+        Level::Scopes => None,
+        Level::Timeline => {
+            crate::device::require_driver()?;
+            Some(cupti::api()?)
+        }
+    };
+    let writer = LedgerWriter::create(path)?;
+    let origin = Instant::now();
+    let start_time = std::time::SystemTime::now();
+    let start_unix_ns = crate::util::unix_ns();
+    let (control_tx, control_rx) = crossbeam_channel::unbounded();
+    let (buffer_tx, buffer_rx) = crossbeam_channel::unbounded();
+    let running = Arc::new(Running {
+        origin,
+        cupti,
+        iteration: AtomicU64::new(0),
+        paths: PathTable::default(),
+        events: EventPool::default(),
+        control: control_tx,
+        spare: crossbeam_queue::ArrayQueue::new(256),
+        correlation_errors: AtomicU64::new(0),
+        launches: Arc::new(LaunchCounter::default()),
+    });
+    let mut session = None;
+    let mut activity = None;
+    if let Some(lib) = cupti {
+        let shared = Arc::new(ActivityShared {
+            pool: BufferPool::new(config.buffers, config.max_buffers, config.buffer_bytes),
+            sink: buffer_tx,
+            stats: ActivityStats::default(),
+        });
+        session = Some(TimelineSession::start(
+            lib,
+            shared.clone(),
+            running.launches.clone(),
+        )?);
+        activity = Some(shared);
+    }
+    let start_cupti_ns = running.cupti_now();
+    let mut environment = crate::device::environment(cupti, start_time);
+    let sampler = if config.nvml {
+        start_nvml(config, &mut environment, origin, &mut warnings)
+    } else {
+        None
+    };
+    environment.explain_nulls();
+    let header = Header {
+        schema_version: SCHEMA_VERSION,
+        gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
+        start_unix_ns,
+        start_cupti_ns,
+        config: config_record(config),
+        environment,
+        rank: crate::rank::from_env(),
+        warnings: warnings.clone(),
+    };
+    writer.send(LedgerLine::Header(header));
+    let (trailer_tx, trailer_rx) = crossbeam_channel::bounded(1);
+    let line_tx = writer
+        .sender()
+        .ok_or_else(|| Error::Thread("gpu-ledger-writer closed at start".into()))?;
+    let collector = collector::spawn(collector::CollectorSetup {
+        running: running.clone(),
+        activity,
+        control: control_rx,
+        buffers: buffer_rx,
+        lines: line_tx,
+        trailer: trailer_tx,
+        settle: config.settle,
+        flush_interval: config.flush_interval,
+        start_cupti_ns: start_cupti_ns.unwrap_or(0),
+        nvml: sampler,
+        work_per_iteration: config.work_per_iteration,
+    })?;
+    *current = Some(running.clone());
+    scope::GENERATION.fetch_add(1, Ordering::SeqCst);
+    scope::ENABLED.store(true, Ordering::SeqCst);
+    Ok((
+        Inner {
+            running,
+            session,
+            collector: Some(collector),
+            writer: Some(writer),
+            trailer_rx,
+        },
+        warnings,
+    ))
+}
+
+/// Loads NVML, adds its items to the environment record and starts the sampler. Without NVML
+/// everything else keeps working: the reason goes to the header warnings and stderr.
+fn start_nvml(
+    config: &Config,
+    env: &mut crate::env::Environment,
+    origin: Instant,
+    warnings: &mut Vec<String>,
+) -> Option<crate::nvml::NvmlSampler> {
+    use crate::nvml::{NvmlLibrary, NvmlSampler, NvmlSamplerConfig};
+    let lib = match NvmlLibrary::init() {
+        Ok(lib) => lib,
+        Err(e) => {
+            env.nvml_unavailable(&e.to_string());
+            warnings.push(format!("NVML: {e}"));
+            return None;
+        }
+    };
+    env.fill_nvml(&lib);
+    env.link_gpus_to_nvml();
+    let sampler_config = NvmlSamplerConfig {
+        period: config.nvml_period,
+        devices: Some(env.sampled_devices()),
+        ..NvmlSamplerConfig::default()
+    };
+    match NvmlSampler::start(lib, sampler_config, origin) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warnings.push(format!("NVML sampling is off: {e}"));
+            None
+        }
+    }
+}

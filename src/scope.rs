@@ -1,0 +1,276 @@
+//! Scope guards and the per-thread scope stack.
+//!
+//! Entering a scope looks up its path id in a thread-local cache, pushes that id onto CUPTI's
+//! per-thread external-correlation stack (at the timeline level) and notes the host time; leaving
+//! pops it and keeps a [`ScopeRecord`] in a thread-local batch, handed to the collector when the
+//! thread's stack empties, when the iteration changes, or when the batch is full. A disabled
+//! profiler costs one relaxed atomic load per scope.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaStream};
+
+use crate::profiler::Running;
+
+/// True while a profiler runs. Checked first by every scope.
+pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Bumped at every profiler start so that threads drop state of an earlier run.
+pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Records kept per thread before they are handed to the collector.
+const BATCH: usize = 64;
+
+/// A closed scope instance, as the collector receives it.
+#[derive(Debug)]
+pub struct ScopeRecord {
+    /// Interned path id (`step/backward`).
+    pub path_id: u32,
+    /// Iteration that was open when the scope was entered.
+    pub iteration_at_entry: u64,
+    /// Iteration that was open when the scope was left; the scope is accounted there.
+    pub iteration: u64,
+    /// Host time of entry, ns since the profiler started.
+    pub start_ns: u64,
+    /// Host time of exit, ns since the profiler started.
+    pub end_ns: u64,
+    /// Start and end events when the scope was timed on a stream.
+    pub events: Option<(CudaEvent, CudaEvent)>,
+    /// Set when this guard was not the innermost open scope when it ended.
+    pub out_of_order: bool,
+}
+
+struct Frame {
+    path_id: u32,
+    start_ns: u64,
+    iteration: u64,
+    start_event: Option<(CudaEvent, Arc<CudaStream>)>,
+    /// Identifies the guard, so that a guard dropped out of order is detected.
+    token: u64,
+}
+
+#[derive(Default)]
+struct ThreadScopes {
+    generation: u64,
+    running: Option<Arc<Running>>,
+    stack: Vec<Frame>,
+    closed: Vec<ScopeRecord>,
+    cache: HashMap<(u32, Cow<'static, str>), u32>,
+    next_token: u64,
+}
+
+thread_local! {
+    static THREAD: RefCell<ThreadScopes> = RefCell::new(ThreadScopes::default());
+}
+
+impl ThreadScopes {
+    /// The running profiler for this thread, refreshed when a new run started.
+    fn running(&mut self) -> Option<Arc<Running>> {
+        let generation = GENERATION.load(Ordering::Acquire);
+        if self.generation != generation {
+            self.generation = generation;
+            self.running = crate::profiler::current();
+            self.stack.clear();
+            self.closed.clear();
+            self.cache.clear();
+        }
+        self.running.clone()
+    }
+
+    fn hand_over(&mut self, running: &Running) {
+        if !self.closed.is_empty() {
+            running.send_scopes(std::mem::replace(&mut self.closed, running.spare_batch()));
+        }
+    }
+}
+
+/// A guard that ends its scope when dropped. `!Send`: a scope begins and ends on one thread.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>(_: T) {}
+/// assert_send(gpu_ledger::Profiler::scope("x"));
+/// ```
+#[must_use = "a scope ends when its guard is dropped; bind it with `let _s = ...`"]
+pub struct ScopeGuard {
+    /// 0 for an inert guard (profiler disabled).
+    token: u64,
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl ScopeGuard {
+    pub(crate) const fn inert() -> Self {
+        ScopeGuard {
+            token: 0,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Ends the scope now (same as dropping the guard).
+    pub fn end(self) {}
+
+    pub(crate) fn enter(name: Cow<'static, str>, stream: Option<&Arc<CudaStream>>) -> Self {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return Self::inert();
+        }
+        THREAD
+            .try_with(|t| {
+                let mut t = t.borrow_mut();
+                let Some(running) = t.running() else {
+                    return Self::inert();
+                };
+                let parent = t.stack.last().map_or(0, |f| f.path_id);
+                let path_id = match t.cache.get(&(parent, name.clone())) {
+                    Some(id) => *id,
+                    None => {
+                        let id = running.paths.intern(parent, &name);
+                        t.cache.insert((parent, name), id);
+                        id
+                    }
+                };
+                running.push_correlation(path_id);
+                let start_event =
+                    stream.and_then(|s| running.events.record(s).map(|e| (e, s.clone())));
+                t.next_token += 1;
+                let token = t.next_token;
+                t.stack.push(Frame {
+                    path_id,
+                    start_ns: running.now_ns(),
+                    iteration: running.iteration(),
+                    start_event,
+                    token,
+                });
+                ScopeGuard {
+                    token,
+                    _not_send: PhantomData,
+                }
+            })
+            .unwrap_or_else(|_| Self::inert())
+    }
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        if self.token == 0 {
+            return;
+        }
+        let token = self.token;
+        let _ = THREAD.try_with(|t| {
+            let mut t = t.borrow_mut();
+            let Some(running) = t.running.clone() else {
+                return;
+            };
+            if t.generation != GENERATION.load(Ordering::Acquire) {
+                return; // the run this guard belonged to has finished
+            }
+            let Some(pos) = t.stack.iter().rposition(|f| f.token == token) else {
+                return;
+            };
+            let out_of_order = pos + 1 != t.stack.len();
+            let frame = t.stack.remove(pos);
+            running.pop_correlation();
+            let end_ns = running.now_ns();
+            let events = frame
+                .start_event
+                .and_then(|(start, stream)| running.events.record(&stream).map(|end| (start, end)));
+            let iteration = running.iteration();
+            let changed = t.closed.first().is_some_and(|r| r.iteration != iteration);
+            t.closed.push(ScopeRecord {
+                path_id: frame.path_id,
+                iteration_at_entry: frame.iteration,
+                iteration,
+                start_ns: frame.start_ns,
+                end_ns,
+                events,
+                out_of_order,
+            });
+            if t.stack.is_empty() || changed || t.closed.len() >= BATCH {
+                t.hand_over(&running);
+            }
+        });
+    }
+}
+
+/// Open scope paths of the calling thread, innermost last (for the structural warning when an
+/// iteration ends with scopes open), after handing its closed scopes to the collector.
+pub(crate) fn flush_thread(running: &Running) -> Vec<u32> {
+    THREAD
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            if t.running
+                .as_ref()
+                .is_some_and(|r| std::ptr::eq(r.as_ref(), running))
+            {
+                t.hand_over(running);
+                t.stack.iter().map(|f| f.path_id).collect()
+            } else {
+                Vec::new()
+            }
+        })
+        .unwrap_or_default()
+}
+
+/// Interned scope paths: id 0 is the root, `(unscoped)`.
+#[derive(Default)]
+pub struct PathTable {
+    inner: parking_lot::RwLock<PathTableInner>,
+}
+
+#[derive(Default)]
+struct PathTableInner {
+    by_key: HashMap<(u32, String), u32>,
+    /// Index = id - 1: (parent id, full path).
+    paths: Vec<(u32, String)>,
+}
+
+/// Name of the path that collects launches made outside any scope.
+pub const UNSCOPED: &str = "(unscoped)";
+
+impl PathTable {
+    /// The id of `parent/name`, creating it on first use.
+    pub fn intern(&self, parent: u32, name: &str) -> u32 {
+        let key = (parent, name.to_string());
+        if let Some(id) = self.inner.read().by_key.get(&key) {
+            return *id;
+        }
+        let mut inner = self.inner.write();
+        if let Some(id) = inner.by_key.get(&key) {
+            return *id;
+        }
+        let full = match parent {
+            0 => name.to_string(),
+            p => format!("{}/{}", inner.paths[(p - 1) as usize].1, name),
+        };
+        inner.paths.push((parent, full));
+        let id = inner.paths.len() as u32;
+        inner.by_key.insert(key, id);
+        id
+    }
+
+    /// Full path of an id; `(unscoped)` for 0 or an unknown id.
+    pub fn path(&self, id: u32) -> String {
+        if id == 0 {
+            return UNSCOPED.to_string();
+        }
+        self.inner
+            .read()
+            .paths
+            .get((id - 1) as usize)
+            .map_or_else(|| UNSCOPED.to_string(), |p| p.1.clone())
+    }
+
+    /// Parent id of an id (0 for top-level scopes and unknown ids).
+    pub fn parent(&self, id: u32) -> u32 {
+        if id == 0 {
+            return 0;
+        }
+        self.inner
+            .read()
+            .paths
+            .get((id - 1) as usize)
+            .map_or(0, |p| p.0)
+    }
+}

@@ -1,0 +1,173 @@
+//! The scopes level end to end on any machine: no GPU, no CUPTI.
+
+use std::time::Duration;
+
+use gpu_ledger::{read_ledger, Level, Profiler};
+use parking_lot::Mutex;
+
+/// One profiler per process at a time: tests in this binary take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn scopes_profiler(path: &std::path::Path) -> Profiler {
+    Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(path)
+        .settle(Duration::from_millis(200))
+        .start()
+        .expect("the scopes level needs no GPU")
+}
+
+#[test]
+fn nested_scopes_from_two_threads_make_one_row_per_iteration() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = scopes_profiler(&path);
+    for _ in 0..3 {
+        {
+            let _step = Profiler::scope("step");
+            {
+                let _fwd = Profiler::scope("forward");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let _w = Profiler::scope("worker");
+                    let _inner = Profiler::scope("inner");
+                });
+            });
+        }
+        profiler.step();
+    }
+    let summary = profiler.finish().unwrap();
+    assert_eq!(summary.trailer.iterations, 3);
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 3);
+    assert!(ledger.trailer.is_some());
+    for (i, row) in ledger.iterations.iter().enumerate() {
+        assert_eq!(row.index, i as u64);
+        assert!(row.complete, "row {i}: {:?}", row.warnings);
+        let paths: Vec<&str> = row.scopes.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["step", "step/forward", "worker", "worker/inner"],
+            "row {i}"
+        );
+        let fwd = &row.scopes[1];
+        assert_eq!(fwd.calls, 1);
+        assert!(
+            fwd.host_ns >= 2_000_000,
+            "forward slept 2 ms, got {} ns",
+            fwd.host_ns
+        );
+        assert!(row.scopes[0].host_ns >= fwd.host_ns);
+        assert!(row.host_wall_ns >= row.scopes[0].host_ns);
+        assert!(row.warnings.is_empty(), "{:?}", row.warnings);
+    }
+}
+
+#[test]
+fn scope_open_across_step_is_reported_not_lost() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = scopes_profiler(&path);
+    let outer = Profiler::scope("train");
+    profiler.step();
+    profiler.step();
+    drop(outer);
+    profiler.step();
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 3);
+    assert!(ledger.iterations[0]
+        .warnings
+        .iter()
+        .any(|w| w.contains("scopes still open") && w.contains("train")));
+    let last = &ledger.iterations[2];
+    assert_eq!(last.scopes.len(), 1);
+    assert_eq!(last.scopes[0].path, "train");
+    assert!(
+        last.warnings
+            .iter()
+            .any(|w| w.contains("open across 2 iteration")),
+        "{:?}",
+        last.warnings
+    );
+}
+
+#[test]
+fn guards_dropped_out_of_order_are_reported() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = scopes_profiler(&path);
+    let a = Profiler::scope("a");
+    let b = Profiler::scope("b");
+    drop(a);
+    drop(b);
+    profiler.step();
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    let row = &ledger.iterations[0];
+    assert!(
+        row.warnings
+            .iter()
+            .any(|w| w.contains("out of order") && w.contains("scope a")),
+        "{:?}",
+        row.warnings
+    );
+    let paths: Vec<&str> = row.scopes.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(paths, ["a", "a/b"]);
+}
+
+#[test]
+fn disabled_profiler_guards_are_inert() {
+    let _g = SERIAL.lock();
+    let guard = Profiler::scope("nothing");
+    drop(guard);
+}
+
+#[test]
+fn second_profiler_is_refused_while_one_runs() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let p1 = scopes_profiler(&dir.path().join("a.jsonl"));
+    let err = Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(dir.path().join("b.jsonl"))
+        .start()
+        .err();
+    assert!(
+        matches!(err, Some(gpu_ledger::Error::AlreadyRunning)),
+        "{err:?}"
+    );
+    p1.finish().unwrap();
+}
+
+#[test]
+fn unwritable_ledger_path_is_a_clear_error() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    // A path below a regular file cannot be created.
+    let err = Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(file.join("run.jsonl"))
+        .start()
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, gpu_ledger::Error::LedgerWrite { .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("a-file") && msg.contains("writable path"),
+        "{msg}"
+    );
+    // The failed start left no profiler behind.
+    let p = scopes_profiler(&dir.path().join("ok.jsonl"));
+    p.finish().unwrap();
+}
