@@ -61,6 +61,7 @@ pub(crate) struct CollectorSetup {
     pub start_cupti_ns: u64,
     pub nvml: Option<crate::nvml::NvmlSampler>,
     pub work_per_iteration: Option<f64>,
+    pub record_activities: bool,
 }
 
 /// Starts the collector thread.
@@ -213,6 +214,7 @@ struct Collector {
     /// NVML summaries of the rows written (not perturbed), for the run's energy.
     nvml_rows: Vec<Vec<crate::nvml::NvmlIterationSummary>>,
     work_per_iteration: Option<f64>,
+    record_activities: bool,
 }
 
 enum Deferred {
@@ -266,6 +268,7 @@ impl Collector {
             nvml: s.nvml,
             nvml_rows: Vec::new(),
             work_per_iteration: s.work_per_iteration,
+            record_activities: s.record_activities,
         }
     }
 
@@ -1026,6 +1029,14 @@ impl Collector {
         let mut synchronization: Vec<SyncGroup> = syncs.into_values().collect();
         synchronization.sort_by(|a, b| a.kind.cmp(&b.kind));
         let host_end = it.host_end_ns.unwrap_or(it.host_start_ns);
+        let (activities, scope_spans) = if self.record_activities {
+            (
+                Some(activity_entries(&it.placed, paths)),
+                Some(scope_spans(&it.scopes, paths)),
+            )
+        } else {
+            (None, None)
+        };
         IterationRow {
             index: it.index,
             host_start_ns: it.host_start_ns,
@@ -1042,6 +1053,8 @@ impl Collector {
             missing_records: missing,
             nvml: Vec::new(),
             warnings: it.warnings,
+            activities,
+            scope_spans,
         }
     }
 }
@@ -1074,4 +1087,77 @@ impl KernelKey {
             local: k.local_bytes_per_thread,
         }
     }
+}
+
+fn activity_entries(placed: &[Placed], paths: &crate::scope::PathTable) -> Vec<ActivityEntry> {
+    let mut out: Vec<ActivityEntry> = placed
+        .iter()
+        .filter_map(|p| {
+            let (kind, name, device_id, stream_id, start, end, corr, bytes, graph) =
+                match &p.activity {
+                    Activity::Kernel(k) => (
+                        "kernel",
+                        k.name.to_string(),
+                        k.device_id,
+                        k.stream_id,
+                        k.start,
+                        k.end,
+                        k.correlation_id,
+                        None,
+                        k.graph_id,
+                    ),
+                    Activity::Memcpy(c) => (
+                        "memcpy",
+                        c.direction.to_string(),
+                        c.device_id,
+                        c.stream_id,
+                        c.start,
+                        c.end,
+                        c.correlation_id,
+                        Some(c.bytes),
+                        c.graph_id,
+                    ),
+                    Activity::Memset(m) => (
+                        "memset",
+                        "memset".to_string(),
+                        m.device_id,
+                        m.stream_id,
+                        m.start,
+                        m.end,
+                        m.correlation_id,
+                        Some(m.bytes),
+                        m.graph_id,
+                    ),
+                    Activity::Sync(_) | Activity::Memory(_) => return None,
+                };
+            Some(ActivityEntry {
+                kind: kind.into(),
+                name,
+                device_id,
+                stream_id,
+                start_ns: start,
+                end_ns: end,
+                scope: paths.path(p.path_id),
+                correlation_id: corr,
+                bytes,
+                graph_id: (graph != 0).then_some(graph),
+            })
+        })
+        .collect();
+    out.sort_by_key(|a| (a.start_ns, a.correlation_id));
+    out
+}
+
+fn scope_spans(scopes: &[ScopeRecord], paths: &crate::scope::PathTable) -> Vec<ScopeSpan> {
+    let mut out: Vec<ScopeSpan> = scopes
+        .iter()
+        .map(|s| ScopeSpan {
+            path: paths.path(s.path_id),
+            thread: s.thread,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        })
+        .collect();
+    out.sort_by_key(|s| (s.thread, s.start_ns));
+    out
 }

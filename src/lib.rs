@@ -23,11 +23,13 @@
 pub mod activity;
 pub mod analysis;
 mod collector;
+pub mod counters;
 pub mod cupti;
 pub mod device;
 pub mod env;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod kernels;
 pub mod ledger;
 pub mod loader;

@@ -69,6 +69,9 @@ pub struct Config {
     pub nvml_period: Duration,
     /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
     pub work_per_iteration: Option<f64>,
+    /// Keep every activity and scope span in the rows (for `gpu-ledger trace`); rows grow with
+    /// the number of launches.
+    pub record_activities: bool,
 }
 
 impl Default for Config {
@@ -85,6 +88,7 @@ impl Default for Config {
             nvml: true,
             nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
             work_per_iteration: None,
+            record_activities: false,
         }
     }
 }
@@ -126,6 +130,11 @@ impl ProfilerBuilder {
     /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
     pub fn work_per_iteration(mut self, work: f64) -> Self {
         self.config.work_per_iteration = Some(work);
+        self
+    }
+    /// Keeps every activity and scope span in the rows, for timeline traces.
+    pub fn record_activities(mut self, on: bool) -> Self {
+        self.config.record_activities = on;
         self
     }
     /// Runs unprofiled instead of failing when the profiler cannot start.
@@ -445,6 +454,7 @@ fn config_record(config: &Config) -> ConfigRecord {
         settle_ms: config.settle.as_millis() as u64,
         nvml_period_ms: config.nvml.then_some(config.nvml_period.as_millis() as u64),
         counter_iterations: None,
+        record_activities: config.record_activities,
     }
 }
 
@@ -560,6 +570,7 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         start_cupti_ns: start_cupti_ns.unwrap_or(0),
         nvml: sampler,
         work_per_iteration: config.work_per_iteration,
+        record_activities: config.record_activities,
     })?;
     *current = Some(running.clone());
     scope::GENERATION.fetch_add(1, Ordering::SeqCst);

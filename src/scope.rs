@@ -42,6 +42,8 @@ pub struct ScopeRecord {
     pub events: Option<(CudaEvent, CudaEvent)>,
     /// Set when this guard was not the innermost open scope when it ended.
     pub out_of_order: bool,
+    /// gpu-ledger's index of the thread the scope ran on.
+    pub thread: u32,
 }
 
 struct Frame {
@@ -61,7 +63,11 @@ struct ThreadScopes {
     closed: Vec<ScopeRecord>,
     cache: HashMap<(u32, Cow<'static, str>), u32>,
     next_token: u64,
+    thread: u32,
 }
+
+/// Thread indices handed out in order of first scope.
+static NEXT_THREAD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 thread_local! {
     static THREAD: RefCell<ThreadScopes> = RefCell::new(ThreadScopes::default());
@@ -74,6 +80,7 @@ impl ThreadScopes {
         if self.generation != generation {
             self.generation = generation;
             self.running = crate::profiler::current();
+            self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
             self.stack.clear();
             self.closed.clear();
             self.cache.clear();
@@ -178,6 +185,7 @@ impl Drop for ScopeGuard {
                 .and_then(|(start, stream)| running.events.record(&stream).map(|end| (start, end)));
             let iteration = running.iteration();
             let changed = t.closed.first().is_some_and(|r| r.iteration != iteration);
+            let thread = t.thread;
             t.closed.push(ScopeRecord {
                 path_id: frame.path_id,
                 iteration_at_entry: frame.iteration,
@@ -186,6 +194,7 @@ impl Drop for ScopeGuard {
                 end_ns,
                 events,
                 out_of_order,
+                thread,
             });
             if t.stack.is_empty() || changed || t.closed.len() >= BATCH {
                 t.hand_over(&running);

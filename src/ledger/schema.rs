@@ -66,6 +66,9 @@ pub struct ConfigRecord {
     /// Iterations selected for hardware counters, when any.
     #[serde(default)]
     pub counter_iterations: Option<String>,
+    /// Whether rows carry every activity and scope span (`activities`, `scope_spans`).
+    #[serde(default)]
+    pub record_activities: bool,
 }
 
 /// Where this process sits in a multi-process job.
@@ -117,6 +120,52 @@ pub struct IterationRow {
     /// Structural problems seen in this iteration (unbalanced scopes, scopes left open, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Every kernel, copy and memset, when `Config::record_activities` is on (for traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activities: Option<Vec<ActivityEntry>>,
+    /// Every scope instance as a host span, when `Config::record_activities` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_spans: Option<Vec<ScopeSpan>>,
+}
+
+/// One GPU activity of an iteration (kept only when activities are recorded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityEntry {
+    /// `kernel`, `memcpy` or `memset`.
+    pub kind: String,
+    /// Kernel name, copy direction (`HtoD`, ...) or `memset`.
+    pub name: String,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// CUPTI stream id.
+    pub stream_id: u32,
+    /// GPU start, CUPTI ns (subtract the header's `start_cupti_ns` for time since start).
+    pub start_ns: u64,
+    /// GPU end, CUPTI ns.
+    pub end_ns: u64,
+    /// Scope path it was launched in.
+    pub scope: String,
+    /// CUPTI correlation id of the launching call.
+    pub correlation_id: u32,
+    /// Bytes moved or set (copies and memsets).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// CUDA graph id when launched from a graph.
+    #[serde(default)]
+    pub graph_id: Option<u32>,
+}
+
+/// One scope instance on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeSpan {
+    /// Scope path.
+    pub path: String,
+    /// gpu-ledger's index of the thread (0 = the first thread that opened a scope).
+    pub thread: u32,
+    /// Entry, host ns since the profiler started.
+    pub start_ns: u64,
+    /// Exit, host ns since the profiler started.
+    pub end_ns: u64,
 }
 
 /// Per-device figures of one iteration. Times in ns; the window is in CUPTI time.

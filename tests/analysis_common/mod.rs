@@ -33,6 +33,8 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         dropped_records: 0,
         missing_records: 0,
         nvml: Vec::new(),
+        activities: None,
+        scope_spans: None,
         warnings: Vec::new(),
     }
 }
@@ -104,6 +106,7 @@ pub fn header(driver: &str) -> Header {
             settle_ms: 100,
             nvml_period_ms: None,
             counter_iterations: None,
+            record_activities: false,
         },
         environment: Environment {
             gpus: vec![GpuRecord {

@@ -1,48 +1,14 @@
-//! GPU tests: run on an NVIDIA GPU with `scripts/test.sh` (or the bundle from
-//! `scripts/gpu-bundle.sh`). Each is ignored on machines without a GPU and never skips itself.
+//! Timeline level on the GPU: record counts, durations against CUDA events, attribution,
+//! copies, and the ledger's rows.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::CudaStream;
 use gpu_ledger::kernels::VectorAdd;
-use gpu_ledger::ledger::{IterationRow, LedgerLine};
-use gpu_ledger::{read_ledger, Level, Profiler};
-use parking_lot::Mutex;
+use gpu_ledger::ledger::LedgerLine;
+use gpu_ledger::{read_ledger, Profiler};
 
-/// One profiler per process: GPU tests take turns.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Gpu {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    vadd: VectorAdd,
-}
-
-fn gpu() -> Gpu {
-    gpu_ledger::device::require_driver().expect("this test needs an NVIDIA GPU and driver");
-    let ctx = CudaContext::new(0).expect("CUDA context on device 0");
-    // Like a minimal probe: no extra event records around each launch from cudarc's
-    // multi-stream tracking. The tests synchronize explicitly.
-    // SAFETY: every test synchronizes its streams before reusing or freeing memory.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.default_stream();
-    let vadd = VectorAdd::new(&ctx).expect("NVRTC compiles vector_add");
-    Gpu { ctx, stream, vadd }
-}
-
-fn timeline(path: &std::path::Path) -> Profiler {
-    Profiler::builder()
-        .level(Level::Timeline)
-        .ledger_path(path)
-        .settle(Duration::from_secs(5))
-        .start()
-        .expect("timeline profiler starts on the GPU host")
-}
-
-fn kernel_launches(row: &IterationRow) -> u64 {
-    row.kernels.iter().map(|k| k.count).sum()
-}
+use crate::{gpu, kernel_launches, timeline, SERIAL};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
@@ -327,7 +293,13 @@ fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
     let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.jsonl");
-    let profiler = timeline(&path);
+    let profiler = Profiler::builder()
+        .level(gpu_ledger::Level::Timeline)
+        .ledger_path(&path)
+        .settle(std::time::Duration::from_secs(5))
+        .record_activities(true)
+        .start()
+        .unwrap();
     const ITERS: u64 = 50;
     for i in 0..ITERS {
         let _s = Profiler::scope_on("step", &g.stream);
@@ -354,10 +326,28 @@ fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
             step.device_ns
         );
         assert!(row.devices[0].busy_ns > 0);
+        let acts = row.activities.as_ref().expect("activities recorded");
+        assert_eq!(
+            acts.iter().filter(|a| a.kind == "kernel").count() as u64,
+            i as u64 % 3 + 1
+        );
+        assert!(acts
+            .iter()
+            .all(|a| a.scope == "step" && a.end_ns >= a.start_ns));
+        let spans = row.scope_spans.as_ref().expect("scope spans recorded");
+        assert_eq!(spans.len(), 1);
+        assert!(spans[0].end_ns > spans[0].start_ns);
     }
     let env = &ledger.header.environment;
     assert!(!env.gpus.is_empty());
-    assert!(env.gpus[0].uuid.as_deref().is_some_and(|u| u.starts_with("GPU-")), "{:?}", env.gpus[0]);
+    assert!(
+        env.gpus[0]
+            .uuid
+            .as_deref()
+            .is_some_and(|u| u.starts_with("GPU-")),
+        "{:?}",
+        env.gpus[0]
+    );
     assert!(ledger.header.environment.cupti_api_version == Some(130001));
     // Round trip: every line re-serializes to the same JSON value.
     let text = std::fs::read_to_string(&path).unwrap();

@@ -10,6 +10,8 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use crate::error::{Error, Result};
 
+pub mod suite;
+
 include!(concat!(env!("OUT_DIR"), "/kernel_registry.rs"));
 
 /// The source of a bundled kernel file (`kernels/<name>.cu`).

@@ -1,0 +1,2 @@
+//! Benchmark placeholder (issue 7 fills it).
+fn main() {}

@@ -1,0 +1,1 @@
+//! Hardware counters through the CUPTI Range Profiler (issue 3).

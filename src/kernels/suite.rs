@@ -1,0 +1,1 @@
+//! The bundled kernel suite of book ch. 14 (issue 5).

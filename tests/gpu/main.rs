@@ -1,0 +1,53 @@
+//! GPU tests, one binary: run on an NVIDIA GPU with `scripts/test.sh` (or the bundle from
+//! `scripts/gpu-bundle.sh`). Each is ignored on machines without a GPU and never skips itself.
+//! One module per area; the helpers here are shared.
+
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaStream};
+use gpu_ledger::kernels::VectorAdd;
+use gpu_ledger::ledger::IterationRow;
+use gpu_ledger::{Level, Profiler};
+use parking_lot::Mutex;
+
+mod counters;
+mod kernels_suite;
+mod nvml;
+mod timeline;
+
+/// One profiler per process: GPU tests take turns.
+pub static SERIAL: Mutex<()> = Mutex::new(());
+
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub vadd: VectorAdd,
+}
+
+pub fn gpu() -> Gpu {
+    gpu_ledger::device::require_driver().expect("this test needs an NVIDIA GPU and driver");
+    let ctx = CudaContext::new(0).expect("CUDA context on device 0");
+    // Like a minimal probe: no extra event records around each launch from cudarc's
+    // multi-stream tracking. The tests synchronize explicitly.
+    // SAFETY: every test synchronizes its streams before reusing or freeing memory.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.default_stream();
+    let vadd = VectorAdd::new(&ctx).expect("NVRTC compiles vector_add");
+    Gpu { ctx, stream, vadd }
+}
+
+pub fn timeline(path: &std::path::Path) -> Profiler {
+    Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(path)
+        .settle(Duration::from_secs(5))
+        .start()
+        .expect("timeline profiler starts on the GPU host")
+}
+
+pub fn kernel_launches(row: &IterationRow) -> u64 {
+    row.kernels.iter().map(|k| k.count).sum()
+}
