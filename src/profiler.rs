@@ -416,10 +416,11 @@ fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
     let trailer = inner.trailer_rx.try_recv().unwrap_or_default();
     if let Some(writer) = inner.writer.take() {
         let err = writer.error();
+        let path = writer.path().to_path_buf();
         let _ = writer.close();
         if let (None, Some(msg)) = (&first_err, err) {
             first_err = Some(Error::LedgerWrite {
-                path: PathBuf::from("ledger"),
+                path,
                 source: std::io::Error::other(msg),
             });
         }

@@ -171,3 +171,36 @@ fn unwritable_ledger_path_is_a_clear_error() {
     let p = scopes_profiler(&dir.path().join("ok.jsonl"));
     p.finish().unwrap();
 }
+
+#[test]
+fn a_full_disk_is_reported_once_and_the_application_carries_on() {
+    let _g = SERIAL.lock();
+    // /dev/full accepts the open and fails every write with ENOSPC.
+    let profiler = scopes_profiler(std::path::Path::new("/dev/full"));
+    for _ in 0..5 {
+        let _s = Profiler::scope("work");
+        drop(_s);
+        profiler.step();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let err = profiler
+        .write_error()
+        .expect("the write error is kept for the application");
+    assert!(
+        err.contains("/dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+    let end = profiler
+        .finish()
+        .err()
+        .expect("finish reports the write failure");
+    assert!(
+        matches!(end, gpu_ledger::Error::LedgerWrite { .. }),
+        "{end}"
+    );
+    // A new run works normally afterwards.
+    let dir = tempfile::tempdir().unwrap();
+    scopes_profiler(&dir.path().join("ok.jsonl"))
+        .finish()
+        .unwrap();
+}

@@ -358,3 +358,59 @@ fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
         assert_eq!(again, original, "line {}", i + 1);
     }
 }
+
+unsafe extern "C" fn no_op(
+    _: *mut std::os::raw::c_void,
+    _: cupti_sys::CUpti_CallbackDomain::Type,
+    _: cupti_sys::CUpti_CallbackId,
+    _: *const std::os::raw::c_void,
+) {
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_second_cupti_subscriber_is_a_clear_error_and_fail_open_runs_unprofiled() {
+    let _g = SERIAL.lock();
+    let _gpu = gpu();
+    let lib = gpu_ledger::cupti::api().unwrap();
+    // Another tool holds CUPTI's subscriber slot.
+    // SAFETY: no_op never unwinds and takes no userdata.
+    let other = unsafe { gpu_ledger::cupti::subscribe(lib, no_op, std::ptr::null_mut()) }.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let err = Profiler::builder()
+        .ledger_path(dir.path().join("busy.jsonl"))
+        .start()
+        .err()
+        .expect("start must fail");
+    println!("{err}");
+    assert!(matches!(err, gpu_ledger::Error::CuptiBusy(_)), "{err:?}");
+    assert!(err.to_string().contains("one CUPTI subscriber"));
+    // fail_open: the application runs, unprofiled, and the ledger says why.
+    let path = dir.path().join("open.jsonl");
+    let p = Profiler::builder()
+        .ledger_path(&path)
+        .fail_open(true)
+        .start()
+        .unwrap();
+    assert!(p.disabled_reason().is_some_and(|r| r.contains("CUPTI")));
+    {
+        let _s = Profiler::scope("ignored");
+    }
+    p.step();
+    p.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert!(ledger.iterations.is_empty());
+    assert!(
+        ledger
+            .header
+            .warnings
+            .iter()
+            .any(|w| w.contains("fail_open")),
+        "{:?}",
+        ledger.header.warnings
+    );
+    gpu_ledger::cupti::unsubscribe(lib, other).unwrap();
+    // With the slot free again, a profiler starts.
+    let p = crate::timeline(&dir.path().join("after.jsonl"));
+    p.finish().unwrap();
+}
