@@ -48,6 +48,15 @@ pub struct LoadedCupti {
     pub api_version: u32,
 }
 
+impl std::fmt::Debug for LoadedCupti {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedCupti")
+            .field("path", &self.path)
+            .field("api_version", &self.api_version)
+            .finish_non_exhaustive()
+    }
+}
+
 static CUPTI: OnceLock<Result<LoadedCupti>> = OnceLock::new();
 
 /// The process-wide CUPTI, loaded on first use and kept for the rest of the process.

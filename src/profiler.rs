@@ -244,6 +244,16 @@ pub struct Profiler {
     disabled_reason: Option<String>,
 }
 
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("ledger_path", &self.ledger_path)
+            .field("running", &self.inner.is_some())
+            .field("disabled_reason", &self.disabled_reason)
+            .finish()
+    }
+}
+
 struct Inner {
     running: Arc<Running>,
     session: Option<TimelineSession>,

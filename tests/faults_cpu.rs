@@ -11,7 +11,7 @@ fn a_missing_libcupti_lists_every_path_tried_and_the_fix() {
         Candidate::File(PathBuf::from("/nonexistent/a/libcupti.so.13")),
         Candidate::File(PathBuf::from("/nonexistent/b/libcupti.so.13")),
     ];
-    let err = loader::load_first(&cands).err().expect("nothing there");
+    let err = loader::load_first(&cands).expect_err("nothing there");
     let msg = err.to_string();
     assert!(matches!(err, Error::CuptiNotFound { .. }), "{msg}");
     assert!(

@@ -192,8 +192,7 @@ fn a_full_disk_is_reported_once_and_the_application_carries_on() {
     );
     let end = profiler
         .finish()
-        .err()
-        .expect("finish reports the write failure");
+        .expect_err("finish reports the write failure");
     assert!(
         matches!(end, gpu_ledger::Error::LedgerWrite { .. }),
         "{end}"

@@ -380,8 +380,7 @@ fn a_second_cupti_subscriber_is_a_clear_error_and_fail_open_runs_unprofiled() {
     let err = Profiler::builder()
         .ledger_path(dir.path().join("busy.jsonl"))
         .start()
-        .err()
-        .expect("start must fail");
+        .expect_err("start must fail");
     println!("{err}");
     assert!(matches!(err, gpu_ledger::Error::CuptiBusy(_)), "{err:?}");
     assert!(err.to_string().contains("one CUPTI subscriber"));
