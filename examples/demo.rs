@@ -108,13 +108,11 @@ fn check_result(a: &[f32], b: &[f32], c: &[f32]) -> Result<(), String> {
 }
 
 fn print_table(ledger: &gpu_ledger::Ledger, gpu: String) {
+    use gpu_ledger::analysis::stats::Distribution;
     use std::collections::BTreeMap;
     let mut per_scope: BTreeMap<&str, (Vec<f64>, Vec<f64>, u64)> = BTreeMap::new();
-    for row in ledger
-        .iterations
-        .iter()
-        .filter(|r| r.complete && !r.perturbed)
-    {
+    let rows: Vec<_> = ledger.iterations.iter().filter(|r| r.complete && !r.perturbed).collect();
+    for row in &rows {
         for s in &row.scopes {
             let e = per_scope.entry(&s.path).or_default();
             e.0.push(s.device_ns_inclusive as f64 / 1e3);
@@ -122,32 +120,20 @@ fn print_table(ledger: &gpu_ledger::Ledger, gpu: String) {
             e.2 += s.launches;
         }
     }
-    let rows = ledger.iterations.len().max(1) as u64;
-    println!("\nper-scope time on {gpu} (µs per iteration; device = union of its GPU work)");
-    println!(
-        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>10}",
-        "scope", "device p50", "device p90", "host p50", "host p90", "launches/it"
-    );
+    println!("\nper-scope time on {gpu} over {} complete iterations (µs; device = union of its GPU work, children included)", rows.len());
+    println!("{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}", "scope", "device p50", "device p90", "host p50", "host p90", "launches/it");
+    let n = rows.len().max(1) as u64;
     for (path, (dev, host, launches)) in per_scope {
+        let (d, h) = (Distribution::from_samples(&dev), Distribution::from_samples(&host));
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
         println!(
-            "{:<16} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>10}",
+            "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}",
             path,
-            percentile(&dev, 0.5),
-            percentile(&dev, 0.9),
-            percentile(&host, 0.5),
-            percentile(&host, 0.9),
-            launches / rows
+            f(d.as_ref().map(|d| d.median)),
+            f(d.as_ref().map(|d| d.p90)),
+            f(h.as_ref().map(|d| d.median)),
+            f(h.as_ref().map(|d| d.p90)),
+            launches / n
         );
     }
-}
-
-fn percentile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let pos = q * (s.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
 }

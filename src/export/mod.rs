@@ -1,1 +1,46 @@
-//! Exports of a ledger: Chrome/Perfetto trace, CSV, HTML report, Markdown (issue 6).
+//! Exports of a ledger: Chrome/Perfetto trace JSON, CSV of the per-iteration table, a
+//! self-contained HTML report with SVG charts, a Markdown summary, and the merged view of the
+//! ledgers of several ranks. The `gpu-ledger` command line tool is a thin layer over this module.
+//!
+//! - [`stream`]: reads a ledger line by line ([`LedgerStream`]) with the same validation and
+//!   line-numbered errors as [`crate::ledger::read_ledger`], so that exports of large ledgers run
+//!   in constant memory;
+//! - [`trace`]: the Trace Event Format JSON that ui.perfetto.dev and `chrome://tracing` open,
+//!   written as a stream ([`TraceWriter`]);
+//! - [`mod@csv`]: one CSV line per iteration row ([`CsvLayout`]);
+//! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
+//! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
+//! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
+//! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each.
+//!
+//! ```
+//! use gpu_ledger::export::{markdown_summary, LedgerSummary, SummaryOptions};
+//! use gpu_ledger::ledger::reader::parse_ledger;
+//!
+//! # let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"),
+//! #     "/tests/data/v1-nested-scopes.jsonl")).unwrap();
+//! let ledger = parse_ledger(text.as_bytes(), "run.jsonl".as_ref())?;
+//! let summary = LedgerSummary::compute(&ledger, &SummaryOptions::default());
+//! let md = markdown_summary(&summary, "run.jsonl");
+//! assert!(md.contains("| scope |"));
+//! # Ok::<(), gpu_ledger::Error>(())
+//! ```
+
+pub mod csv;
+pub mod html;
+pub mod markdown;
+pub mod merge;
+pub mod stream;
+pub mod summary;
+pub mod svg;
+pub mod text;
+pub mod trace;
+
+pub use self::csv::{write_csv, CsvLayout};
+pub use html::{write_html_report, ReportOptions};
+pub use markdown::{markdown_comparison, markdown_summary};
+pub use merge::{merge_ranks, MergeError, MergedIteration, MergedView, RankSeries};
+pub use stream::{LedgerStream, StreamItem};
+pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};
+pub use svg::{roofline_svg, Roofline, RooflinePoint};
+pub use trace::{write_trace, IterationRange, RangeParseError, TraceOptions, TraceStats, TraceWriter};

@@ -1,0 +1,196 @@
+//! Text helpers shared by the exports: escaping for HTML, CSV and Markdown, and human-readable
+//! durations and quantities.
+
+use std::fmt::Write as _;
+
+/// Escapes `s` for HTML and SVG text and attribute values (`&`, `<`, `>`, `"`, `'`). Control
+/// characters other than tab and newline, which XML forbids, become U+FFFD.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\t' | '\n' => out.push(c),
+            c if c.is_control() => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One CSV field (RFC 4180): quoted when it holds a comma, a quote, a line break or leading or
+/// trailing space; quotes doubled.
+pub fn csv_field(s: &str) -> String {
+    let needs = s.contains([',', '"', '\n', '\r'])
+        || s.starts_with(' ')
+        || s.ends_with(' ');
+    if needs {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One Markdown table cell: `|` and backslashes escaped, line breaks turned into spaces, HTML
+/// tags neutralised (`<` as `&lt;`), so that a kernel or scope name cannot break the table.
+pub fn md_cell(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '\\' => out.push_str("\\\\"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '`' => out.push('\''),
+            '\n' | '\r' => out.push(' '),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Formats `x` with three significant digits (`1.23`, `12.3`, `123`, `1234`).
+pub fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return "n/a".into();
+    }
+    let a = x.abs();
+    if a >= 100.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// A duration in ns as a human-readable string with a unit: `850 ns`, `12.3 µs`, `4.56 ms`,
+/// `1.23 s`.
+pub fn fmt_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        return "n/a".into();
+    }
+    let a = ns.abs();
+    if a < 1e3 {
+        format!("{} ns", sig3(ns))
+    } else if a < 1e6 {
+        format!("{} µs", sig3(ns / 1e3))
+    } else if a < 1e9 {
+        format!("{} ms", sig3(ns / 1e6))
+    } else {
+        format!("{} s", sig3(ns / 1e9))
+    }
+}
+
+/// A fraction as a percentage with one decimal: `0.1234` → `12.3%`.
+pub fn fmt_pct(p: f64) -> String {
+    if p.is_finite() {
+        format!("{:.1}%", p * 100.0)
+    } else {
+        "n/a".into()
+    }
+}
+
+/// A byte count with a binary unit: `1.50 MiB`.
+pub fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{} {}", sig3(v), UNITS[u])
+    }
+}
+
+/// Iteration indices as compact ranges: `[0, 1, 2, 5, 7, 8]` → `0–2, 5, 7–8`; `none` when empty.
+pub fn fmt_indices(indices: &[u64]) -> String {
+    if indices.is_empty() {
+        return "none".into();
+    }
+    let mut v = indices.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        if j == i {
+            let _ = write!(out, "{}", v[i]);
+        } else {
+            let _ = write!(out, "{}–{}", v[i], v[j]);
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// A civil date `YYYY-MM-DD` (UTC) from seconds since the Unix epoch (Howard Hinnant's
+/// `civil_from_days`).
+pub fn utc_date(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            html_escape("<a href=\"x\">&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(html_escape("a\u{1}b"), "a\u{FFFD}b");
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c&lt;d&gt;");
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_ns(850.0), "850 ns");
+        assert_eq!(fmt_ns(12_345.0), "12.3 µs");
+        assert_eq!(fmt_ns(4_560_000.0), "4.56 ms");
+        assert_eq!(fmt_ns(1.234e9), "1.23 s");
+        assert_eq!(fmt_pct(0.1234), "12.3%");
+        assert_eq!(fmt_bytes(1536.0 * 1024.0), "1.50 MiB");
+        assert_eq!(fmt_indices(&[0, 1, 2, 5, 7, 8]), "0–2, 5, 7–8");
+        assert_eq!(fmt_indices(&[]), "none");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(951_782_400), "2000-02-29");
+        assert_eq!(utc_date(1_764_000_000), "2025-11-24");
+    }
+}
