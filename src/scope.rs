@@ -61,7 +61,9 @@ struct ThreadScopes {
     running: Option<Arc<Running>>,
     stack: Vec<Frame>,
     closed: Vec<ScopeRecord>,
-    cache: HashMap<(u32, Cow<'static, str>), u32>,
+    /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
+    /// instead of cloning it.
+    cache: HashMap<u32, HashMap<Cow<'static, str>, u32>>,
     next_token: u64,
     thread: u32,
 }
@@ -130,11 +132,12 @@ impl ScopeGuard {
                     return Self::inert();
                 };
                 let parent = t.stack.last().map_or(0, |f| f.path_id);
-                let path_id = match t.cache.get(&(parent, name.clone())) {
+                let children = t.cache.entry(parent).or_default();
+                let path_id = match children.get(name.as_ref()) {
                     Some(id) => *id,
                     None => {
                         let id = running.paths.intern(parent, &name);
-                        t.cache.insert((parent, name), id);
+                        children.insert(name, id);
                         id
                     }
                 };

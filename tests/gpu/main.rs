@@ -14,6 +14,7 @@ use gpu_ledger::{Level, Profiler};
 use parking_lot::Mutex;
 
 mod counters;
+mod faults;
 mod kernels_suite;
 mod nvml;
 mod timeline;
