@@ -30,8 +30,6 @@ use crate::scope::ScopeRecord;
 
 /// Messages from the application's threads.
 pub(crate) enum Control {
-    /// Closed scopes from one thread.
-    Scopes(Vec<ScopeRecord>),
     /// `step()` ended iteration `index`.
     IterationEnd {
         index: u64,
@@ -202,6 +200,9 @@ struct Collector {
     /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
     /// raced the stepping thread's message).
     future_scopes: Vec<ScopeRecord>,
+    /// Reused vectors for draining the threads' scope slots.
+    scope_batch: Vec<ScopeRecord>,
+    scope_spares: Vec<Vec<ScopeRecord>>,
     /// API records and host-side activities that fall in the open iteration: placed once the
     /// iteration's end is known, since buffers can be decoded before the `step()` message that
     /// ended it.
@@ -262,6 +263,8 @@ impl Collector {
             alloc_sizes: HashMap::new(),
             trailer: Trailer::default(),
             future_scopes: Vec::new(),
+            scope_batch: Vec::new(),
+            scope_spares: Vec::new(),
             deferred: Vec::new(),
             finishing: false,
             counted_api_records_before: 0,
@@ -296,7 +299,6 @@ impl Collector {
 
     fn handle(&mut self, m: Control) {
         match m {
-            Control::Scopes(batch) => self.add_scopes(batch),
             Control::IterationEnd {
                 index,
                 host_end_ns,
@@ -400,7 +402,7 @@ impl Collector {
             }
             it.scopes.push(rec);
         }
-        self.running.recycle_batch(batch);
+        self.scope_batch = batch;
     }
 
     fn decode(&mut self, buf: FilledBuffer) {
@@ -543,7 +545,16 @@ impl Collector {
     }
 
     /// Periodic work: flush CUPTI while iterations wait, resolve events, write ready rows.
+    /// Takes the scopes every thread closed since the last call.
+    fn drain_scopes(&mut self) {
+        let mut batch = std::mem::take(&mut self.scope_batch);
+        self.running
+            .drain_scopes(&mut batch, &mut self.scope_spares);
+        self.add_scopes(batch);
+    }
+
     fn maintain(&mut self) {
+        self.drain_scopes();
         let waiting_rows = self
             .iterations
             .iter()
@@ -687,6 +698,7 @@ impl Collector {
         while let Ok(b) = self.buffers.try_recv() {
             self.decode(b);
         }
+        self.drain_scopes();
         // The open iteration ends now; what waited for its end is placed.
         self.finishing = true;
         if let Some(it) = self.iterations.back_mut() {

@@ -20,7 +20,7 @@ use crate::events::EventPool;
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
 use crate::loader::LoadedCupti;
-use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord};
+use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord, ScopeSlot};
 
 /// How much the profiler records (book ch. 1, 3, 6: cheap first, expensive on request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -159,7 +159,7 @@ pub(crate) struct Running {
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
     control: crossbeam_channel::Sender<Control>,
-    spare: crossbeam_queue::ArrayQueue<Vec<ScopeRecord>>,
+    thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
     pub(crate) correlation_errors: AtomicU64,
     /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
     launches: Arc<LaunchCounter>,
@@ -188,15 +188,26 @@ impl Running {
             }
         }
     }
-    pub(crate) fn send_scopes(&self, batch: Vec<ScopeRecord>) {
-        let _ = self.control.send(Control::Scopes(batch));
+    /// A slot for the calling thread's closed scopes, registered for the collector to drain.
+    pub(crate) fn register_thread(&self) -> Arc<ScopeSlot> {
+        let slot = Arc::new(ScopeSlot::new(Vec::with_capacity(256)));
+        self.thread_slots.lock().push(slot.clone());
+        slot
     }
-    pub(crate) fn spare_batch(&self) -> Vec<ScopeRecord> {
-        self.spare.pop().unwrap_or_else(|| Vec::with_capacity(64))
-    }
-    pub(crate) fn recycle_batch(&self, mut batch: Vec<ScopeRecord>) {
-        batch.clear();
-        let _ = self.spare.push(batch);
+    /// Takes every thread's closed scopes, leaving each slot an empty vector with capacity from
+    /// `spare` so that threads do not allocate in steady state.
+    pub(crate) fn drain_scopes(
+        &self,
+        out: &mut Vec<ScopeRecord>,
+        spare: &mut Vec<Vec<ScopeRecord>>,
+    ) {
+        let slots: Vec<Arc<ScopeSlot>> = self.thread_slots.lock().clone();
+        for slot in slots {
+            let mut fresh = spare.pop().unwrap_or_default();
+            std::mem::swap(&mut *slot.lock(), &mut fresh);
+            out.append(&mut fresh);
+            spare.push(fresh);
+        }
     }
     fn cupti_now(&self) -> Option<u64> {
         self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
@@ -357,7 +368,7 @@ impl Profiler {
         let launches = running.launches.total.load(Ordering::SeqCst);
         let host_end_ns = running.now_ns();
         let cupti_end = running.cupti_now();
-        let open = scope::flush_thread(running);
+        let open = scope::open_scopes(running);
         let index = running.iteration.fetch_add(1, Ordering::AcqRel);
         let _ = running.control.send(Control::IterationEnd {
             index,
@@ -407,7 +418,7 @@ fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
     let running = inner.running.clone();
     let host_end_ns = running.now_ns();
     let cupti_end = running.cupti_now();
-    let open = scope::flush_thread(&running);
+    let open = scope::open_scopes(&running);
     let mut first_err = None;
     if let Some(session) = inner.session.take() {
         // Flushes every buffer into the collector's inbox before the collector is told to finish.
@@ -527,7 +538,7 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         paths: PathTable::default(),
         events: EventPool::default(),
         control: control_tx,
-        spare: crossbeam_queue::ArrayQueue::new(256),
+        thread_slots: parking_lot::Mutex::new(Vec::new()),
         correlation_errors: AtomicU64::new(0),
         launches: Arc::new(LaunchCounter::default()),
     });

@@ -2,9 +2,9 @@
 //!
 //! Entering a scope looks up its path id in a thread-local cache, pushes that id onto CUPTI's
 //! per-thread external-correlation stack (at the timeline level) and notes the host time; leaving
-//! pops it and keeps a [`ScopeRecord`] in a thread-local batch, handed to the collector when the
-//! thread's stack empties, when the iteration changes, or when the batch is full. A disabled
-//! profiler costs one relaxed atomic load per scope.
+//! pops it and appends a [`ScopeRecord`] to the thread's own slot, an uncontended lock that the
+//! collector drains every few milliseconds (no channel send per scope). A disabled profiler costs
+//! one relaxed atomic load per scope.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -21,9 +21,6 @@ use crate::profiler::Running;
 pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Bumped at every profiler start so that threads drop state of an earlier run.
 pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Records kept per thread before they are handed to the collector.
-const BATCH: usize = 64;
 
 /// A closed scope instance, as the collector receives it.
 #[derive(Debug)]
@@ -60,7 +57,8 @@ struct ThreadScopes {
     generation: u64,
     running: Option<Arc<Running>>,
     stack: Vec<Frame>,
-    closed: Vec<ScopeRecord>,
+    /// This thread's closed scopes, shared with the collector.
+    slot: Option<Arc<ScopeSlot>>,
     /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
     /// instead of cloning it.
     cache: HashMap<u32, HashMap<Cow<'static, str>, u32>>,
@@ -84,16 +82,10 @@ impl ThreadScopes {
             self.running = crate::profiler::current();
             self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
             self.stack.clear();
-            self.closed.clear();
+            self.slot = self.running.as_ref().map(|r| r.register_thread());
             self.cache.clear();
         }
         self.running.clone()
-    }
-
-    fn hand_over(&mut self, running: &Running) {
-        if !self.closed.is_empty() {
-            running.send_scopes(std::mem::replace(&mut self.closed, running.spare_batch()));
-        }
     }
 }
 
@@ -187,9 +179,9 @@ impl Drop for ScopeGuard {
                 .start_event
                 .and_then(|(start, stream)| running.events.record(&stream).map(|end| (start, end)));
             let iteration = running.iteration();
-            let changed = t.closed.first().is_some_and(|r| r.iteration != iteration);
             let thread = t.thread;
-            t.closed.push(ScopeRecord {
+            let Some(slot) = &t.slot else { return };
+            slot.lock().push(ScopeRecord {
                 path_id: frame.path_id,
                 iteration_at_entry: frame.iteration,
                 iteration,
@@ -199,24 +191,23 @@ impl Drop for ScopeGuard {
                 out_of_order,
                 thread,
             });
-            if t.stack.is_empty() || changed || t.closed.len() >= BATCH {
-                t.hand_over(&running);
-            }
         });
     }
 }
 
+/// A thread's closed scopes, waiting for the collector.
+pub(crate) type ScopeSlot = parking_lot::Mutex<Vec<ScopeRecord>>;
+
 /// Open scope paths of the calling thread, innermost last (for the structural warning when an
-/// iteration ends with scopes open), after handing its closed scopes to the collector.
-pub(crate) fn flush_thread(running: &Running) -> Vec<u32> {
+/// iteration ends with scopes open).
+pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
     THREAD
         .try_with(|t| {
-            let mut t = t.borrow_mut();
+            let t = t.borrow();
             if t.running
                 .as_ref()
                 .is_some_and(|r| std::ptr::eq(r.as_ref(), running))
             {
-                t.hand_over(running);
                 t.stack.iter().map(|f| f.path_id).collect()
             } else {
                 Vec::new()
