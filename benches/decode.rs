@@ -1,2 +1,495 @@
-//! Benchmark placeholder (issue 7 fills it).
-fn main() {}
+//! Decoding CUPTI activity records on one core, from synthetic buffers (issue 7: at least
+//! 10 million records per second, decoding and attribution together).
+//!
+//! The buffers hold the records CUPTI 13.0 writes for a kernel launch, laid out as CUPTI lays them
+//! out (back to back, 8-byte aligned): a `CUpti_ActivityKernel10`, a `CUpti_ActivityAPI` of kind
+//! DRIVER for `cuLaunchKernel` (cbid 307) and, when the launch is inside a scope, a
+//! `CUpti_ActivityExternalCorrelation`. Kernel names are 20 mangled C++ names, each at one
+//! address as CUPTI hands them out, so the name cache hits as it does in a real run.
+//!
+//! Groups (throughput in records):
+//! - `decode/{kernel,api,external_correlation}`: one kind per buffer;
+//! - `decode/launch_mix`: 3 records per launch, in launch order: the figure against the target;
+//! - `decode/launch_mix_collect`: the same, collected into a fresh `Vec<Record>` per 4 MiB
+//!   buffer first, which is what `Collector::decode` does today;
+//! - `attribution_model/{siphash,multiplicative}`: NOT the collector's code (it is private): a
+//!   stand-in doing the per-launch hash-map work `Collector::accept` does (see
+//!   `AttributionModel` below), with std's SipHash and with a multiplicative hash of the u32
+//!   correlation id, to size what the hasher costs. An attribution benchmark of the real code
+//!   needs the public hook proposed in `docs/overhead.md`.
+//!
+//! `cargo bench --bench decode` (add `-- --quick` for a short run); a summary with records/s
+//! against the target prints last.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion, Throughput};
+use cupti_sys as sys;
+use gpu_ledger::activity::record::{decode, NameCache, Record};
+
+/// Bytes per synthetic buffer: the profiler's default CUPTI buffer size.
+const BUFFER_BYTES: usize = 4 << 20;
+
+/// The target from issue 7, records per second on one core.
+const TARGET_RECORDS_PER_S: f64 = 10e6;
+
+/// Kernel names as CUPTI reports them: mangled, of typical length for templated C++ kernels.
+const KERNEL_NAMES: [&str; 20] = [
+    "_Z10vector_addPKfS0_Pfy",
+    "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock13MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEEEEEEvNT_6ParamsE",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffEEjfLi4EEEEEvT1_",
+    "_ZN4cuda3std3__48__detail15__softmax_fwd_kernelIfLi256ELi8EEEvPKT_PS4_ii",
+    "_Z19flash_fwd_kernel_v2ILi128ELi64ELi64ELi4ELb0ELb1EEv16Flash_fwd_params",
+    "_ZN5cudnn19engines_precompiled16nchwToNhwcKernelIfLi32ELi8EEEvNS0_20nchw2nhwc_params_tIT_EE",
+    "_ZN2at6native27unrolled_elementwise_kernelINS0_15CUDAFunctor_addIfEENS_6detail5ArrayIPcLi3EEEEEviT_T0_",
+    "_Z22layer_norm_fwd_kernelIfLi1024ELi4EEvPKT_S2_S2_PS0_PfS4_fi",
+    "_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalINS1_11threadblock19MmaMultistageINS1_9GemmShapeILi256ELi128ELi32EEEEEEEEvNT_6ParamsE",
+    "_Z15transpose_naivePKfPfii",
+    "_Z14transpose_smemILi32ELi8EEvPKfPfii",
+    "_Z6reduceILj256EEvPKfPfj",
+    "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
+    "_Z12gelu_forwardIfEvPKT_PS0_l",
+    "_Z24adam_update_fused_kernelIfLi4EEvPT_S1_S1_PKS0_fffffl",
+    "_Z16embedding_gatherIfEvPKlPKT_PS2_ll",
+    "_Z21cross_entropy_forwardIfLi256EEvPKT_PKlPS0_ii",
+    "_Z9rope_fwdIfLi64EEvPT_PKfS3_iii",
+    "_Z17all_reduce_kernelIfLi8EEvPT_PKS0_m",
+];
+
+/// What one buffer holds.
+#[derive(Clone, Copy)]
+enum Mix {
+    Kernel,
+    Api,
+    ExternalCorrelation,
+    /// External correlation, API and kernel record per launch (a launch inside a scope).
+    Launch,
+}
+
+/// A synthetic CUPTI buffer: 8-byte aligned storage, and the record addresses
+/// `cuptiActivityGetNextRecord` would hand out for it.
+struct Buffer {
+    /// Backing store; `u64` for CUPTI's 8-byte alignment. Never resized after the records are
+    /// written (the addresses point into it).
+    _storage: Vec<u64>,
+    records: Vec<*const sys::CUpti_Activity>,
+}
+
+/// The kernel names, NUL-terminated, alive for the whole benchmark.
+fn names() -> Vec<CString> {
+    KERNEL_NAMES
+        .iter()
+        .map(|n| CString::new(*n).expect("no NUL in names"))
+        .collect()
+}
+
+fn padded(size: usize) -> usize {
+    size.div_ceil(8) * 8
+}
+
+fn kernel_record(i: u64, corr: u32, name: &CString) -> sys::CUpti_ActivityKernel10 {
+    let start = 1_000_000_000 + i * 7_000;
+    let end = start + 2_000 + (i % 97) * 50;
+    sys::CUpti_ActivityKernel10 {
+        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        registersPerThread: 32 + (i % 4) as u16 * 8,
+        start,
+        end,
+        completed: end,
+        queued: start - 3_000,
+        submitted: start - 2_500,
+        deviceId: 0,
+        contextId: 1,
+        streamId: 7,
+        gridX: 132 * (1 + (i % 8) as i32),
+        gridY: 1,
+        gridZ: 1,
+        blockX: 256,
+        blockY: 1,
+        blockZ: 1,
+        staticSharedMemory: if i % 3 == 0 { 8192 } else { 0 },
+        dynamicSharedMemory: if i % 5 == 0 { 49152 } else { 0 },
+        correlationId: corr,
+        gridId: i as i64,
+        name: name.as_ptr(),
+        sharedMemoryExecuted: 65536,
+        ..Default::default()
+    }
+}
+
+fn api_record(i: u64, corr: u32) -> sys::CUpti_ActivityAPI {
+    let start = 1_000_000_000 + i * 7_000 - 4_000;
+    sys::CUpti_ActivityAPI {
+        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
+        cbid: sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+        start,
+        end: start + 2_500,
+        processId: 4242,
+        threadId: 4243,
+        correlationId: corr,
+        returnValue: 0,
+    }
+}
+
+fn external_record(corr: u32, scope: u64) -> sys::CUpti_ActivityExternalCorrelation {
+    sys::CUpti_ActivityExternalCorrelation {
+        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+        externalKind: sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+        externalId: scope,
+        correlationId: corr,
+        ..Default::default()
+    }
+}
+
+impl Buffer {
+    /// Fills [`BUFFER_BYTES`] with records of `mix`.
+    fn new(mix: Mix, names: &[CString]) -> Buffer {
+        let mut storage = vec![0u64; BUFFER_BYTES / 8];
+        let base = storage.as_mut_ptr().cast::<u8>();
+        let mut offsets = Vec::new();
+        let mut at = 0usize;
+        let mut i = 0u64;
+        // Writes one record at the next 8-byte aligned offset; false when the buffer is full.
+        let mut put = |at: &mut usize, bytes: &[u8]| -> bool {
+            let size = padded(bytes.len());
+            if *at + size > BUFFER_BYTES {
+                return false;
+            }
+            // SAFETY: `at + size` is within the storage (checked above), the source is a
+            // plain-old-data record and the regions do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(*at), bytes.len());
+            }
+            offsets.push(*at);
+            *at += size;
+            true
+        };
+        loop {
+            let corr = 1 + i as u32;
+            let name = &names[(i as usize * 7) % names.len()];
+            let scope = 1 + i % 10;
+            let ok = match mix {
+                Mix::Kernel => put(&mut at, as_bytes(&kernel_record(i, corr, name))),
+                Mix::Api => put(&mut at, as_bytes(&api_record(i, corr))),
+                Mix::ExternalCorrelation => put(&mut at, as_bytes(&external_record(corr, scope))),
+                Mix::Launch => {
+                    put(&mut at, as_bytes(&external_record(corr, scope)))
+                        && put(&mut at, as_bytes(&api_record(i, corr)))
+                        && put(&mut at, as_bytes(&kernel_record(i, corr, name)))
+                }
+            };
+            if !ok {
+                break;
+            }
+            i += 1;
+        }
+        let records = offsets
+            .iter()
+            // SAFETY: every offset is inside the storage.
+            .map(|&o| {
+                unsafe { base.add(o) }
+                    .cast::<sys::CUpti_Activity>()
+                    .cast_const()
+            })
+            .collect();
+        Buffer {
+            _storage: storage,
+            records,
+        }
+    }
+}
+
+/// The bytes of a plain-old-data record.
+fn as_bytes<T: Copy>(rec: &T) -> &[u8] {
+    // SAFETY: `T` is a bindgen record struct (Copy, no padding-sensitive invariants); reading its
+    // bytes, padding included, is what copying it into a CUPTI buffer does.
+    unsafe { std::slice::from_raw_parts((rec as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+/// Decodes every record of `buf` and drops it, as the collector consumes records one by one.
+fn decode_all(buf: &Buffer, names: &mut NameCache) -> u64 {
+    let mut kernels = 0u64;
+    for &rec in &buf.records {
+        // SAFETY: `rec` points to a complete record of the kind its header says, inside storage
+        // that outlives this call; the kernel names it points to are alive (`names()`).
+        let r = unsafe { decode(rec, names) };
+        kernels += u64::from(matches!(r, Record::Kernel(_)));
+        black_box(&r);
+    }
+    kernels
+}
+
+/// Decodes every record of `buf` into a fresh vector first (the collector's current shape).
+fn decode_collect(buf: &Buffer, names: &mut NameCache) -> usize {
+    let mut decoded = Vec::new();
+    for &rec in &buf.records {
+        // SAFETY: as in `decode_all`.
+        decoded.push(unsafe { decode(rec, names) });
+    }
+    let n = decoded.len();
+    for r in decoded {
+        black_box(&r);
+    }
+    n
+}
+
+/// A multiplicative hash for u32 keys (Fibonacci hashing), the kind of hasher correlation ids
+/// need: they are sequential integers chosen by CUPTI, not by an attacker.
+#[derive(Default)]
+struct MulHasher(u64);
+
+impl Hasher for MulHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0 ^ u64::from(v)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type MulBuild = BuildHasherDefault<MulHasher>;
+
+/// The hash-map work `Collector::accept` does per scoped kernel launch, with hasher `S`:
+/// external-correlation record: `external` insert; API record: `api` insert, `api_ids` push,
+/// `waiting` lookup, `expected` insert; kernel record: `api` lookup, `external` lookup,
+/// `expected` remove, push to `placed`; when the row is written: `api` and `external` removes.
+/// A stand-in for sizing, not the real code. The maps live across passes, as the collector's
+/// do across iterations, so their capacity is reused.
+#[derive(Default)]
+struct AttributionModel<S> {
+    external: HashMap<u32, u32, S>,
+    api: HashMap<u32, u64, S>,
+    waiting: HashMap<u32, Vec<Record>, S>,
+    expected: HashSet<u32, S>,
+    api_ids: Vec<u32>,
+    placed: Vec<(u32, Record)>,
+}
+
+impl<S: std::hash::BuildHasher> AttributionModel<S> {
+    /// Attributes every record of `buf`, then forgets them as a written row does.
+    fn run(&mut self, buf: &Buffer, names: &mut NameCache) -> u64 {
+        for &rec in &buf.records {
+            // SAFETY: as in `decode_all`.
+            match unsafe { decode(rec, names) } {
+                Record::ExternalCorrelation {
+                    correlation_id,
+                    external_id,
+                } => {
+                    self.external.insert(correlation_id, external_id as u32);
+                }
+                Record::Api(a) => {
+                    self.api.insert(a.correlation_id, 0);
+                    self.api_ids.push(a.correlation_id);
+                    if self.waiting.remove(&a.correlation_id).is_none() {
+                        self.expected.insert(a.correlation_id);
+                    }
+                }
+                Record::Kernel(k) => {
+                    let corr = k.correlation_id;
+                    if self.api.contains_key(&corr) {
+                        let path = self.external.get(&corr).copied().unwrap_or(0);
+                        self.expected.remove(&corr);
+                        self.placed.push((path, Record::Kernel(k)));
+                    } else {
+                        self.waiting
+                            .entry(corr)
+                            .or_default()
+                            .push(Record::Kernel(k));
+                    }
+                }
+                other => {
+                    black_box(other);
+                }
+            }
+        }
+        for corr in &self.api_ids {
+            self.api.remove(corr);
+            self.external.remove(corr);
+        }
+        self.api_ids.clear();
+        let n = self.placed.len() as u64;
+        black_box(&self.placed);
+        self.placed.clear();
+        n
+    }
+}
+
+fn bench_decode(c: &mut Criterion) {
+    let names = names();
+    let mut group = c.benchmark_group("decode");
+    for (label, mix) in [
+        ("kernel", Mix::Kernel),
+        ("api", Mix::Api),
+        ("external_correlation", Mix::ExternalCorrelation),
+        ("launch_mix", Mix::Launch),
+    ] {
+        let buf = Buffer::new(mix, &names);
+        group.throughput(Throughput::Elements(buf.records.len() as u64));
+        group.bench_function(label, |b| {
+            let mut cache = NameCache::default();
+            b.iter(|| decode_all(&buf, &mut cache))
+        });
+    }
+    let buf = Buffer::new(Mix::Launch, &names);
+    group.throughput(Throughput::Elements(buf.records.len() as u64));
+    group.bench_function("launch_mix_collect", |b| {
+        let mut cache = NameCache::default();
+        b.iter(|| decode_collect(&buf, &mut cache))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("attribution_model");
+    group.throughput(Throughput::Elements(buf.records.len() as u64));
+    group.bench_function("siphash", |b| {
+        let mut cache = NameCache::default();
+        let mut model = AttributionModel::<std::hash::RandomState>::default();
+        b.iter(|| model.run(&buf, &mut cache))
+    });
+    group.bench_function("multiplicative", |b| {
+        let mut cache = NameCache::default();
+        let mut model = AttributionModel::<MulBuild>::default();
+        b.iter(|| model.run(&buf, &mut cache))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_decode);
+
+/// CPU time of the calling thread so far, ns, from `/proc/thread-self/schedstat` (Linux); unlike
+/// wall time it does not count the time the thread waited for a core on a loaded machine.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Median records per second over 11 passes of `f` over `buf`: by wall time, and by the thread's
+/// CPU time when it is available.
+fn rate(buf: &Buffer, mut f: impl FnMut(&Buffer) -> u64) -> (f64, Option<f64>) {
+    f(buf); // warm the name cache and the buffer
+    let n = buf.records.len() as f64;
+    let mut wall = Vec::new();
+    let mut cpu = Vec::new();
+    for _ in 0..11 {
+        let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
+        black_box(f(buf));
+        let d = t0.elapsed().max(Duration::from_nanos(1));
+        wall.push(n / d.as_secs_f64());
+        if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
+            cpu.push(n / (c1.saturating_sub(c0).max(1) as f64 / 1e9));
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let cpu = (cpu.len() == wall.len()).then(|| median(cpu));
+    (median(wall), cpu)
+}
+
+fn summary() {
+    let names = names();
+    let k = std::mem::size_of::<sys::CUpti_ActivityKernel10>();
+    let a = std::mem::size_of::<sys::CUpti_ActivityAPI>();
+    let e = std::mem::size_of::<sys::CUpti_ActivityExternalCorrelation>();
+    println!();
+    println!(
+        "record sizes: CUpti_ActivityKernel10 {k} B, CUpti_ActivityAPI {a} B, \
+         CUpti_ActivityExternalCorrelation {e} B; a launch is {} B unscoped, {} B in a scope; \
+         decoded Record {} B",
+        padded(k) + padded(a),
+        padded(k) + padded(a) + padded(e),
+        std::mem::size_of::<Record>()
+    );
+    println!(
+        "decode summary, one core (median of 11 passes over a 4 MiB buffer; rates by wall time and \
+         by the thread's CPU time, which a loaded machine does not inflate; verdict on CPU time)"
+    );
+    println!(
+        "{:<46} {:>11} {:>11} {:>10} {:>9} {:>7}",
+        "case", "rec/s wall", "rec/s CPU", "ns/rec CPU", "target", ""
+    );
+    let mut cache = NameCache::default();
+    let row = |case: &str, (wall, cpu): (f64, Option<f64>), target: Option<f64>| {
+        let judged = cpu.unwrap_or(wall);
+        let verdict = match target {
+            Some(t) if judged >= t => "ok",
+            Some(_) => "MISSED",
+            None => "",
+        };
+        let t = target.map_or(String::from("-"), |t| format!("{:.0} M/s", t / 1e6));
+        println!(
+            "{case:<46} {:>9.1} M {:>9} M {:>10.1} {t:>9} {verdict:>7}",
+            wall / 1e6,
+            cpu.map_or("-".into(), |c| format!("{:.1}", c / 1e6)),
+            1e9 / judged
+        );
+    };
+    for (label, mix) in [
+        ("decode kernel", Mix::Kernel),
+        ("decode api", Mix::Api),
+        ("decode external_correlation", Mix::ExternalCorrelation),
+    ] {
+        let buf = Buffer::new(mix, &names);
+        row(label, rate(&buf, |b| decode_all(b, &mut cache)), None);
+    }
+    let buf = Buffer::new(Mix::Launch, &names);
+    row(
+        "decode launch mix (3 records per launch)",
+        rate(&buf, |b| decode_all(b, &mut cache)),
+        Some(TARGET_RECORDS_PER_S),
+    );
+    row(
+        "decode launch mix into Vec<Record> per buffer",
+        rate(&buf, |b| decode_collect(b, &mut cache) as u64),
+        Some(TARGET_RECORDS_PER_S),
+    );
+    row(
+        "attribution model, SipHash (std)",
+        {
+            let mut model = AttributionModel::<std::hash::RandomState>::default();
+            rate(&buf, |b| model.run(b, &mut cache))
+        },
+        Some(TARGET_RECORDS_PER_S),
+    );
+    row(
+        "attribution model, multiplicative hash",
+        {
+            let mut model = AttributionModel::<MulBuild>::default();
+            rate(&buf, |b| model.run(b, &mut cache))
+        },
+        Some(TARGET_RECORDS_PER_S),
+    );
+    println!(
+        "(the attribution rows are a stand-in for Collector::accept, not its code; see the \
+         proposed hook in docs/overhead.md)"
+    );
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    let args: Vec<String> = std::env::args().collect();
+    let benchmarking =
+        args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test" || a == "--list");
+    if benchmarking {
+        summary();
+    }
+}

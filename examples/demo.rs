@@ -111,7 +111,11 @@ fn print_table(ledger: &gpu_ledger::Ledger, gpu: String) {
     use gpu_ledger::analysis::stats::Distribution;
     use std::collections::BTreeMap;
     let mut per_scope: BTreeMap<&str, (Vec<f64>, Vec<f64>, u64)> = BTreeMap::new();
-    let rows: Vec<_> = ledger.iterations.iter().filter(|r| r.complete && !r.perturbed).collect();
+    let rows: Vec<_> = ledger
+        .iterations
+        .iter()
+        .filter(|r| r.complete && !r.perturbed)
+        .collect();
     for row in &rows {
         for s in &row.scopes {
             let e = per_scope.entry(&s.path).or_default();
@@ -121,10 +125,16 @@ fn print_table(ledger: &gpu_ledger::Ledger, gpu: String) {
         }
     }
     println!("\nper-scope time on {gpu} over {} complete iterations (µs; device = union of its GPU work, children included)", rows.len());
-    println!("{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}", "scope", "device p50", "device p90", "host p50", "host p90", "launches/it");
+    println!(
+        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "scope", "device p50", "device p90", "host p50", "host p90", "launches/it"
+    );
     let n = rows.len().max(1) as u64;
     for (path, (dev, host, launches)) in per_scope {
-        let (d, h) = (Distribution::from_samples(&dev), Distribution::from_samples(&host));
+        let (d, h) = (
+            Distribution::from_samples(&dev),
+            Distribution::from_samples(&host),
+        );
         let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1}"));
         println!(
             "{:<16} {:>12} {:>12} {:>12} {:>12} {:>12}",

@@ -20,14 +20,43 @@ done
 strip "$out"/* 2>/dev/null || true
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs every GPU test, then the demo. Logs go to $1 (default: ./gpu-logs).
+# Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default
+# ./gpu-logs), at most a few files so that they come back from a lent machine.
+# Usage: run.sh [LOG_DIR] [quick]   ("quick": tests and demo only)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
+mode=${2:-all}
 status=0
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
-"$here/gpu-tests" --ignored --test-threads=1 --nocapture 2>&1 | tee "$logs/gpu-tests.log" || status=1
-"$here/demo" 20 "$logs/demo-ledger.jsonl" 2>&1 | tee "$logs/demo.log" || status=1
+# The counters tests run one process each, under cuda-gdb when present, so that a crash in
+# the CUPTI Range Profiler leaves a backtrace instead of stopping the other tests.
+"$here/gpu-tests" --ignored --test-threads=1 --nocapture --skip counters:: > "$logs/gpu-tests.log" 2>&1 || status=1
+gdb=/usr/local/cuda/bin/cuda-gdb
+for t in $("$here/gpu-tests" --ignored --list 2>/dev/null | sed -n 's/^\(counters::[a-z0-9_]*\): test$/\1/p'); do
+  echo "=== $t" >> "$logs/counters.log"
+  if [[ -x $gdb ]]; then
+    timeout 120 "$gdb" -q -batch -ex run -ex bt --args "$here/gpu-tests" --ignored --exact "$t" --nocapture >> "$logs/counters.log" 2>&1 || status=1
+  else
+    timeout 120 "$here/gpu-tests" --ignored --exact "$t" --nocapture >> "$logs/counters.log" 2>&1 || status=1
+  fi
+done
+"$here/demo" 20 "$logs/demo-ledger.jsonl" > "$logs/demo.log" 2>&1 || status=1
+if [[ $mode != quick ]]; then
+  for ex in ex1_vector_add ex2_transpose ex3_reduction ex4_gemm ex5_softmax ex6_attention ex7_spill; do
+    [[ -x $here/$ex ]] || continue
+    echo "=== $ex" >> "$logs/examples.log"
+    timeout 120 "$here/$ex" "/tmp/$ex.jsonl" >> "$logs/examples.log" 2>&1 || { echo "$ex failed: $?" >> "$logs/examples.log"; status=1; }
+  done
+  if [[ -x $here/training_loop ]]; then
+    for args in "" "--graph" "--recompute"; do
+      echo "=== training_loop $args" >> "$logs/examples.log"
+      timeout 120 "$here/training_loop" --iters 20 $args >> "$logs/examples.log" 2>&1 || { echo "training_loop $args failed" >> "$logs/examples.log"; status=1; }
+    done
+  fi
+  [[ -x $here/overhead ]] && { timeout 300 "$here/overhead" > "$logs/overhead.log" 2>&1 || status=1; }
+fi
+grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log "$logs"/counters.log 2>/dev/null | head -40
 exit $status
 RUN
 chmod +x "$out/run.sh"

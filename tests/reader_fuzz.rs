@@ -62,7 +62,7 @@ proptest! {
         text[pos] = byte;
         if let Err(e) = parse(&text) {
             let line = line_of(e);
-            prop_assert!(line >= 1 && line <= 3 || byte == b'\n', "line {}", line);
+            prop_assert!((1..=3).contains(&line) || byte == b'\n', "line {}", line);
         }
     }
 }

@@ -1,6 +1,785 @@
-//! The `gpu-ledger` command line tool (issue 6 fills it).
+//! The `gpu-ledger` command: from a ledger to the decisions of the profiling funnel without
+//! writing code. Works on any machine: it reads ledgers, it never touches a GPU.
+//!
+//! ```text
+//! gpu-ledger summary run.jsonl                      Markdown summary on stdout
+//! gpu-ledger compare a.jsonl b.jsonl [--hypothesis T --change T --experiment-log DIR]
+//! gpu-ledger trace run.jsonl -o run.json [--iterations 100..200]   Perfetto / Chrome trace
+//! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
+//! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
+//! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
+//! gpu-ledger merge rank0.jsonl rank1.jsonl ...      ranks aligned by iteration
+//! ```
+//!
+//! Exit status: 0 on success, 1 when a ledger is invalid or an output cannot be written, 2 on a
+//! usage error.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("gpu-ledger: no subcommands yet");
-    std::process::ExitCode::FAILURE
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
+use gpu_ledger::analysis::experiment::{today_utc, ExperimentEntry, ExperimentLog};
+use gpu_ledger::analysis::families::{FamilyRules, GroupingRule};
+use gpu_ledger::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
+use gpu_ledger::export::{
+    markdown_comparison, markdown_summary, merge_ranks, write_html_report, CsvLayout,
+    IterationRange, LedgerStream, LedgerSummary, RankSeries, ReportOptions, StreamItem,
+    SummaryOptions, TraceOptions, TraceWriter,
+};
+use gpu_ledger::ledger::reader::Ledger;
+
+/// Rows between two progress reports.
+const PROGRESS_EVERY: u64 = 10_000;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gpu-ledger",
+    version,
+    about = "Summaries, A/B comparisons, traces, reports and checks of gpu-ledger ledgers",
+    long_about = "Reads the JSON Lines ledgers written by the gpu-ledger profiler and turns them \
+                  into Markdown summaries, A/B comparisons with a bootstrap interval, Perfetto \
+                  traces, HTML reports and CSV tables. Needs no GPU.",
+    after_help = "Exit status: 0 success, 1 invalid ledger or I/O error, 2 usage error."
+)]
+struct Cli {
+    /// Report progress on stderr every 10 000 rows (default: only when stderr is a terminal).
+    #[arg(long, global = true)]
+    progress: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print a Markdown summary of a ledger (for pasting into an issue).
+    Summary {
+        /// The ledger (JSON Lines).
+        ledger: PathBuf,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Compare ledger A (baseline) with ledger B (one change): speed-up with a bootstrap interval.
+    Compare {
+        /// Baseline ledger.
+        a: PathBuf,
+        /// Ledger of the change.
+        b: PathBuf,
+        /// What you expected and why (recorded in the experiment log).
+        #[arg(long)]
+        hypothesis: Option<String>,
+        /// The one change between A and B (recorded in the experiment log).
+        #[arg(long)]
+        change: Option<String>,
+        /// Append the result to DIR/experiments.md and DIR/experiments.csv (needs --hypothesis
+        /// and --change).
+        #[arg(long, value_name = "DIR", requires_all = ["hypothesis", "change"])]
+        experiment_log: Option<PathBuf>,
+        /// Per-iteration figure compared: host-wall, device-busy[:D], device-idle[:D],
+        /// device-window[:D] (D = device ordinal, default 0).
+        #[arg(long, default_value = "host-wall", value_parser = parse_metric)]
+        metric: IterationMetric,
+        /// Bootstrap resamples.
+        #[arg(long, default_value_t = 10_000)]
+        resamples: usize,
+        /// Confidence of the interval, in (0, 1).
+        #[arg(long, default_value_t = 0.95)]
+        confidence: f64,
+        /// Seed of the bootstrap (same seed, same interval).
+        #[arg(long)]
+        seed: Option<u64>,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Write a Chrome / Perfetto trace (open it in ui.perfetto.dev).
+    Trace {
+        /// The ledger.
+        ledger: PathBuf,
+        /// Output file (`-` for stdout).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Iterations to export: A..B (B excluded), A..=B, A.., ..B or N.
+        #[arg(long, value_name = "RANGE")]
+        iterations: Option<IterationRange>,
+        /// Keep kernel names as CUPTI reports them (mangled).
+        #[arg(long)]
+        no_demangle: bool,
+    },
+    /// Write a self-contained HTML report with SVG charts.
+    Report {
+        /// The ledger.
+        ledger: PathBuf,
+        /// Output file (`-` for stdout).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Page title.
+        #[arg(long)]
+        title: Option<String>,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Write the per-iteration table as CSV.
+    Csv {
+        /// The ledger.
+        ledger: PathBuf,
+        /// Output file (`-` for stdout).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise.
+    Check {
+        /// Ledgers to check.
+        #[arg(required = true)]
+        ledgers: Vec<PathBuf>,
+    },
+    /// Merge the ledgers of several ranks: per iteration the slowest rank and the spread.
+    Merge {
+        /// One ledger per rank.
+        #[arg(required = true)]
+        ledgers: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = MergeFormat::Markdown)]
+        format: MergeFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MergeFormat {
+    /// A Markdown table.
+    #[value(alias = "md")]
+    Markdown,
+    /// CSV.
+    Csv,
+}
+
+/// Which rows count and how kernels are grouped.
+#[derive(Args, Debug, Clone)]
+struct StatsArgs {
+    /// Warm-up iterations left out: `auto` (detected), `none`, or a count of leading rows.
+    #[arg(long, default_value = "auto", value_parser = parse_warmup)]
+    warmup: Warmup,
+    /// Kernel family rule `[prefix:|substr:][i:]PATTERN=FAMILY` (repeatable; first match wins).
+    #[arg(long = "family-rule", value_name = "RULE")]
+    family_rules: Vec<GroupingRule>,
+    /// Keep perturbed iterations (counter replay) in the statistics.
+    #[arg(long)]
+    include_perturbed: bool,
+    /// Keep incomplete iterations in the statistics.
+    #[arg(long)]
+    include_incomplete: bool,
+    /// Kernel families shown.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+impl StatsArgs {
+    fn filter(&self) -> RowFilter {
+        RowFilter {
+            warmup: self.warmup,
+            include_perturbed: self.include_perturbed,
+            include_incomplete: self.include_incomplete,
+        }
+    }
+
+    fn rules(&self) -> FamilyRules {
+        FamilyRules {
+            rules: self.family_rules.clone(),
+        }
+    }
+
+    fn summary(&self) -> SummaryOptions {
+        SummaryOptions {
+            filter: self.filter(),
+            family_rules: self.rules(),
+            top_families: self.top,
+        }
+    }
+}
+
+fn parse_warmup(s: &str) -> Result<Warmup, String> {
+    match s.trim() {
+        "auto" => Ok(Warmup::Detect(WarmupDetect::default())),
+        "none" => Ok(Warmup::None),
+        n => n
+            .parse::<usize>()
+            .map(Warmup::Fixed)
+            .map_err(|_| format!("expected auto, none or a number of iterations, got {s:?}")),
+    }
+}
+
+fn parse_metric(s: &str) -> Result<IterationMetric, String> {
+    let (name, dev) = match s.split_once(':') {
+        Some((n, d)) => (
+            n,
+            d.parse::<u32>()
+                .map_err(|_| format!("bad device ordinal in {s:?}"))?,
+        ),
+        None => (s, 0),
+    };
+    match name {
+        "host-wall" => Ok(IterationMetric::HostWall),
+        "device-busy" => Ok(IterationMetric::DeviceBusy(dev)),
+        "device-idle" => Ok(IterationMetric::DeviceIdle(dev)),
+        "device-window" => Ok(IterationMetric::DeviceWindow(dev)),
+        _ => Err(format!(
+            "unknown metric {name:?}: expected host-wall, device-busy[:D], device-idle[:D] or \
+             device-window[:D]"
+        )),
+    }
+}
+
+/// Everything that ends a command with exit status 1.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("{0}")]
+    Ledger(#[from] gpu_ledger::Error),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+    #[error("{0}")]
+    Other(String),
+    /// Already reported (check).
+    #[error("")]
+    Reported,
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> CliError {
+    let what = what.into();
+    move |source| CliError::Io { what, source }
+}
+
+/// Progress on stderr every [`PROGRESS_EVERY`] rows.
+struct Progress {
+    enabled: bool,
+    tty: bool,
+    label: String,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(forced: bool, label: &Path) -> Self {
+        let tty = io::stderr().is_terminal();
+        Self {
+            enabled: forced || tty,
+            tty,
+            label: label.display().to_string(),
+            shown: false,
+        }
+    }
+
+    fn tick(&mut self, rows: u64) {
+        if !self.enabled || rows == 0 || rows % PROGRESS_EVERY != 0 {
+            return;
+        }
+        self.shown = true;
+        let mut e = io::stderr().lock();
+        let _ = if self.tty {
+            write!(e, "\r{}: {rows} rows read", self.label)
+        } else {
+            writeln!(e, "{}: {rows} rows read", self.label)
+        };
+        let _ = e.flush();
+    }
+
+    fn done(&mut self, rows: u64) {
+        if self.shown && self.tty {
+            let _ = writeln!(io::stderr(), "\r{}: {rows} rows read", self.label);
+        }
+        self.shown = false;
+    }
+}
+
+/// Reads a whole ledger for the analyses, with progress. Per-activity records and scope spans
+/// (only the trace uses them) are dropped row by row, so that memory holds the aggregates only.
+fn load(path: &Path, progress: bool) -> Result<Ledger, CliError> {
+    let mut p = Progress::new(progress, path);
+    let mut stream = LedgerStream::open(path)?;
+    let mut iterations = Vec::new();
+    let mut trailer = None;
+    let result = loop {
+        match stream.next_item() {
+            Ok(Some(StreamItem::Row(_, mut row))) => {
+                row.activities = None;
+                row.scope_spans = None;
+                iterations.push(*row);
+                p.tick(iterations.len() as u64);
+            }
+            Ok(Some(StreamItem::Trailer(_, t))) => trailer = Some(*t),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    p.done(iterations.len() as u64);
+    result?;
+    Ok(Ledger {
+        header: stream.header().clone(),
+        iterations,
+        trailer,
+    })
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// An output file written under a temporary name and renamed when complete, or stdout for `-`.
+struct Output {
+    target: Option<PathBuf>,
+    tmp: Option<PathBuf>,
+    writer: Box<dyn Write>,
+}
+
+impl Output {
+    fn create(path: &Path) -> Result<Self, CliError> {
+        if path.as_os_str() == "-" {
+            return Ok(Self {
+                target: None,
+                tmp: None,
+                writer: Box::new(BufWriter::new(io::stdout())),
+            });
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| CliError::Other(format!("{}: not a file name", display(path))))?;
+        let tmp = path.with_file_name(format!(".{name}.gpu-ledger-{}.tmp", std::process::id()));
+        let file =
+            File::create(&tmp).map_err(io_err(format!("cannot create {}", display(path))))?;
+        Ok(Self {
+            target: Some(path.to_path_buf()),
+            tmp: Some(tmp),
+            writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
+        })
+    }
+
+    fn commit(mut self) -> Result<(), CliError> {
+        let what = self.target.as_deref().map_or("stdout".to_string(), display);
+        let flushed = self.writer.flush();
+        if let Err(e) = flushed {
+            if self.target.is_none() && e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(());
+            }
+            return Err(CliError::Io {
+                what: format!("cannot write {what}"),
+                source: e,
+            });
+        }
+        if let (Some(tmp), Some(target)) = (self.tmp.take(), self.target.as_ref()) {
+            std::fs::rename(&tmp, target).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                CliError::Io {
+                    what: format!("cannot write {}", display(target)),
+                    source: e,
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        // Not committed: leave no partial file behind.
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Prints `text` on stdout; a closed pipe (`| head`) is not an error.
+fn print(text: &str) -> Result<(), CliError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Io {
+            what: "cannot write to stdout".into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn summary(path: &Path, stats: &StatsArgs, progress: bool) -> Result<(), CliError> {
+    let ledger = load(path, progress)?;
+    let s = LedgerSummary::compute(&ledger, &stats.summary());
+    print(&markdown_summary(&s, &display(path)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare_cmd(
+    a: &Path,
+    b: &Path,
+    hypothesis: Option<&str>,
+    change: Option<&str>,
+    log: Option<&Path>,
+    opts: CompareOptions,
+    progress: bool,
+) -> Result<(), CliError> {
+    let la = load(a, progress)?;
+    let lb = load(b, progress)?;
+    let view_a = LedgerView {
+        header: &la.header,
+        rows: &la.iterations,
+    };
+    let view_b = LedgerView {
+        header: &lb.header,
+        rows: &lb.iterations,
+    };
+    let c = compare(view_a, view_b, &opts).map_err(|e| {
+        CliError::Other(format!(
+            "cannot compare {} with {}: {e}",
+            display(a),
+            display(b)
+        ))
+    })?;
+    let mut text = String::new();
+    if let Some(h) = hypothesis {
+        text.push_str(&format!(
+            "**Hypothesis:** {}\n\n",
+            gpu_ledger::export::text::md_cell(h)
+        ));
+    }
+    if let Some(ch) = change {
+        text.push_str(&format!(
+            "**Change:** {}\n\n",
+            gpu_ledger::export::text::md_cell(ch)
+        ));
+    }
+    text.push_str(&markdown_comparison(&c, &display(a), &display(b)));
+    print(&text)?;
+    if let Some(dir) = log {
+        let entry = ExperimentEntry::from_comparison(
+            &c,
+            hypothesis.unwrap_or_default(),
+            change.unwrap_or_default(),
+            &display(a),
+            &display(b),
+            &today_utc(),
+        );
+        let files = ExperimentLog::in_dir(dir);
+        files.append(&entry).map_err(io_err(format!(
+            "cannot append to the experiment log in {}",
+            display(dir)
+        )))?;
+        eprintln!(
+            "gpu-ledger: appended to {} and {} (verdict: {})",
+            display(&files.markdown),
+            display(&files.csv),
+            entry.verdict
+        );
+    }
+    Ok(())
+}
+
+fn trace(
+    path: &Path,
+    output: &Path,
+    range: Option<IterationRange>,
+    demangle: bool,
+    progress: bool,
+) -> Result<(), CliError> {
+    let mut p = Progress::new(progress, path);
+    let mut stream = LedgerStream::open(path)?;
+    let mut out = Output::create(output)?;
+    let opts = TraceOptions {
+        iterations: range.unwrap_or_default(),
+        demangle,
+    };
+    let werr = || io_err(format!("cannot write {}", display(output)));
+    let header = stream.header().clone();
+    let mut w = TraceWriter::new(&mut out.writer, &header, opts.clone()).map_err(werr())?;
+    let mut trailer = None;
+    let mut rows = 0u64;
+    while let Some(item) = stream.next_item()? {
+        match item {
+            StreamItem::Row(_, row) => {
+                rows += 1;
+                p.tick(rows);
+                w.write_row(&row).map_err(werr())?;
+            }
+            StreamItem::Trailer(_, t) => trailer = Some(t),
+        }
+    }
+    p.done(rows);
+    let stats = w.finish(trailer.as_deref()).map_err(werr())?;
+    out.commit()?;
+    eprintln!(
+        "gpu-ledger: {} trace events ({} iterations, {} activities{}) written to {}",
+        stats.events,
+        stats.iterations,
+        stats.activities,
+        if stats.skipped > 0 {
+            format!(", {} iterations outside {}", stats.skipped, opts.iterations)
+        } else {
+            String::new()
+        },
+        display(output)
+    );
+    if stats.summary_iterations > 0 {
+        eprintln!(
+            "gpu-ledger: activities were not recorded in {} iterations: the trace shows \
+             per-iteration summaries there (record them with Config::record_activities)",
+            stats.summary_iterations
+        );
+    }
+    if stats.iterations > 10_000 && opts.iterations.is_all() {
+        eprintln!(
+            "gpu-ledger: hint: a trace of {} iterations is slow to open; pick a window with \
+             --iterations A..B",
+            stats.iterations
+        );
+    }
+    Ok(())
+}
+
+fn report(
+    path: &Path,
+    output: &Path,
+    title: Option<String>,
+    stats: &StatsArgs,
+    progress: bool,
+) -> Result<(), CliError> {
+    let ledger = load(path, progress)?;
+    let mut out = Output::create(output)?;
+    let opts = ReportOptions {
+        title,
+        summary: stats.summary(),
+        ..ReportOptions::default()
+    };
+    write_html_report(&ledger, &display(path), &opts, &mut out.writer)
+        .map_err(io_err(format!("cannot write {}", display(output))))?;
+    out.commit()?;
+    eprintln!("gpu-ledger: report written to {}", display(output));
+    Ok(())
+}
+
+fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
+    // Two passes, so that a ledger of any length is written in constant memory: the columns
+    // depend on every row.
+    let mut layout = CsvLayout::new();
+    let mut p = Progress::new(progress, path);
+    let mut rows = 0u64;
+    for item in LedgerStream::open(path)? {
+        if let StreamItem::Row(_, row) = item? {
+            rows += 1;
+            p.tick(rows);
+            layout.observe(&row);
+        }
+    }
+    p.done(rows);
+    let mut out = Output::create(output)?;
+    let werr = || io_err(format!("cannot write {}", display(output)));
+    layout.write_header(&mut out.writer).map_err(werr())?;
+    let mut written = 0u64;
+    for item in LedgerStream::open(path)? {
+        if let StreamItem::Row(_, row) = item? {
+            layout.write_row(&mut out.writer, &row).map_err(werr())?;
+            written += 1;
+        }
+    }
+    out.commit()?;
+    eprintln!(
+        "gpu-ledger: {written} rows, {} columns written to {}",
+        layout.columns().len(),
+        display(output)
+    );
+    Ok(())
+}
+
+/// Checks one ledger; `Ok(notes)` when valid.
+fn check_one(path: &Path, progress: bool) -> Result<String, gpu_ledger::Error> {
+    let mut p = Progress::new(progress, path);
+    let mut stream = LedgerStream::open(path)?;
+    let header = stream.header().clone();
+    let mut rows = 0u64;
+    let mut trailer = None;
+    let (mut first, mut last): (Option<u64>, Option<u64>) = (None, None);
+    let mut notes: Vec<String> = Vec::new();
+    let mut without_activities = 0u64;
+    while let Some(item) = stream.next_item()? {
+        match item {
+            StreamItem::Row(line, row) => {
+                rows += 1;
+                p.tick(rows);
+                if let Some(prev) = last {
+                    if row.index <= prev && notes.len() < 20 {
+                        notes.push(format!(
+                            "{}:{line}: note: iteration index {} does not follow {prev}",
+                            display(path),
+                            row.index
+                        ));
+                    }
+                }
+                first.get_or_insert(row.index);
+                last = Some(row.index);
+                if header.config.record_activities && row.activities.is_none() {
+                    without_activities += 1;
+                }
+            }
+            StreamItem::Trailer(line, t) => {
+                if t.iterations != rows {
+                    notes.push(format!(
+                        "{}:{line}: note: the trailer counts {} iterations, the file holds {rows} rows",
+                        display(path),
+                        t.iterations
+                    ));
+                }
+                trailer = Some(t);
+            }
+        }
+    }
+    p.done(rows);
+    if trailer.is_none() {
+        notes.push(format!(
+            "{}: note: no trailer: the run did not finish (its rows are valid)",
+            display(path)
+        ));
+    }
+    if without_activities > 0 {
+        notes.push(format!(
+            "{}: note: activities were recorded but {without_activities} rows carry none",
+            display(path)
+        ));
+    }
+    let span = match (first, last) {
+        (Some(a), Some(b)) => format!(" (indices {a}..={b})"),
+        _ => String::new(),
+    };
+    let mut out = format!(
+        "{}: valid: schema {}, level {}, {rows} iterations{span}, {}\n",
+        display(path),
+        header.schema_version,
+        header.config.level,
+        if trailer.is_some() {
+            "trailer present"
+        } else {
+            "no trailer"
+        }
+    );
+    for n in notes {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn check(paths: &[PathBuf], progress: bool) -> Result<(), CliError> {
+    let mut failed = false;
+    for p in paths {
+        match check_one(p, progress) {
+            Ok(text) => print(&text)?,
+            Err(e) => {
+                failed = true;
+                eprintln!("{e}");
+            }
+        }
+    }
+    if failed {
+        Err(CliError::Reported)
+    } else {
+        Ok(())
+    }
+}
+
+fn merge(paths: &[PathBuf], format: MergeFormat, progress: bool) -> Result<(), CliError> {
+    let mut series = Vec::new();
+    for path in paths {
+        let mut p = Progress::new(progress, path);
+        let mut stream = LedgerStream::open(path)?;
+        let mut s = RankSeries::new(stream.header(), &display(path));
+        let mut rows = 0u64;
+        while let Some(item) = stream.next_item()? {
+            if let StreamItem::Row(_, row) = item {
+                rows += 1;
+                p.tick(rows);
+                s.push(&row);
+            }
+        }
+        p.done(rows);
+        series.push(s);
+    }
+    let view = merge_ranks(series).map_err(|e| CliError::Other(e.to_string()))?;
+    print(&match format {
+        MergeFormat::Markdown => view.to_markdown(),
+        MergeFormat::Csv => view.to_csv(),
+    })
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let progress = cli.progress;
+    match cli.command {
+        Command::Summary { ledger, stats } => summary(&ledger, &stats, progress),
+        Command::Compare {
+            a,
+            b,
+            hypothesis,
+            change,
+            experiment_log,
+            metric,
+            resamples,
+            confidence,
+            seed,
+            stats,
+        } => {
+            let mut opts = CompareOptions {
+                metric,
+                filter: stats.filter(),
+                resamples,
+                confidence,
+                family_rules: stats.rules(),
+                ..CompareOptions::default()
+            };
+            if let Some(seed) = seed {
+                opts.seed = seed;
+            }
+            compare_cmd(
+                &a,
+                &b,
+                hypothesis.as_deref(),
+                change.as_deref(),
+                experiment_log.as_deref(),
+                opts,
+                progress,
+            )
+        }
+        Command::Trace {
+            ledger,
+            output,
+            iterations,
+            no_demangle,
+        } => trace(&ledger, &output, iterations, !no_demangle, progress),
+        Command::Report {
+            ledger,
+            output,
+            title,
+            stats,
+        } => report(&ledger, &output, title, &stats, progress),
+        Command::Csv { ledger, output } => csv(&ledger, &output, progress),
+        Command::Check { ledgers } => check(&ledgers, progress),
+        Command::Merge { ledgers, format } => merge(&ledgers, format, progress),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors to stderr with 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Reported) => ExitCode::FAILURE,
+        // The reader of stdout went away (`| head`): nothing left to tell it.
+        Err(CliError::Io { source, .. }) if source.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("gpu-ledger: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

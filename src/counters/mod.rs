@@ -1,1 +1,55 @@
-//! Hardware counters through the CUPTI Range Profiler (issue 3).
+//! Hardware counters through the CUPTI Range Profiler (issue 3, `docs/counters.md`).
+//!
+//! - [`RangeProfiler`]: the session. Host side once (chip name, counter availability, metrics
+//!   validated against the chip, config image, number of passes), then collections on a CUDA
+//!   context: user ranges ([`RangeProfiler::push_range`] / [`RangeProfiler::pop_range`], nested
+//!   paths kept) or auto ranges (one per kernel, in launch order), with user replay (the caller
+//!   runs the work once per pass) or kernel replay (CUPTI replays each kernel).
+//! - [`metrics`]: metric names as Nsight Compute spells them, the presets
+//!   (`speed_of_light`, `memory`, `occupancy`, `compute`) and validation with suggestions.
+//! - [`derived`]: bandwidth, arithmetic intensity, % of peak, sector efficiency and the book's
+//!   four-way classification, as pure functions.
+//! - [`error`]: CUPTI codes mapped to fixes (permission, busy counters, unsupported device) and
+//!   the [`Unavailable`] class the ledger header records.
+//! - [`schema`]: the ledger records for counters.
+//!
+//! All `unsafe` of the counters level is in the private `ffi` module.
+//!
+//! ```no_run
+//! use gpu_ledger::counters::{CounterConfig, RangeMode, RangeProfiler, ReplayMode};
+//! # fn run(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> gpu_ledger::Result<()> {
+//! let mut rp = RangeProfiler::new(ctx, CounterConfig {
+//!     metrics: vec!["speed_of_light".into()],
+//!     range_mode: RangeMode::Auto,
+//!     replay_mode: ReplayMode::Kernel,
+//!     record_kernel_names: true,
+//!     ..CounterConfig::default()
+//! })?;
+//! let collected = rp.collect(|_rp| {
+//!     // ... launch the kernels to measure ...
+//!     Ok(())
+//! })?;
+//! for r in &collected.ranges {
+//!     println!("{} {:?} {:?}", r.name, r.kernel, r.values);
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod derived;
+pub mod error;
+mod ffi;
+pub mod launches;
+pub mod metrics;
+pub mod schema;
+mod session;
+
+pub use derived::{classify, derive, Bound, DeriveOptions, Derived, Thresholds};
+pub use error::Unavailable;
+pub use ffi::{DeviceSupport, MetricProperties};
+pub use launches::{name_auto_ranges, Launch, LaunchRecorder};
+pub use metrics::{preset, resolve, MetricCatalog, NameList, Preset, PRESETS};
+pub use schema::{CounterRange, CountersHeader, IterationCounters};
+pub use session::{
+    ChipCatalog, Collected, CounterConfig, PassEnd, RangeMode, RangeProfiler, RangeValues,
+    ReplayMode,
+};

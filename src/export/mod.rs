@@ -43,4 +43,6 @@ pub use merge::{merge_ranks, MergeError, MergedIteration, MergedView, RankSeries
 pub use stream::{LedgerStream, StreamItem};
 pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};
 pub use svg::{roofline_svg, Roofline, RooflinePoint};
-pub use trace::{write_trace, IterationRange, RangeParseError, TraceOptions, TraceStats, TraceWriter};
+pub use trace::{
+    write_trace, IterationRange, RangeParseError, TraceOptions, TraceStats, TraceWriter,
+};

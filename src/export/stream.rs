@@ -163,9 +163,9 @@ impl<R: BufRead> LedgerStream<R> {
                 continue;
             }
             if self.trailer_seen {
-                return Err(self.err(
-                    "unexpected line after the trailer (the trailer must be last)".into(),
-                ));
+                return Err(
+                    self.err("unexpected line after the trailer (the trailer must be last)".into())
+                );
             }
             let parsed: LedgerLine = serde_json::from_str(&line).map_err(|e| {
                 let what = if e.is_eof() {

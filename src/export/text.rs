@@ -25,9 +25,7 @@ pub fn html_escape(s: &str) -> String {
 /// One CSV field (RFC 4180): quoted when it holds a comma, a quote, a line break or leading or
 /// trailing space; quotes doubled.
 pub fn csv_field(s: &str) -> String {
-    let needs = s.contains([',', '"', '\n', '\r'])
-        || s.starts_with(' ')
-        || s.ends_with(' ');
+    let needs = s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ');
     if needs {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -68,6 +66,16 @@ pub fn sig3(x: f64) -> String {
         format!("{x:.2}")
     } else {
         format!("{x:.3}")
+    }
+}
+
+/// A count or index: an integer as is (`2`, `1500`), anything else with three significant
+/// digits (`2.50`).
+pub fn fmt_count(x: f64) -> String {
+    if x.is_finite() && (x - x.round()).abs() < 1e-9 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        sig3(x)
     }
 }
 
@@ -142,22 +150,6 @@ pub fn fmt_indices(indices: &[u64]) -> String {
     out
 }
 
-/// A civil date `YYYY-MM-DD` (UTC) from seconds since the Unix epoch (Howard Hinnant's
-/// `civil_from_days`).
-pub fn utc_date(unix_secs: u64) -> String {
-    let days = (unix_secs / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,15 +174,10 @@ mod tests {
         assert_eq!(fmt_ns(4_560_000.0), "4.56 ms");
         assert_eq!(fmt_ns(1.234e9), "1.23 s");
         assert_eq!(fmt_pct(0.1234), "12.3%");
+        assert_eq!(fmt_count(2.0), "2");
+        assert_eq!(fmt_count(2.5), "2.50");
         assert_eq!(fmt_bytes(1536.0 * 1024.0), "1.50 MiB");
         assert_eq!(fmt_indices(&[0, 1, 2, 5, 7, 8]), "0–2, 5, 7–8");
         assert_eq!(fmt_indices(&[]), "none");
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(utc_date(0), "1970-01-01");
-        assert_eq!(utc_date(951_782_400), "2000-02-29");
-        assert_eq!(utc_date(1_764_000_000), "2025-11-24");
     }
 }

@@ -1,0 +1,180 @@
+//! Kernel names for auto ranges. CUPTI names auto ranges `"0"`, `"1"`, ... in launch order, and
+//! nothing else; the kernel of each range is the kernel of the launch with that index. Inside a
+//! gpu-ledger [`crate::Profiler`] the timeline's kernel records give that order (sort by
+//! correlation id); standalone, [`LaunchRecorder`] takes it from CUPTI launch callbacks.
+
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use cupti_sys as sys;
+use parking_lot::Mutex;
+
+use super::ffi::{LaunchSink, LaunchSubscription};
+use crate::activity::{classify_api, ApiClass};
+use crate::cupti;
+use crate::error::Result;
+use crate::loader::LoadedCupti;
+
+/// One launch seen by the recorder, in launch order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Launch {
+    /// A kernel launch and the kernel's name as CUPTI gave it (mangled for C++ kernels).
+    Kernel(String),
+    /// A graph launch: it runs an unknown number of kernels, so auto ranges after it cannot be
+    /// matched by position.
+    Graph,
+}
+
+/// Names the auto ranges of a collection: range `"i"` is the `i`-th launch. Ranges after a graph
+/// launch, or past the end of `launches`, keep `kernel: None`. Returns how many were named.
+pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) -> usize {
+    let graph_at = launches
+        .iter()
+        .position(|l| matches!(l, Launch::Graph))
+        .unwrap_or(launches.len());
+    let mut named = 0;
+    for r in ranges.iter_mut() {
+        r.kernel = None;
+        let Ok(i) = r.name.parse::<usize>() else {
+            continue;
+        };
+        if i < graph_at {
+            if let Some(Launch::Kernel(k)) = launches.get(i) {
+                r.kernel = Some(k.clone());
+                r.launch_index = Some(i as u64);
+                named += 1;
+            }
+        }
+    }
+    named
+}
+
+thread_local! {
+    /// Depth of runtime-API launches on this thread: the driver launch a runtime launch makes
+    /// internally is not counted a second time.
+    static IN_RUNTIME_LAUNCH: Cell<u32> = const { Cell::new(0) };
+}
+
+struct LaunchLog {
+    driver_kernel: Vec<u32>,
+    driver_graph: Vec<u32>,
+    runtime_kernel: Vec<u32>,
+    runtime_graph: Vec<u32>,
+    launches: Mutex<Vec<Launch>>,
+}
+
+impl LaunchSink for LaunchLog {
+    fn on_launch(&self, runtime: bool, cbid: u32, symbol: Option<&CStr>, enter: bool) {
+        let (kernel, graph) = if runtime {
+            (&self.runtime_kernel, &self.runtime_graph)
+        } else {
+            (&self.driver_kernel, &self.driver_graph)
+        };
+        let is_kernel = kernel.binary_search(&cbid).is_ok();
+        let is_graph = graph.binary_search(&cbid).is_ok();
+        if !is_kernel && !is_graph {
+            return;
+        }
+        if runtime {
+            IN_RUNTIME_LAUNCH.with(|d| {
+                d.set(if enter {
+                    d.get() + 1
+                } else {
+                    d.get().saturating_sub(1)
+                })
+            });
+        } else if IN_RUNTIME_LAUNCH.with(Cell::get) > 0 {
+            return;
+        }
+        if !enter {
+            return;
+        }
+        let entry = if is_graph {
+            Launch::Graph
+        } else {
+            Launch::Kernel(symbol.map_or_else(
+                || "(unknown)".to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            ))
+        };
+        self.launches.lock().push(entry);
+    }
+}
+
+fn cbids(table: &[(u32, &str)], class: ApiClass) -> Vec<u32> {
+    let mut v: Vec<u32> = table
+        .iter()
+        .filter(|(_, name)| classify_api(name) == Some(class))
+        .map(|(id, _)| *id)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Records the name of every kernel launched in this process, in launch order, through CUPTI's
+/// launch callbacks. It takes CUPTI's one subscriber slot, so it cannot run next to a gpu-ledger
+/// [`crate::Profiler`] at `Level::Timeline` (which has the same order in its kernel records).
+/// Each launch takes a lock and allocates the name: use it while counters are collected (the
+/// range is perturbed anyway), not on a timing run.
+pub struct LaunchRecorder {
+    lib: &'static LoadedCupti,
+    subscription: LaunchSubscription,
+    log: Arc<LaunchLog>,
+}
+
+impl LaunchRecorder {
+    /// Subscribes to CUPTI's launch callbacks (driver and runtime API).
+    ///
+    /// # Errors
+    /// [`crate::Error::CuptiBusy`] when another CUPTI subscriber exists; CUPTI loading errors.
+    pub fn start() -> Result<Self> {
+        let lib = cupti::api()?;
+        let log = Arc::new(LaunchLog {
+            driver_kernel: cbids(sys::DRIVER_API_CBIDS, ApiClass::KernelLaunch),
+            driver_graph: cbids(sys::DRIVER_API_CBIDS, ApiClass::GraphLaunch),
+            runtime_kernel: cbids(sys::RUNTIME_API_CBIDS, ApiClass::KernelLaunch),
+            runtime_graph: cbids(sys::RUNTIME_API_CBIDS, ApiClass::GraphLaunch),
+            launches: Mutex::new(Vec::new()),
+        });
+        let subscription = LaunchSubscription::new(lib, log.clone())?;
+        let rec = LaunchRecorder {
+            lib,
+            subscription,
+            log,
+        };
+        rec.enable(true)?;
+        Ok(rec)
+    }
+
+    fn enable(&self, on: bool) -> Result<()> {
+        let Some(sub) = self.subscription.handle() else {
+            return Ok(());
+        };
+        use sys::CUpti_CallbackDomain as d;
+        for (domain, ids) in [
+            (d::CUPTI_CB_DOMAIN_DRIVER_API, &self.log.driver_kernel),
+            (d::CUPTI_CB_DOMAIN_DRIVER_API, &self.log.driver_graph),
+            (d::CUPTI_CB_DOMAIN_RUNTIME_API, &self.log.runtime_kernel),
+            (d::CUPTI_CB_DOMAIN_RUNTIME_API, &self.log.runtime_graph),
+        ] {
+            for id in ids {
+                cupti::enable_callback(self.lib, sub, domain, *id, on)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The launches recorded since the last `take`, in launch order.
+    pub fn take(&self) -> Vec<Launch> {
+        std::mem::take(&mut *self.log.launches.lock())
+    }
+
+    /// Unsubscribes, reporting CUPTI's error (Drop ignores it).
+    ///
+    /// # Errors
+    /// The CUPTI failure of `cuptiUnsubscribe`.
+    pub fn stop(mut self) -> Result<()> {
+        self.subscription.unsubscribe()
+    }
+}

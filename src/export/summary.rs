@@ -1,0 +1,400 @@
+//! The figures of one ledger that the Markdown summary and the HTML report share: which
+//! iterations count, distributions per scope, kernel families with their Amdahl ceilings, device
+//! idle time, NVML clocks and power, energy, and every warning worth reading before trusting
+//! the numbers.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::text::{fmt_indices, fmt_ns};
+use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
+use crate::analysis::stats::{
+    idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
+};
+use crate::ledger::reader::Ledger;
+use crate::ledger::schema::{Header, IterationRow, RankInfo};
+use crate::nvml::{run_energy, NvmlIterationSummary, RunEnergy};
+
+/// What to summarise and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryOptions {
+    /// Rows kept for statistics. Default: complete, unperturbed, warm-up detected.
+    pub filter: RowFilter,
+    /// Kernel family grouping rules.
+    pub family_rules: FamilyRules,
+    /// Families shown in tables and charts. Default 10.
+    pub top_families: usize,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        Self {
+            filter: RowFilter::default(),
+            family_rules: FamilyRules::default(),
+            top_families: 10,
+        }
+    }
+}
+
+/// Busy and idle time of one device over the iterations used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSummary {
+    /// CUDA device ordinal.
+    pub device_id: u32,
+    /// Iterations in which the device had activity.
+    pub iterations: usize,
+    /// Busy time per iteration, ns.
+    pub busy_ns: Distribution,
+    /// Idle share of the activity window per iteration; `None` without a non-empty window.
+    pub idle_share: Option<Distribution>,
+    /// Largest single gap over all iterations used, ns.
+    pub largest_gap_max_ns: u64,
+    /// Summed busy time over summed host wall time of the iterations used (how much of the step
+    /// the device works; low means the GPU waits for the host).
+    pub busy_share_of_wall: Option<f64>,
+}
+
+/// NVML figures of one device over the iterations used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NvmlDeviceSummary {
+    /// CUDA device ordinal.
+    pub device_id: u32,
+    /// Per-iteration mean SM clock, MHz.
+    pub sm_clock_mhz: Option<Distribution>,
+    /// Per-iteration mean memory clock, MHz.
+    pub mem_clock_mhz: Option<Distribution>,
+    /// Per-iteration mean board power, W.
+    pub power_w: Option<Distribution>,
+    /// Highest temperature seen, °C.
+    pub temperature_max_c: Option<u32>,
+    /// Throttle (clock-event) reasons seen, with the iterations they were seen in.
+    pub throttle_reasons: BTreeMap<String, Vec<u64>>,
+}
+
+/// One ledger, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerSummary {
+    /// Environment in one line (GPUs, driver, CUDA, CUPTI, host, level, version, rank).
+    pub environment: String,
+    /// Profiling level (`scopes`, `timeline`, `counters`).
+    pub level: String,
+    /// Rank of the process, when launched as one.
+    pub rank: Option<RankInfo>,
+    /// Iteration rows in the ledger.
+    pub rows: usize,
+    /// Indices of the rows used for statistics.
+    pub used: Vec<u64>,
+    /// Indices left out as warm-up.
+    pub warmup: Vec<u64>,
+    /// Indices left out as perturbed (counter replay).
+    pub perturbed: Vec<u64>,
+    /// Indices left out as incomplete.
+    pub incomplete: Vec<u64>,
+    /// Host wall time per iteration, ns.
+    pub host_wall_ns: Option<Distribution>,
+    /// Per-scope distributions, by path.
+    pub scopes: Vec<ScopeStats>,
+    /// Kernel families, ranked (all of them; `top_families` is applied when rendering).
+    pub families: FamilyTable,
+    /// Families shown.
+    pub top_families: usize,
+    /// Per-device busy and idle time.
+    pub devices: Vec<DeviceSummary>,
+    /// Per-device NVML figures; empty when NVML did not sample.
+    pub nvml: Vec<NvmlDeviceSummary>,
+    /// Energy over the iterations used; `None` without NVML energy figures.
+    pub energy: Option<RunEnergy>,
+    /// Whether rows carry every activity.
+    pub activities_recorded: bool,
+    /// Whether the ledger has its trailer (the run finished).
+    pub run_complete: bool,
+    /// Everything that limits what the figures mean.
+    pub warnings: Vec<String>,
+}
+
+/// A family's Amdahl ceiling as text: `1.53×`, `∞` when the family fills all device time
+/// (removing it would remove all of it), `n/a` without a share.
+pub fn ceiling_text(f: &FamilySummary) -> String {
+    match (f.amdahl_ceiling, f.share_of_device_time) {
+        (Some(c), _) => format!("{c:.2}×"),
+        (None, Some(p)) if p >= 1.0 => "∞".into(),
+        _ => "n/a".into(),
+    }
+}
+
+/// Fewer iterations used than this draws a warning.
+const FEW_ITERATIONS: usize = 10;
+
+/// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
+/// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.
+pub fn environment_line(h: &Header) -> String {
+    let env = &h.environment;
+    let mut parts: Vec<String> = Vec::new();
+    let mut gpus: BTreeMap<(String, [u32; 2], u32), usize> = BTreeMap::new();
+    for g in &env.gpus {
+        *gpus
+            .entry((g.name.clone(), g.compute_capability, g.sm_count))
+            .or_default() += 1;
+    }
+    if gpus.is_empty() {
+        parts.push("no GPU recorded".into());
+    }
+    for ((name, cc, sms), n) in gpus {
+        parts.push(format!("{n}× {name} (sm_{}{}, {sms} SMs)", cc[0], cc[1]));
+    }
+    parts.push(match &env.driver_version {
+        Some(d) => format!("driver {d}"),
+        None => "driver unknown".into(),
+    });
+    if let Some(v) = env.cuda_driver_version {
+        parts.push(format!("CUDA {}.{}", v / 1000, (v % 1000) / 10));
+    }
+    if let Some(v) = env.cupti_api_version {
+        parts.push(format!("CUPTI API {v}"));
+    }
+    match (&env.hostname, &env.host.cpu_model) {
+        (Some(h), Some(c)) => parts.push(format!("{h} ({c})")),
+        (Some(h), None) => parts.push(h.clone()),
+        (None, Some(c)) => parts.push(c.clone()),
+        (None, None) => {}
+    }
+    parts.push(format!("level {}", h.config.level));
+    parts.push(format!("gpu-ledger {}", h.gpu_ledger_version));
+    if let Some(r) = &h.rank {
+        match r.world_size {
+            Some(w) => parts.push(format!("rank {} of {w}", r.rank)),
+            None => parts.push(format!("rank {}", r.rank)),
+        }
+    }
+    parts.join(" · ")
+}
+
+impl LedgerSummary {
+    /// Summarises `ledger`.
+    pub fn compute(ledger: &Ledger, opts: &SummaryOptions) -> Self {
+        let sel = select_rows(&ledger.iterations, &opts.filter);
+        let used: Vec<&IterationRow> = sel.used.clone();
+        let wall: Vec<u64> = used.iter().map(|r| r.host_wall_ns).collect();
+        let scopes = scope_distributions(used.iter().copied());
+        let families = family_table(used.iter().copied(), &opts.family_rules);
+        let devices = device_summaries(&used);
+        let nvml = nvml_summaries(&used);
+        let with_nvml: Vec<&[NvmlIterationSummary]> = used
+            .iter()
+            .filter(|r| !r.nvml.is_empty())
+            .map(|r| r.nvml.as_slice())
+            .collect();
+        let energy = Some(run_energy(with_nvml, None)).filter(|e| e.iterations_with_energy > 0);
+        let mut s = Self {
+            environment: environment_line(&ledger.header),
+            level: ledger.header.config.level.clone(),
+            rank: ledger.header.rank.clone(),
+            rows: ledger.iterations.len(),
+            used: used.iter().map(|r| r.index).collect(),
+            warmup: sel.warmup.clone(),
+            perturbed: sel.perturbed.clone(),
+            incomplete: sel.incomplete.clone(),
+            host_wall_ns: Distribution::from_u64(&wall),
+            scopes,
+            families,
+            top_families: opts.top_families,
+            devices,
+            nvml,
+            energy,
+            activities_recorded: ledger.header.config.record_activities,
+            run_complete: ledger.trailer.is_some(),
+            warnings: Vec::new(),
+        };
+        s.warnings = warnings(ledger, &s, &used);
+        s
+    }
+}
+
+fn device_summaries(used: &[&IterationRow]) -> Vec<DeviceSummary> {
+    #[derive(Default)]
+    struct Acc {
+        busy: Vec<u64>,
+        idle: Vec<f64>,
+        gap: u64,
+    }
+    let mut by: BTreeMap<u32, Acc> = BTreeMap::new();
+    for r in used {
+        for d in &r.devices {
+            let a = by.entry(d.device_id).or_default();
+            a.busy.push(d.busy_ns);
+            if let Some(s) = idle_share(d) {
+                a.idle.push(s);
+            }
+            a.gap = a.gap.max(d.largest_gap_ns);
+        }
+    }
+    let total_wall: u64 = used.iter().map(|r| r.host_wall_ns).sum();
+    by.into_iter()
+        .filter_map(|(device_id, a)| {
+            let busy_total: u64 = a.busy.iter().sum();
+            Some(DeviceSummary {
+                device_id,
+                iterations: a.busy.len(),
+                busy_ns: Distribution::from_u64(&a.busy)?,
+                idle_share: Distribution::from_samples(&a.idle),
+                largest_gap_max_ns: a.gap,
+                busy_share_of_wall: (total_wall > 0).then(|| busy_total as f64 / total_wall as f64),
+            })
+        })
+        .collect()
+}
+
+fn nvml_summaries(used: &[&IterationRow]) -> Vec<NvmlDeviceSummary> {
+    #[derive(Default)]
+    struct Acc {
+        sm: Vec<f64>,
+        mem: Vec<f64>,
+        power: Vec<f64>,
+        temp: Option<u32>,
+        throttle: BTreeMap<String, Vec<u64>>,
+    }
+    let mut by: BTreeMap<u32, Acc> = BTreeMap::new();
+    for r in used {
+        for n in &r.nvml {
+            let a = by.entry(n.device_id).or_default();
+            if let Some(c) = &n.sm_clock {
+                a.sm.push(c.mean_mhz);
+            }
+            if let Some(c) = &n.mem_clock {
+                a.mem.push(c.mean_mhz);
+            }
+            if let Some(p) = &n.power {
+                a.power.push(p.mean_w);
+            }
+            if let Some(t) = n.temperature_max_c {
+                a.temp = Some(a.temp.map_or(t, |x| x.max(t)));
+            }
+            for t in &n.throttle_reasons {
+                a.throttle.entry(t.clone()).or_default().push(r.index);
+            }
+        }
+    }
+    by.into_iter()
+        .map(|(device_id, a)| NvmlDeviceSummary {
+            device_id,
+            sm_clock_mhz: Distribution::from_samples(&a.sm),
+            mem_clock_mhz: Distribution::from_samples(&a.mem),
+            power_w: Distribution::from_samples(&a.power),
+            temperature_max_c: a.temp,
+            throttle_reasons: a.throttle,
+        })
+        .collect()
+}
+
+fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<String> {
+    let mut w: Vec<String> = ledger
+        .header
+        .warnings
+        .iter()
+        .map(|x| format!("header: {x}"))
+        .collect();
+    match &ledger.trailer {
+        None => w.push(
+            "no trailer: the run did not finish (crash or kill); the rows present are valid, \
+             the run totals are unknown"
+                .into(),
+        ),
+        Some(t) => {
+            w.extend(t.warnings.iter().map(|x| format!("run: {x}")));
+            if t.lines_not_written > 0 {
+                w.push(format!(
+                    "{} ledger lines could not be written during the run",
+                    t.lines_not_written
+                ));
+            }
+            if t.late_records > 0 || t.unplaced_records > 0 {
+                w.push(format!(
+                    "{} records arrived after their iteration was written and {} fell outside \
+                     every iteration: they are counted in the trailer, not in the rows",
+                    t.late_records, t.unplaced_records
+                ));
+            }
+        }
+    }
+    if s.rows == 0 {
+        w.push("the ledger has no iteration row".into());
+    } else if s.used.is_empty() {
+        w.push(format!(
+            "no iteration is usable for statistics ({} rows: warm-up {}, perturbed {}, incomplete {})",
+            s.rows,
+            fmt_indices(&s.warmup),
+            fmt_indices(&s.perturbed),
+            fmt_indices(&s.incomplete)
+        ));
+    } else if s.used.len() < FEW_ITERATIONS {
+        w.push(format!(
+            "only {} iterations used: p90 and p99 are interpolated between few samples",
+            s.used.len()
+        ));
+    }
+    let mut row_warnings: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let (mut dropped, mut dropped_at) = (0u64, Vec::new());
+    let (mut missing, mut missing_at) = (0u64, Vec::new());
+    for r in &ledger.iterations {
+        for x in &r.warnings {
+            row_warnings.entry(x.as_str()).or_default().push(r.index);
+        }
+        if r.dropped_records > 0 {
+            dropped += r.dropped_records;
+            dropped_at.push(r.index);
+        }
+        if r.missing_records > 0 {
+            missing += r.missing_records;
+            missing_at.push(r.index);
+        }
+    }
+    for (x, at) in row_warnings {
+        w.push(format!("iterations {}: {x}", fmt_indices(&at)));
+    }
+    if dropped > 0 {
+        w.push(format!(
+            "{dropped} activity records dropped by CUPTI (iterations {}): device times of those \
+             iterations are undercounted; raise the buffer count or size",
+            fmt_indices(&dropped_at)
+        ));
+    }
+    if missing > 0 {
+        w.push(format!(
+            "{missing} launches without a GPU record within the settle time (iterations {}); \
+             raise settle_ms",
+            fmt_indices(&missing_at)
+        ));
+    }
+    if !used.is_empty() && used.iter().all(|r| r.nvml.is_empty()) {
+        w.push("no NVML figures: clocks, power, throttling and energy are unknown".into());
+    }
+    for n in &s.nvml {
+        for (reason, at) in &n.throttle_reasons {
+            w.push(format!(
+                "GPU {}: clock event (throttle) reason {reason} in iterations {}",
+                n.device_id,
+                fmt_indices(at)
+            ));
+        }
+        if let Some(c) = &n.sm_clock_mhz {
+            if c.min > 0.0 && (c.max - c.min) / c.max > 0.05 {
+                w.push(format!(
+                    "GPU {}: SM clock varied from {:.0} to {:.0} MHz between iterations: times are \
+                     not comparable across them",
+                    n.device_id, c.min, c.max
+                ));
+            }
+        }
+    }
+    if let Some(d) = &s.host_wall_ns {
+        if d.median > 0.0 && d.p99 > 2.0 * d.median {
+            w.push(format!(
+                "long tail: p99 host wall time {} is more than twice the median {}",
+                fmt_ns(d.p99),
+                fmt_ns(d.median)
+            ));
+        }
+    }
+    w
+}

@@ -1,0 +1,468 @@
+//! One-page experiment ledgers (book ch. 12 and 14): a baseline and one change run under the
+//! profiler at the timeline level, each verified against its CPU reference, summarised as
+//! baseline, hypothesis, the one change, kernel time, end-to-end time and the counters that were
+//! (not) collected.
+//!
+//! [`measure`] runs the sides; [`ExperimentPage`] prints them. The first side is the baseline,
+//! the second the change; any further side is shown for reference.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::{all_kernel_time, gb_per_s, tflop_per_s, GpuWorkload, SuiteResult, Verification};
+use crate::analysis::{analyze_kernel, DeviceLimits, Distribution};
+use crate::env::GpuRecord;
+use crate::kernels::Work;
+use crate::ledger::schema::{IterationRow, KernelGroup};
+use crate::{read_ledger, Level, Profiler};
+
+/// One side of an experiment: a label and the workload it runs.
+pub struct Side<'a> {
+    /// Short label (`baseline`, `change`, `cuBLAS`).
+    pub label: &'static str,
+    /// The workload; [`GpuWorkload::run`] is called `repeats` times per iteration.
+    pub workload: &'a mut dyn GpuWorkload,
+}
+
+/// How many iterations and runs per iteration [`measure`] makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExperimentConfig {
+    /// Measured iterations per side.
+    pub iterations: usize,
+    /// Runs of the workload inside one iteration (back to back, one synchronize at the end).
+    pub repeats: u32,
+    /// Where the ledger goes.
+    pub ledger_path: PathBuf,
+}
+
+impl ExperimentConfig {
+    /// `iterations` iterations of `repeats` runs, ledger at `ledger_path`.
+    pub fn new(iterations: usize, repeats: u32, ledger_path: impl Into<PathBuf>) -> Self {
+        ExperimentConfig {
+            iterations,
+            repeats,
+            ledger_path: ledger_path.into(),
+        }
+    }
+}
+
+/// Static facts of one kernel as the ledger recorded it, with its theoretical occupancy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelFacts {
+    /// Kernel name.
+    pub name: String,
+    /// Grid.
+    pub grid: [u32; 3],
+    /// Block.
+    pub block: [u32; 3],
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_shared: u32,
+    /// Dynamic shared memory per block, bytes.
+    pub dynamic_shared: u32,
+    /// Local memory per thread, bytes.
+    pub local_bytes: u32,
+    /// Theoretical occupancy, when the device's limits are known.
+    pub occupancy: Option<f64>,
+    /// What limits it.
+    pub limiter: Option<String>,
+    /// Wave efficiency of the grid.
+    pub wave_efficiency: Option<f64>,
+    /// Mean duration per launch, ns.
+    pub mean_ns: f64,
+}
+
+impl KernelFacts {
+    /// The facts of a ledger kernel group, with occupancy from `limits` when given.
+    pub fn of(k: &KernelGroup, limits: Option<&DeviceLimits>) -> Self {
+        let analysis = limits.and_then(|l| analyze_kernel(k, l).ok());
+        KernelFacts {
+            name: k.name.clone(),
+            grid: k.grid,
+            block: k.block,
+            registers: k.registers_per_thread,
+            static_shared: k.static_shared_bytes,
+            dynamic_shared: k.dynamic_shared_bytes,
+            local_bytes: k.local_bytes_per_thread,
+            occupancy: analysis.as_ref().map(|a| a.occupancy.occupancy),
+            limiter: analysis.as_ref().map(|a| a.occupancy.limiter_names()),
+            wave_efficiency: analysis
+                .as_ref()
+                .and_then(|a| a.waves.map(|w| w.efficiency)),
+            mean_ns: k.total_ns as f64 / k.count.max(1) as f64,
+        }
+    }
+}
+
+/// What one side measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideResult {
+    /// The side's label.
+    pub label: String,
+    /// The workload's name.
+    pub name: String,
+    /// Analytic work of one run.
+    pub work: Work,
+    /// Runs per iteration.
+    pub repeats: u32,
+    /// Kernel launches per iteration, as recorded.
+    pub launches_per_iteration: f64,
+    /// Per iteration: summed kernel and copy durations, ns.
+    pub device_ns: Vec<f64>,
+    /// Per iteration: host wall time from the iteration's start to its end (enqueue, execution
+    /// and the final synchronize), ns.
+    pub wall_ns: Vec<f64>,
+    /// The kernels it launched.
+    pub kernels: Vec<KernelFacts>,
+    /// The check of its output against the CPU reference, made before profiling.
+    pub verification: Verification,
+}
+
+impl SideResult {
+    /// Median device time per run, ns.
+    pub fn device_per_run(&self) -> Option<Distribution> {
+        let per: Vec<f64> = self
+            .device_ns
+            .iter()
+            .map(|t| t / f64::from(self.repeats.max(1)))
+            .collect();
+        Distribution::from_samples(&per)
+    }
+
+    /// End-to-end time per run, ns.
+    pub fn wall_per_run(&self) -> Option<Distribution> {
+        let per: Vec<f64> = self
+            .wall_ns
+            .iter()
+            .map(|t| t / f64::from(self.repeats.max(1)))
+            .collect();
+        Distribution::from_samples(&per)
+    }
+}
+
+fn copy_time(row: &IterationRow) -> u64 {
+    row.memcpy.iter().map(|c| c.total_ns).sum()
+}
+
+/// Runs each side: checks it against its CPU reference (poison, run, verify), warms up, then
+/// profiles `iterations` iterations per side at the timeline level (sides interleaved, each
+/// iteration one side's `repeats` runs inside a scope named by its label) and reads the ledger.
+///
+/// # Errors
+/// A workload or profiler failure.
+pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Vec<SideResult>> {
+    let mut checks = Vec::new();
+    for side in sides.iter_mut() {
+        let w = &mut *side.workload;
+        w.poison()?;
+        w.run()?;
+        checks.push(w.verify()?);
+        for _ in 0..2 {
+            w.run()?;
+        }
+        w.stream().synchronize()?;
+    }
+    let profiler = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(&cfg.ledger_path)
+        .settle(Duration::from_secs(5))
+        .start()?;
+    // One iteration of every side to absorb CUPTI's first-launch instrumentation; left out.
+    for side in sides.iter_mut() {
+        side.workload.run()?;
+        side.workload.stream().synchronize()?;
+    }
+    profiler.step();
+    for _ in 0..cfg.iterations {
+        for side in sides.iter_mut() {
+            {
+                let _s = Profiler::scope(side.label);
+                for _ in 0..cfg.repeats {
+                    side.workload.run()?;
+                }
+                side.workload.stream().synchronize()?;
+            }
+            profiler.step();
+        }
+    }
+    let summary = profiler.finish()?;
+    let ledger = read_ledger(&summary.ledger_path)?;
+    let limits = ledger
+        .header
+        .environment
+        .gpus
+        .first()
+        .and_then(DeviceLimits::for_gpu);
+    let n = sides.len();
+    let mut results = Vec::new();
+    for (s, (side, check)) in sides.iter().zip(checks).enumerate() {
+        let rows: Vec<&IterationRow> = ledger
+            .iterations
+            .iter()
+            .filter(|r| {
+                let i = r.index as usize;
+                (1..=cfg.iterations * n).contains(&i) && (i - 1) % n == s
+            })
+            .collect();
+        let mut kernels: Vec<KernelFacts> = Vec::new();
+        if let Some(last) = rows.last() {
+            kernels = last
+                .kernels
+                .iter()
+                .map(|k| KernelFacts::of(k, limits.as_ref()))
+                .collect();
+        }
+        let launches: u64 = rows.iter().map(|r| all_kernel_time(r).0).sum();
+        results.push(SideResult {
+            label: side.label.to_string(),
+            name: side.workload.spec().name(),
+            work: side.workload.spec().work(),
+            repeats: cfg.repeats,
+            launches_per_iteration: launches as f64 / rows.len().max(1) as f64,
+            device_ns: rows
+                .iter()
+                .map(|r| (all_kernel_time(r).1 + copy_time(r)) as f64)
+                .collect(),
+            wall_ns: rows.iter().map(|r| r.host_wall_ns as f64).collect(),
+            kernels,
+            verification: check,
+        });
+    }
+    Ok(results)
+}
+
+/// A one-page experiment ledger.
+#[derive(Debug, Clone)]
+pub struct ExperimentPage {
+    /// Exercise title (`ex1 vector add: bandwidth and launch overhead`).
+    pub title: String,
+    /// The GPU.
+    pub device: String,
+    /// What the baseline is.
+    pub baseline: String,
+    /// The hypothesis, written before the run (book ch. 12 form).
+    pub hypothesis: String,
+    /// The one change.
+    pub change: String,
+    /// The measured sides, baseline first.
+    pub results: Vec<SideResult>,
+    /// What counters say, or why none were collected.
+    pub counters: String,
+    /// Further lines (predictions checked, caveats).
+    pub notes: Vec<String>,
+    /// The ledger written.
+    pub ledger_path: PathBuf,
+}
+
+impl ExperimentPage {
+    /// A page with the default counters line (not collected at the timeline level).
+    pub fn new(
+        title: impl Into<String>,
+        device: impl Into<String>,
+        baseline: impl Into<String>,
+        hypothesis: impl Into<String>,
+        change: impl Into<String>,
+        results: Vec<SideResult>,
+        ledger_path: &Path,
+    ) -> Self {
+        ExperimentPage {
+            title: title.into(),
+            device: device.into(),
+            baseline: baseline.into(),
+            hypothesis: hypothesis.into(),
+            change: change.into(),
+            results,
+            counters: "not collected (this run is Level::Timeline; the counter predictions wait \
+                       for Level::Counters)"
+                .into(),
+            notes: Vec::new(),
+            ledger_path: ledger_path.to_path_buf(),
+        }
+    }
+
+    /// Kernel-time and end-to-end speed-ups of side `i` over the baseline (medians per run).
+    pub fn speedup(&self, i: usize) -> Option<(f64, f64)> {
+        let base = self.results.first()?;
+        let other = self.results.get(i)?;
+        let k = base.device_per_run()?.median / other.device_per_run()?.median;
+        let e = base.wall_per_run()?.median / other.wall_per_run()?.median;
+        Some((k, e))
+    }
+
+    /// True when every side's output matched its reference.
+    pub fn all_correct(&self) -> bool {
+        self.results.iter().all(|r| r.verification.passed())
+    }
+}
+
+fn wrap(f: &mut fmt::Formatter<'_>, label: &str, text: &str) -> fmt::Result {
+    const WIDTH: usize = 86;
+    let mut line = String::new();
+    let mut first = true;
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > WIDTH {
+            writeln!(f, "{:<12}{line}", if first { label } else { "" })?;
+            first = false;
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    writeln!(f, "{:<12}{line}", if first { label } else { "" })
+}
+
+fn us(d: Option<&Distribution>, pick: fn(&Distribution) -> f64) -> String {
+    d.map(|d| format!("{:.1}", pick(d) / 1e3))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl fmt::Display for ExperimentPage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", "=".repeat(98))?;
+        writeln!(f, "{}", self.title)?;
+        writeln!(f, "{}", "=".repeat(98))?;
+        wrap(f, "device", &self.device)?;
+        wrap(f, "baseline", &self.baseline)?;
+        wrap(f, "hypothesis", &self.hypothesis)?;
+        wrap(f, "change", &self.change)?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<10} {:<36} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}",
+            "side",
+            "workload",
+            "kern p50",
+            "kern p90",
+            "e2e p50",
+            "e2e p90",
+            "GB/s",
+            "TFLOP/s",
+            "launch"
+        )?;
+        writeln!(
+            f,
+            "{:<10} {:<36} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}",
+            "", "", "µs/run", "µs/run", "µs/run", "µs/run", "(kernel)", "(kernel)", "/run"
+        )?;
+        for r in &self.results {
+            let dev = r.device_per_run();
+            let wall = r.wall_per_run();
+            let med = dev.as_ref().map(|d| d.median).unwrap_or(f64::NAN);
+            let mut name = r.name.clone();
+            if name.len() > 36 {
+                name.truncate(35);
+                name.push('…');
+            }
+            writeln!(
+                f,
+                "{:<10} {:<36} {:>9} {:>9} {:>9} {:>9} {:>8.0} {:>8.2} {:>6.1}",
+                r.label,
+                name,
+                us(dev.as_ref(), |d| d.median),
+                us(dev.as_ref(), |d| d.p90),
+                us(wall.as_ref(), |d| d.median),
+                us(wall.as_ref(), |d| d.p90),
+                gb_per_s(r.work.bytes, med),
+                tflop_per_s(r.work.flops, med),
+                r.launches_per_iteration / f64::from(r.repeats.max(1)),
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<10} {:<28} {:>13} {:>9} {:>5} {:>13} {:>6} {:>14} {:>6}",
+            "side", "kernel", "grid", "block", "regs", "smem st+dyn", "local", "occupancy", "waves"
+        )?;
+        for r in &self.results {
+            for k in &r.kernels {
+                let mut name = k.name.clone();
+                if name.len() > 28 {
+                    name.truncate(27);
+                    name.push('…');
+                }
+                let occ = match (&k.occupancy, &k.limiter) {
+                    (Some(o), Some(l)) => format!("{:.0}% {l}", o * 100.0),
+                    _ => "-".into(),
+                };
+                writeln!(
+                    f,
+                    "{:<10} {:<28} {:>13} {:>9} {:>5} {:>13} {:>6} {:>14} {:>6}",
+                    r.label,
+                    name,
+                    format!("{}x{}x{}", k.grid[0], k.grid[1], k.grid[2]),
+                    format!("{}x{}x{}", k.block[0], k.block[1], k.block[2]),
+                    k.registers,
+                    format!("{}+{}", k.static_shared, k.dynamic_shared),
+                    k.local_bytes,
+                    occ,
+                    k.wave_efficiency
+                        .map(|w| format!("{:.0}%", w * 100.0))
+                        .unwrap_or_else(|| "-".into()),
+                )?;
+            }
+        }
+        writeln!(f)?;
+        for r in &self.results {
+            wrap(f, "correct", &format!("{}: {}", r.label, r.verification))?;
+        }
+        wrap(f, "counters", &self.counters)?;
+        for i in 1..self.results.len() {
+            if let Some((k, e)) = self.speedup(i) {
+                wrap(
+                    f,
+                    "result",
+                    &format!(
+                        "{} vs {}: kernel time ×{k:.2}, end-to-end ×{e:.2} (baseline median / \
+                         this median, per run; >1 is faster)",
+                        self.results[i].label, self.results[0].label
+                    ),
+                )?;
+            }
+        }
+        for n in &self.notes {
+            wrap(f, "note", n)?;
+        }
+        wrap(f, "ledger", &self.ledger_path.display().to_string())?;
+        Ok(())
+    }
+}
+
+/// The device line for a page: name, compute capability and SM count.
+pub fn device_line(gpu: &GpuRecord) -> String {
+    format!(
+        "{} (sm_{}{}, {} SMs)",
+        gpu.name, gpu.compute_capability[0], gpu.compute_capability[1], gpu.sm_count
+    )
+}
+
+/// The GPU an example runs on.
+pub struct Device {
+    /// CUDA context of device 0.
+    pub ctx: Arc<CudaContext>,
+    /// Its default stream.
+    pub stream: Arc<CudaStream>,
+    /// Name, compute capability, SM count.
+    pub gpu: GpuRecord,
+}
+
+/// Checks for a driver, a GPU and CUPTI before touching cudarc (which panics without a driver),
+/// then opens device `ordinal`.
+///
+/// # Errors
+/// [`crate::Error::NoDriver`], [`crate::Error::NoDevice`], a CUPTI loading error, or a driver
+/// error: each one clear line.
+pub fn open_device(ordinal: u32) -> SuiteResult<Device> {
+    crate::device::require_driver()?;
+    crate::cupti::api()?;
+    let ctx = CudaContext::new(ordinal as usize)?;
+    let stream = ctx.default_stream();
+    let gpu = crate::device::gpu_record(ordinal)?;
+    Ok(Device { ctx, stream, gpu })
+}

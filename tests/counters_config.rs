@@ -1,0 +1,217 @@
+//! CPU tests: counter configuration rules, auto-range naming and the ledger records.
+
+use std::collections::BTreeMap;
+
+use gpu_ledger::counters::metrics::names;
+use gpu_ledger::counters::{
+    name_auto_ranges, Collected, CounterConfig, CountersHeader, DeriveOptions, IterationCounters,
+    Launch, RangeMode, RangeValues, ReplayMode, Unavailable,
+};
+use gpu_ledger::Error;
+
+#[test]
+fn sessions_can_move_to_another_thread() {
+    fn send<T: Send>() {}
+    send::<gpu_ledger::counters::RangeProfiler>();
+    send::<gpu_ledger::counters::ChipCatalog>();
+    send::<gpu_ledger::counters::LaunchRecorder>();
+}
+
+#[test]
+fn default_config_is_valid_speed_of_light_user_ranges() {
+    let c = CounterConfig::default();
+    c.validate().unwrap();
+    assert_eq!(c.metrics, ["speed_of_light"]);
+    assert_eq!(c.range_mode, RangeMode::User);
+    assert_eq!(c.replay_mode, ReplayMode::User);
+}
+
+#[test]
+fn invalid_combinations_are_rejected_with_the_fix() {
+    let bad = [
+        CounterConfig {
+            range_mode: RangeMode::User,
+            replay_mode: ReplayMode::Kernel,
+            ..CounterConfig::default()
+        },
+        CounterConfig {
+            range_mode: RangeMode::Auto,
+            nesting_levels: 2,
+            ..CounterConfig::default()
+        },
+        CounterConfig {
+            max_ranges: 0,
+            ..CounterConfig::default()
+        },
+        CounterConfig {
+            nesting_levels: 0,
+            ..CounterConfig::default()
+        },
+        CounterConfig {
+            record_kernel_names: true,
+            ..CounterConfig::default()
+        },
+    ];
+    for c in bad {
+        let e = c.validate().unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e}");
+        println!("{e}");
+    }
+    CounterConfig {
+        range_mode: RangeMode::Auto,
+        replay_mode: ReplayMode::Kernel,
+        record_kernel_names: true,
+        ..CounterConfig::default()
+    }
+    .validate()
+    .unwrap();
+}
+
+#[test]
+fn runs_per_collection_by_mode() {
+    let user = CounterConfig {
+        nesting_levels: 2,
+        ..CounterConfig::default()
+    };
+    assert_eq!(user.runs_per_collection(3), 6);
+    let auto_user = CounterConfig {
+        range_mode: RangeMode::Auto,
+        ..CounterConfig::default()
+    };
+    assert_eq!(auto_user.runs_per_collection(3), 3);
+    let auto_kernel = CounterConfig {
+        range_mode: RangeMode::Auto,
+        replay_mode: ReplayMode::Kernel,
+        ..CounterConfig::default()
+    };
+    assert_eq!(auto_kernel.runs_per_collection(3), 1);
+    assert_eq!(auto_user.runs_per_collection(0), 1);
+}
+
+fn range(name: &str, v: &[(&str, f64)]) -> RangeValues {
+    RangeValues {
+        index: 0,
+        name: name.to_string(),
+        path: name.split('/').map(str::to_string).collect(),
+        kernel: None,
+        launch_index: None,
+        values: v.iter().map(|(k, x)| (k.to_string(), *x)).collect(),
+    }
+}
+
+#[test]
+fn auto_ranges_take_kernel_names_by_launch_index() {
+    let mut ranges = vec![range("0", &[]), range("1", &[]), range("2", &[])];
+    let launches = vec![
+        Launch::Kernel("vector_add".into()),
+        Launch::Kernel("scale".into()),
+        Launch::Kernel("fma".into()),
+    ];
+    assert_eq!(name_auto_ranges(&mut ranges, &launches), 3);
+    let kernels: Vec<_> = ranges.iter().map(|r| r.kernel.clone().unwrap()).collect();
+    assert_eq!(kernels, ["vector_add", "scale", "fma"]);
+    assert_eq!(ranges[2].launch_index, Some(2));
+}
+
+#[test]
+fn auto_ranges_after_a_graph_launch_or_past_the_launches_stay_unnamed() {
+    let mut ranges = vec![
+        range("0", &[]),
+        range("1", &[]),
+        range("2", &[]),
+        range("x", &[]),
+    ];
+    let launches = vec![
+        Launch::Kernel("a".into()),
+        Launch::Graph,
+        Launch::Kernel("b".into()),
+    ];
+    assert_eq!(name_auto_ranges(&mut ranges, &launches), 1);
+    assert_eq!(ranges[0].kernel.as_deref(), Some("a"));
+    assert!(ranges[1..].iter().all(|r| r.kernel.is_none()));
+    let mut short = vec![range("0", &[]), range("1", &[])];
+    assert_eq!(
+        name_auto_ranges(&mut short, &[Launch::Kernel("a".into())]),
+        1
+    );
+    assert_eq!(short[1].kernel, None);
+}
+
+fn collected() -> Collected {
+    Collected {
+        chip: "GH100".into(),
+        range_mode: RangeMode::User,
+        replay_mode: ReplayMode::User,
+        passes: 1,
+        runs: 2,
+        metrics: vec![names::FADD.into(), names::DRAM_BYTES_READ.into()],
+        ranges: vec![
+            range(
+                "outer",
+                &[(names::FADD, 3.0), (names::DRAM_BYTES_READ, 24.0)],
+            ),
+            range(
+                "outer/inner",
+                &[(names::FADD, 1.0), (names::DRAM_BYTES_READ, 8.0)],
+            ),
+        ],
+        dropped_ranges: 0,
+        launches_consistent: None,
+    }
+}
+
+#[test]
+fn collected_ranges_become_ledger_records_with_depth_and_derived_figures() {
+    let c = collected();
+    assert_eq!(c.range("outer/inner").unwrap().depth(), 2);
+    assert_eq!(c.range("outer").unwrap().get(names::FADD), Some(3.0));
+    let rec = IterationCounters::from_collected(&c, 4, 100, &DeriveOptions::default());
+    assert!(rec.complete);
+    assert_eq!(
+        (rec.collection, rec.first_iteration, rec.run, rec.runs),
+        (4, 100, 2, 2)
+    );
+    assert_eq!(rec.ranges[1].name, "outer/inner");
+    assert_eq!(rec.ranges[1].depth, 2);
+    assert_eq!(rec.ranges[0].derived.fp32_flops, Some(3.0));
+    assert_eq!(
+        rec.ranges[0].derived.arithmetic_intensity_dram,
+        Some(3.0 / 24.0)
+    );
+    let json = serde_json::to_string(&rec).unwrap();
+    let back: IterationCounters = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, rec);
+    let pending = IterationCounters::pending(4, 100, 1, 2);
+    assert!(!pending.complete && pending.ranges.is_empty());
+    // A reader of a minimal record (older writer) gets defaults.
+    let min: IterationCounters = serde_json::from_str(
+        r#"{"collection":0,"first_iteration":0,"run":1,"runs":1,"complete":false}"#,
+    )
+    .unwrap();
+    assert!(min.ranges.is_empty() && min.error.is_none());
+    let r: BTreeMap<String, f64> = BTreeMap::new();
+    assert!(r.is_empty());
+}
+
+#[test]
+fn header_record_says_why_counters_were_not_collected() {
+    let config = CounterConfig::default();
+    let err = gpu_ledger::counters::error::counter_error(
+        "cuptiRangeProfilerEnable",
+        cupti_sys::CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
+        "insufficient privileges".into(),
+    );
+    let h = CountersHeader::not_collected(&config, &err);
+    assert!(!h.collected);
+    assert_eq!(h.unavailable, Some(Unavailable::NoPermission));
+    assert!(h
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("NVreg_RestrictProfilingToAdminUsers=0"));
+    let json = serde_json::to_string(&h).unwrap();
+    assert!(json.contains(r#""unavailable":"no_permission""#), "{json}");
+    assert!(json.contains(r#""range_mode":"user""#), "{json}");
+    let back: CountersHeader = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, h);
+}
