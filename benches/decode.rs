@@ -379,17 +379,26 @@ fn thread_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-/// Median records per second over 11 passes of `f` over `buf`: by wall time, and by the thread's
-/// CPU time when it is available.
+/// Wall time of one summary sample: the thread CPU clock advances in scheduler ticks (1 to 4 ms),
+/// so a sample must be long for it to be read to about 1 %.
+const SAMPLE: Duration = Duration::from_millis(250);
+
+/// Median records per second over 11 samples of repeated passes of `f` over `buf` (each sample
+/// about [`SAMPLE`] long): by wall time, and by the thread's CPU time when it is available.
 fn rate(buf: &Buffer, mut f: impl FnMut(&Buffer) -> u64) -> (f64, Option<f64>) {
-    f(buf); // warm the name cache and the buffer
-    let n = buf.records.len() as f64;
+    let t0 = Instant::now();
+    f(buf); // also warms the name cache and the buffer
+    let one = t0.elapsed().max(Duration::from_micros(1));
+    let passes = (SAMPLE.as_secs_f64() / one.as_secs_f64()).ceil().max(1.0) as u64;
+    let n = (buf.records.len() as u64 * passes) as f64;
     let mut wall = Vec::new();
     let mut cpu = Vec::new();
     for _ in 0..11 {
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
-        black_box(f(buf));
+        for _ in 0..passes {
+            black_box(f(buf));
+        }
         let d = t0.elapsed().max(Duration::from_nanos(1));
         wall.push(n / d.as_secs_f64());
         if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
@@ -419,8 +428,9 @@ fn summary() {
         std::mem::size_of::<Record>()
     );
     println!(
-        "decode summary, one core (median of 11 passes over a 4 MiB buffer; rates by wall time and \
-         by the thread's CPU time, which a loaded machine does not inflate; verdict on CPU time)"
+        "decode summary, one core (median of 11 samples of about 0.25 s of passes over a 4 MiB \
+         buffer; rates by wall time and by the thread's CPU time, which a loaded machine does not \
+         inflate; verdict on CPU time)"
     );
     println!(
         "{:<46} {:>11} {:>11} {:>10} {:>9} {:>7}",

@@ -104,6 +104,7 @@ fn row(index: u64) -> IterationRow {
                 static_shared_bytes: if i % 3 == 0 { 16_384 } else { 0 },
                 dynamic_shared_bytes: if i % 5 == 0 { 98_304 } else { 0 },
                 local_bytes_per_thread: 0,
+                local_bytes_total: 0,
                 count: 1 + i % 12,
                 total_ns: 150_000 + i * 97_331,
                 min_ns: 10_000 + i * 1_013,

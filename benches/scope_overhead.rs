@@ -14,7 +14,7 @@
 //!
 //! `cargo bench --bench scope_overhead` (add `-- --quick` for a short run). After criterion's
 //! report a summary prints the measured ns next to each target, from a timing loop of its own
-//! (median of 11 runs): wall time, and the calling thread's CPU time, which a loaded machine does
+//! (median of 11 runs of about 0.3 s): wall time, and the calling thread's CPU time, which a loaded machine does
 //! not inflate.
 
 use std::borrow::Cow;
@@ -112,7 +112,8 @@ fn bench_scopes(c: &mut Criterion) {
 criterion_group!(benches, bench_scopes);
 
 /// CPU time of the calling thread so far, ns, from `/proc/thread-self/schedstat` (Linux); unlike
-/// wall time it does not count the time the thread waited for a core on a loaded machine.
+/// wall time it does not count the time the thread waited for a core on a loaded machine. The
+/// kernel updates it at scheduler ticks, hence the long runs ([`RUN`]).
 fn thread_cpu_ns() -> Option<u64> {
     std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()?
@@ -122,9 +123,16 @@ fn thread_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-/// Median wall ns and median thread-CPU ns per scope, over 11 runs of `per_run` scopes; `run`
-/// returns the wall time of its timed part.
-fn medians(per_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
+/// Wall time of one summary run: the thread CPU clock above advances in scheduler ticks (1 to
+/// 4 ms), so a run must be long for it to be read to about 1 %.
+const RUN: Duration = Duration::from_millis(300);
+
+/// Median wall ns and median thread-CPU ns per scope over 11 runs, each sized to last about
+/// [`RUN`]; `run(n)` does `n` scopes and returns the wall time of its timed part.
+fn medians(mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
+    let probe = 20_000;
+    let t = run(probe).max(Duration::from_micros(1));
+    let per_run = ((probe as f64 * RUN.as_secs_f64() / t.as_secs_f64()) as u64).max(probe);
     let mut wall = Vec::new();
     let mut cpu = Vec::new();
     for _ in 0..11 {
@@ -148,7 +156,7 @@ fn medians(per_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f
 /// The verdict uses the thread's CPU time when it is available (it includes the system calls
 /// the scope makes, but not time spent waiting for a core), else wall time.
 fn summary() {
-    let disabled = medians(10_000_000, |n| {
+    let disabled = medians(|n| {
         let t0 = Instant::now();
         for _ in 0..n {
             disabled_once();
@@ -157,9 +165,9 @@ fn summary() {
     });
     let dir = tempfile::tempdir().expect("a temporary directory");
     let profiler = scopes_profiler(&dir);
-    let top = medians(200_000, |n| timed_scopes(&profiler, Shape::TopLevel, n));
-    let nested = medians(200_000, |n| timed_scopes(&profiler, Shape::Nested, n));
-    let owned = medians(200_000, |n| timed_scopes(&profiler, Shape::NestedOwned, n));
+    let top = medians(|n| timed_scopes(&profiler, Shape::TopLevel, n));
+    let nested = medians(|n| timed_scopes(&profiler, Shape::Nested, n));
+    let owned = medians(|n| timed_scopes(&profiler, Shape::NestedOwned, n));
     let trailer = profiler.finish().ok().map(|s| s.trailer);
     println!();
     println!("scope overhead summary (median of 11 runs; enter + drop on the calling thread)");

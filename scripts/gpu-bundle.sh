@@ -17,6 +17,7 @@ cp "$test_bin" "$out/gpu-tests"
 for ex in "$target"/release/examples/*; do
   name=$(basename "$ex"); [[ -f "$ex" && -x "$ex" && "$name" != *-* ]] && cp "$ex" "$out/"
 done
+cp "$target/release/gpu-ledger" "$out/" 2>/dev/null || true
 strip "$out"/* 2>/dev/null || true
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -41,6 +42,19 @@ for t in $("$here/gpu-tests" --ignored --list 2>/dev/null | sed -n 's/^\(counter
     timeout 120 "$here/gpu-tests" --ignored --exact "$t" --nocapture >> "$logs/counters.log" 2>&1 || status=1
   fi
 done
+if [[ -x $here/counters_probe ]]; then
+  for m in dram__bytes_read.sum dram__bytes_write.sum gpu__time_duration.sum \
+    sm__throughput.avg.pct_of_peak_sustained_elapsed gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed \
+    l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum \
+    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum sm__warps_active.avg.pct_of_peak_sustained_active \
+    lts__t_bytes.sum dram__throughput.avg.pct_of_peak_sustained_elapsed sm__cycles_elapsed.avg; do
+    timeout 60 "$here/counters_probe" "$m" >> "$logs/counters.log" 2>&1; echo "  $m rc=$?" >> "$logs/counters.log"
+  done
+  for m in dram__bytes_read.sum,dram__bytes_write.sum dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
+    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum; do
+    timeout 60 "$here/counters_probe" "$m" >> "$logs/counters.log" 2>&1; echo "  $m rc=$?" >> "$logs/counters.log"
+  done
+fi
 "$here/demo" 20 "$logs/demo-ledger.jsonl" > "$logs/demo.log" 2>&1 || status=1
 if [[ $mode != quick ]]; then
   for ex in ex1_vector_add ex2_transpose ex3_reduction ex4_gemm ex5_softmax ex6_attention ex7_spill; do
@@ -52,6 +66,9 @@ if [[ $mode != quick ]]; then
     for args in "" "--graph" "--recompute"; do
       echo "=== training_loop $args" >> "$logs/examples.log"
       timeout 120 "$here/training_loop" --iters 20 $args >> "$logs/examples.log" 2>&1 || { echo "training_loop $args failed" >> "$logs/examples.log"; status=1; }
+      for l in target/gpu-ledger-training*.jsonl; do
+        [[ -f $l ]] && { "$here/gpu-ledger" check "$l"; "$here/gpu-ledger" summary "$l" --warmup none --include-incomplete; } >> "$logs/examples.log" 2>&1
+      done
     done
   fi
   [[ -x $here/overhead ]] && { timeout 300 "$here/overhead" > "$logs/overhead.log" 2>&1 || status=1; }

@@ -671,7 +671,8 @@ impl Collector {
         if it.ended_at.is_some() && self.running.cupti.is_some() && have < it.launches_by_end {
             it.missing_api_records = it.launches_by_end - have;
         }
-        self.counted_api_records_before = have;
+        // A shortfall is reported in this row once; later rows start from the count at its end.
+        self.counted_api_records_before = have.max(it.launches_by_end);
         for corr in &it.api_ids {
             self.api.remove(corr);
             self.external.remove(corr);
@@ -868,6 +869,7 @@ impl Collector {
                             static_shared_bytes: k.static_shared_bytes,
                             dynamic_shared_bytes: k.dynamic_shared_bytes,
                             local_bytes_per_thread: k.local_bytes_per_thread,
+                            local_bytes_total: 0,
                             count: 0,
                             total_ns: 0,
                             min_ns: u64::MAX,
@@ -876,6 +878,7 @@ impl Collector {
                         });
                     let d = k.end.saturating_sub(k.start);
                     g.count += 1;
+                    g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
                     g.total_ns += d;
                     g.min_ns = g.min_ns.min(d);
                     g.max_ns = g.max_ns.max(d);

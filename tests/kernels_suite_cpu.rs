@@ -454,6 +454,7 @@ fn group(l: &Launch, count: u64) -> KernelGroup {
         static_shared_bytes: 0,
         dynamic_shared_bytes: l.dynamic_shared_bytes,
         local_bytes_per_thread: 0,
+        local_bytes_total: 0,
         count,
         total_ns: count * 1000,
         min_ns: 1000,

@@ -163,6 +163,7 @@ pub(crate) fn device_supported(lib: &LoadedCupti, ctx: &CudaContext) -> Result<D
     p.cuDevice = ctx.cu_device();
     p.api = sys::CUpti_Profiler_API::CUPTI_PROFILER_RANGE_PROFILING;
     // SAFETY: valid params struct with its size set; the device is a plain ordinal.
+    trace_call("cuptiProfilerDeviceSupported");
     check(lib, "cuptiProfilerDeviceSupported", unsafe {
         lib.api.cuptiProfilerDeviceSupported(&mut p)
     })?;
@@ -220,6 +221,7 @@ pub(crate) fn chip_name(lib: &LoadedCupti, ordinal: usize) -> Result<String> {
     };
     // SAFETY: the struct has the header's layout and size; CUPTI fills p_chip_name with a
     // static string.
+    trace_call("cuptiDeviceGetChipName");
     check(lib, "cuptiDeviceGetChipName", unsafe { f(&mut p) })?;
     Ok(owned_str(p.p_chip_name))
 }
@@ -234,12 +236,14 @@ pub(crate) fn counter_availability(lib: &LoadedCupti, ctx: &CudaContext) -> Resu
     );
     p.ctx = cu_ctx;
     // SAFETY: null image pointer asks for the size; the context is alive (borrowed).
+    trace_call("cuptiProfilerGetCounterAvailability");
     check(lib, "cuptiProfilerGetCounterAvailability", unsafe {
         lib.api.cuptiProfilerGetCounterAvailability(&mut p)
     })?;
     let mut image = vec![0u8; p.counterAvailabilityImageSize];
     p.pCounterAvailabilityImage = image.as_mut_ptr();
     // SAFETY: the buffer is writable for the size passed in the struct.
+    trace_call("cuptiProfilerGetCounterAvailability");
     check(lib, "cuptiProfilerGetCounterAvailability", unsafe {
         lib.api.cuptiProfilerGetCounterAvailability(&mut p)
     })?;
@@ -293,6 +297,7 @@ impl HostObject {
             availability.as_ptr()
         };
         // SAFETY: the chip name and the image outlive the call; CUPTI writes the object pointer.
+        trace_call("cuptiProfilerHostInitialize");
         check(lib, "cuptiProfilerHostInitialize", unsafe {
             lib.api.cuptiProfilerHostInitialize(&mut p)
         })?;
@@ -311,6 +316,7 @@ impl HostObject {
         p.pHostObject = self.ptr.as_ptr();
         p.metricType = metric_type;
         // SAFETY: live host object; CUPTI fills the name array it owns.
+        trace_call("cuptiProfilerHostGetBaseMetrics");
         check(self.lib, "cuptiProfilerHostGetBaseMetrics", unsafe {
             self.lib.api.cuptiProfilerHostGetBaseMetrics(&mut p)
         })?;
@@ -330,6 +336,7 @@ impl HostObject {
         p.metricType = metric_type;
         p.pMetricName = name.as_ptr();
         // SAFETY: live host object and name; CUPTI fills the array it owns.
+        trace_call("cuptiProfilerHostGetSubMetrics");
         check(self.lib, "cuptiProfilerHostGetSubMetrics", unsafe {
             self.lib.api.cuptiProfilerHostGetSubMetrics(&mut p)
         })?;
@@ -346,6 +353,7 @@ impl HostObject {
         p.pHostObject = self.ptr.as_ptr();
         p.pMetricName = name.as_ptr();
         // SAFETY: live host object and name; CUPTI fills static description strings.
+        trace_call("cuptiProfilerHostGetMetricProperties");
         let rc = unsafe { self.lib.api.cuptiProfilerHostGetMetricProperties(&mut p) };
         if rc == sys::CUptiResult::CUPTI_ERROR_INVALID_METRIC_NAME
             || rc == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER
@@ -375,6 +383,7 @@ impl HostObject {
         add.ppMetricNames = names.as_mut_ptr();
         add.numMetrics = names.len();
         // SAFETY: live host object; the name array and its strings outlive the call.
+        trace_call("cuptiProfilerHostConfigAddMetrics");
         check(self.lib, "cuptiProfilerHostConfigAddMetrics", unsafe {
             self.lib.api.cuptiProfilerHostConfigAddMetrics(&mut add)
         })?;
@@ -384,6 +393,7 @@ impl HostObject {
         );
         size.pHostObject = self.ptr.as_ptr();
         // SAFETY: live host object.
+        trace_call("cuptiProfilerHostGetConfigImageSize");
         check(self.lib, "cuptiProfilerHostGetConfigImageSize", unsafe {
             self.lib.api.cuptiProfilerHostGetConfigImageSize(&mut size)
         })?;
@@ -393,6 +403,7 @@ impl HostObject {
         get.configImageSize = image.len();
         get.pConfigImage = image.as_mut_slice().as_mut_ptr();
         // SAFETY: the buffer is writable for the size passed.
+        trace_call("cuptiProfilerHostGetConfigImage");
         check(self.lib, "cuptiProfilerHostGetConfigImage", unsafe {
             self.lib.api.cuptiProfilerHostGetConfigImage(&mut get)
         })?;
@@ -421,6 +432,7 @@ impl HostObject {
         p.pMetricValues = values.as_mut_ptr();
         // SAFETY: live host object; image, names and the output array (one f64 per name) all
         // outlive the call.
+        trace_call("cuptiProfilerHostEvaluateToGpuValues");
         check(self.lib, "cuptiProfilerHostEvaluateToGpuValues", unsafe {
             self.lib.api.cuptiProfilerHostEvaluateToGpuValues(&mut p)
         })?;
@@ -443,6 +455,7 @@ pub(crate) fn num_passes(lib: &LoadedCupti, config: &mut AlignedBuf) -> Result<u
     p.configImageSize = config.len();
     p.pConfigImage = config.as_mut_slice().as_mut_ptr();
     // SAFETY: the image is valid for its size.
+    trace_call("cuptiProfilerHostGetNumOfPasses");
     check(lib, "cuptiProfilerHostGetNumOfPasses", unsafe {
         lib.api.cuptiProfilerHostGetNumOfPasses(&mut p)
     })?;
@@ -458,6 +471,7 @@ pub(crate) fn counter_data_ranges(lib: &LoadedCupti, image: &[u8]) -> Result<usi
     p.pCounterDataImage = image.as_ptr();
     p.counterDataImageSize = image.len();
     // SAFETY: the image is valid for its size.
+    trace_call("cuptiRangeProfilerGetCounterDataInfo");
     check(lib, "cuptiRangeProfilerGetCounterDataInfo", unsafe {
         lib.api.cuptiRangeProfilerGetCounterDataInfo(&mut p)
     })?;
@@ -485,6 +499,7 @@ pub(crate) fn range_name(
     p.rangeIndex = index;
     p.rangeDelimiter = delimiter.as_ptr();
     // SAFETY: image and delimiter outlive the call; CUPTI returns a NUL-terminated name.
+    trace_call("cuptiRangeProfilerCounterDataGetRangeInfo");
     check(lib, "cuptiRangeProfilerCounterDataGetRangeInfo", unsafe {
         lib.api.cuptiRangeProfilerCounterDataGetRangeInfo(&mut p)
     })?;
@@ -522,6 +537,7 @@ impl Target {
         let mut p = params!(CUpti_RangeProfiler_Enable_Params, pRangeProfilerObject);
         p.ctx = crate::cupti::cupti_context(ctx.cu_ctx());
         // SAFETY: the context is alive (an Arc clone is kept with the object).
+        trace_call("cuptiRangeProfilerEnable");
         check(lib, "cuptiRangeProfilerEnable", unsafe {
             lib.api.cuptiRangeProfilerEnable(&mut p)
         })?;
@@ -558,6 +574,7 @@ impl Target {
         size.maxNumOfRanges = max_ranges;
         size.maxNumRangeTreeNodes = max_tree_nodes;
         // SAFETY: live object; names outlive the call.
+        trace_call("cuptiRangeProfilerGetCounterDataSize");
         check(self.lib, "cuptiRangeProfilerGetCounterDataSize", unsafe {
             self.lib.api.cuptiRangeProfilerGetCounterDataSize(&mut size)
         })?;
@@ -617,6 +634,7 @@ impl Target {
         p.targetNestingLevel = target_nesting_level;
         // SAFETY: live object; both images are owned by `self`, boxed (they never move) and
         // outlive the object, which is disabled in Drop before they are freed.
+        trace_call("cuptiRangeProfilerSetConfig");
         check(self.lib, "cuptiRangeProfilerSetConfig", unsafe {
             self.lib.api.cuptiRangeProfilerSetConfig(&mut p)
         })
@@ -627,6 +645,7 @@ impl Target {
         let mut p = params!(CUpti_RangeProfiler_Start_Params, pRangeProfilerObject);
         p.pRangeProfilerObject = self.ptr.as_ptr();
         // SAFETY: live, configured object.
+        trace_call("cuptiRangeProfilerStart");
         check(self.lib, "cuptiRangeProfilerStart", unsafe {
             self.lib.api.cuptiRangeProfilerStart(&mut p)
         })
@@ -637,6 +656,7 @@ impl Target {
         let mut p = params!(CUpti_RangeProfiler_Stop_Params, isAllPassSubmitted);
         p.pRangeProfilerObject = self.ptr.as_ptr();
         // SAFETY: live, started object.
+        trace_call("cuptiRangeProfilerStop");
         check(self.lib, "cuptiRangeProfilerStop", unsafe {
             self.lib.api.cuptiRangeProfilerStop(&mut p)
         })?;
@@ -653,6 +673,7 @@ impl Target {
         p.pRangeProfilerObject = self.ptr.as_ptr();
         p.pRangeName = name.as_ptr();
         // SAFETY: live object; CUPTI copies the name before returning.
+        trace_call("cuptiRangeProfilerPushRange");
         check(self.lib, "cuptiRangeProfilerPushRange", unsafe {
             self.lib.api.cuptiRangeProfilerPushRange(&mut p)
         })
@@ -663,6 +684,7 @@ impl Target {
         let mut p = params!(CUpti_RangeProfiler_PopRange_Params, pRangeProfilerObject);
         p.pRangeProfilerObject = self.ptr.as_ptr();
         // SAFETY: live object.
+        trace_call("cuptiRangeProfilerPopRange");
         check(self.lib, "cuptiRangeProfilerPopRange", unsafe {
             self.lib.api.cuptiRangeProfilerPopRange(&mut p)
         })
@@ -673,6 +695,7 @@ impl Target {
         let mut p = params!(CUpti_RangeProfiler_DecodeData_Params, numOfRangeDropped);
         p.pRangeProfilerObject = self.ptr.as_ptr();
         // SAFETY: live object; it writes into the counter-data image `self` owns.
+        trace_call("cuptiRangeProfilerDecodeData");
         check(self.lib, "cuptiRangeProfilerDecodeData", unsafe {
             self.lib.api.cuptiRangeProfilerDecodeData(&mut p)
         })?;
@@ -698,6 +721,7 @@ impl Target {
         p.pRangeProfilerObject = self.ptr.as_ptr();
         // SAFETY: the object came from cuptiRangeProfilerEnable and is disabled once (the flag
         // above); the images it points into are still alive (fields drop after this).
+        trace_call("cuptiRangeProfilerDisable");
         check(self.lib, "cuptiRangeProfilerDisable", unsafe {
             self.lib.api.cuptiRangeProfilerDisable(&mut p)
         })
@@ -790,6 +814,15 @@ impl LaunchSubscription {
 impl Drop for LaunchSubscription {
     fn drop(&mut self) {
         let _ = self.unsubscribe();
+    }
+}
+
+/// With `GPU_LEDGER_TRACE_CUPTI=1`, names each CUPTI profiler call on stderr before it is made,
+/// so that a crash inside CUPTI can be placed.
+fn trace_call(name: &str) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("GPU_LEDGER_TRACE_CUPTI").is_some()) {
+        eprintln!("gpu-ledger: cupti call {name}");
     }
 }
 

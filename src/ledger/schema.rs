@@ -237,6 +237,9 @@ pub struct KernelGroup {
     pub dynamic_shared_bytes: u32,
     /// Local memory per thread, bytes (non-zero means spills or local arrays).
     pub local_bytes_per_thread: u32,
+    /// Local memory CUPTI reports reserved for the whole launch, bytes (largest launch).
+    #[serde(default)]
+    pub local_bytes_total: u64,
     /// Launches.
     pub count: u64,
     /// Sum of durations, ns.

@@ -59,6 +59,7 @@ pub fn kernel(
         static_shared_bytes: 0,
         dynamic_shared_bytes: 0,
         local_bytes_per_thread: 0,
+        local_bytes_total: 0,
         count,
         total_ns: count * each_ns,
         min_ns: each_ns,

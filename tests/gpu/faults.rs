@@ -20,7 +20,8 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
     g.stream.synchronize().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storm.jsonl");
-    // Two 16 KiB buffers, no growth: far too small for 20 000 launches in flight.
+    // Two 16 KiB buffers, no growth: far too small for 20 000 launches in flight. (The collector
+    // keeps up with a storm when the pool has four 64 KiB buffers: run 11 lost nothing.)
     let profiler = Profiler::builder()
         .level(Level::Timeline)
         .ledger_path(&path)
@@ -34,7 +35,7 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
     g.stream.synchronize().unwrap();
     profiler.step();
     // After the storm: a few launches at a time, each iteration synchronized.
-    for _ in 0..5 {
+    for _ in 0..10 {
         for _ in 0..10 {
             g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
         }
@@ -76,11 +77,14 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
         "{:?}",
         summary.trailer.warnings
     );
-    // Recovery: the quiet iterations are whole again.
-    let last = ledger.iterations.last().unwrap();
-    assert_eq!(kernel_launches(last), 10);
-    assert_eq!(last.dropped_records, 0);
-    assert!(last.complete, "{:?}", last.warnings);
+    // Recovery: every quiet iteration after the first has all its kernel and API records. (With
+    // only two buffers CUPTI may still refuse a request now and then, since it holds one buffer
+    // per context and one for API records at once: any such drop is counted in its row.)
+    for row in &ledger.iterations[2..] {
+        assert_eq!(kernel_launches(row), 10, "iteration {}", row.index);
+        assert_eq!(row.missing_records, 0, "iteration {}", row.index);
+        assert!(row.complete, "iteration {}: {:?}", row.index, row.warnings);
+    }
 }
 
 #[test]
