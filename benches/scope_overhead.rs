@@ -9,8 +9,10 @@
 //!   (`Profiler::scope(format!(..))`-style callers); compare with `scopes_nested` to see what an
 //!   owned name costs.
 //!
-//! Target for both Scopes-level cases: at most 100 ns. `profiler.step()` runs between timed chunks
-//! of 10 000 scopes, outside the timed region, so that iterations stay small as in a real job.
+//! Target for the Scopes-level cases: at most 100 ns. `profiler.step()` runs between timed chunks
+//! of 10 000 scopes, outside the timed region, so that iterations stay small as in a real job,
+//! followed by an untimed pause that leaves the collector thread time to keep up (see
+//! [`COLLECTOR_ROOM_PER_SCOPE`]).
 //!
 //! `cargo bench --bench scope_overhead` (add `-- --quick` for a short run). After criterion's
 //! report a summary prints the measured ns next to each target, from a timing loop of its own
@@ -26,6 +28,13 @@ use gpu_ledger::{Level, Profiler};
 
 /// Scopes timed between two `step()` calls.
 const CHUNK: u64 = 10_000;
+
+/// Untimed pause after each chunk, per scope in it: the collector thread needs about 150 ns of
+/// CPU per scope record (measured: `collector_cpu_ns` in the trailer), and its inbox is
+/// unbounded, so a loop of nothing but scopes would outrun it and grow memory without bound. A
+/// real application's scope rate is far below the collector's; the pause keeps the benchmark in
+/// that regime (the collector mostly idle, as it is there).
+const COLLECTOR_ROOM_PER_SCOPE: Duration = Duration::from_nanos(300);
 
 /// Where a benchmark scope sits.
 #[derive(Clone, Copy)]
@@ -85,6 +94,7 @@ fn timed_scopes(profiler: &Profiler, shape: Shape, iters: u64) -> Duration {
         total += t0.elapsed();
         drop(outer);
         profiler.step();
+        std::thread::sleep(COLLECTOR_ROOM_PER_SCOPE * n as u32);
         left -= n;
     }
     total
@@ -127,12 +137,17 @@ fn thread_cpu_ns() -> Option<u64> {
 /// 4 ms), so a run must be long for it to be read to about 1 %.
 const RUN: Duration = Duration::from_millis(300);
 
+/// Most scopes in one Scopes-level summary run (bounds the pauses and the collector's backlog).
+const MAX_SCOPES_RUN: u64 = 3_000_000;
+
 /// Median wall ns and median thread-CPU ns per scope over 11 runs, each sized to last about
-/// [`RUN`]; `run(n)` does `n` scopes and returns the wall time of its timed part.
-fn medians(mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
+/// [`RUN`] and at most `max_run` scopes; `run(n)` does `n` scopes and returns the wall time of
+/// its timed part.
+fn medians(max_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
     let probe = 20_000;
     let t = run(probe).max(Duration::from_micros(1));
     let per_run = ((probe as f64 * RUN.as_secs_f64() / t.as_secs_f64()) as u64).max(probe);
+    let per_run = per_run.min(max_run);
     let mut wall = Vec::new();
     let mut cpu = Vec::new();
     for _ in 0..11 {
@@ -156,7 +171,7 @@ fn medians(mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
 /// The verdict uses the thread's CPU time when it is available (it includes the system calls
 /// the scope makes, but not time spent waiting for a core), else wall time.
 fn summary() {
-    let disabled = medians(|n| {
+    let disabled = medians(u64::MAX, |n| {
         let t0 = Instant::now();
         for _ in 0..n {
             disabled_once();
@@ -165,9 +180,10 @@ fn summary() {
     });
     let dir = tempfile::tempdir().expect("a temporary directory");
     let profiler = scopes_profiler(&dir);
-    let top = medians(|n| timed_scopes(&profiler, Shape::TopLevel, n));
-    let nested = medians(|n| timed_scopes(&profiler, Shape::Nested, n));
-    let owned = medians(|n| timed_scopes(&profiler, Shape::NestedOwned, n));
+    let scopes = |shape| medians(MAX_SCOPES_RUN, |n| timed_scopes(&profiler, shape, n));
+    let top = scopes(Shape::TopLevel);
+    let nested = scopes(Shape::Nested);
+    let owned = scopes(Shape::NestedOwned);
     let trailer = profiler.finish().ok().map(|s| s.trailer);
     println!();
     println!("scope overhead summary (median of 11 runs; enter + drop on the calling thread)");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command. Runs every CPU test; on a machine with an NVIDIA GPU it also runs
-# the GPU tests (tests/gpu.rs), one at a time. CI (no GPU) runs exactly this.
+# the GPU tests (tests/gpu/), one at a time. CI (no GPU) runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets
@@ -9,5 +9,5 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "NVIDIA GPU found: running the GPU tests"
   cargo test --release --test gpu -- --ignored --test-threads=1 --nocapture
 else
-  echo "no NVIDIA GPU here: GPU tests (tests/gpu.rs) not run; run this script on a GPU host"
+  echo "no NVIDIA GPU here: GPU tests (tests/gpu/) not run; run this script on a GPU host"
 fi

@@ -210,11 +210,7 @@ impl ChipCatalog {
                 bases.entry(b).or_insert(t);
             }
         }
-        Ok(ChipCatalog {
-            chip,
-            host,
-            bases,
-        })
+        Ok(ChipCatalog { chip, host, bases })
     }
 
     /// The chip name CUPTI reports (`GH100` for H100 and H200).

@@ -1206,9 +1206,15 @@ fn spill_kernel_record_shows_local_memory() {
     // CUPTI 13.0 on H200 reports localMemoryPerThread = 0 even for the spilling kernel (the
     // driver says 128 B; docs/measurements.md, run 11); what its record does show is the local
     // memory reserved for the launch, which the spill makes larger.
-    assert_eq!(driver_dynamic, 128, "the spilling kernel has a 128 B stack frame");
+    assert_eq!(
+        driver_dynamic, 128,
+        "the spilling kernel has a 128 B stack frame"
+    );
     assert_eq!(driver_free, 0);
-    assert!(spill.local_bytes_total > free.local_bytes_total, "{spill:?} vs {free:?}");
+    assert!(
+        spill.local_bytes_total > free.local_bytes_total,
+        "{spill:?} vs {free:?}"
+    );
     assert_eq!(free.local_bytes_per_thread, 0, "{free:?}");
     assert!(spill.registers_per_thread > 0 && free.registers_per_thread > 0);
 }
