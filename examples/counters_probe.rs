@@ -13,7 +13,21 @@ fn main() -> ExitCode {
         eprintln!("usage: counters_probe METRIC");
         return ExitCode::from(2);
     };
-    match probe(&metric) {
+    // COUNTERS_PROBE_THREAD_STACK=<bytes>: run the probe on a spawned thread with that stack
+    // (to compare with the test harness, which runs each test on its own thread).
+    let result = match std::env::var("COUNTERS_PROBE_THREAD_STACK").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(stack) => {
+            let m = metric.clone();
+            std::thread::Builder::new()
+                .stack_size(stack)
+                .spawn(move || probe(&m).map_err(|e| e.to_string()))
+                .expect("spawn the probe thread")
+                .join()
+                .unwrap_or_else(|_| Err("the probe thread panicked".into()))
+        }
+        None => probe(&metric).map_err(|e| e.to_string()),
+    };
+    match result {
         Ok(v) => {
             println!("{metric}: ok {v}");
             ExitCode::SUCCESS
@@ -28,20 +42,34 @@ fn main() -> ExitCode {
 fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
     gpu_ledger::device::require_driver()?;
     let ctx = CudaContext::new(0)?;
-    let stream = ctx.default_stream();
-    let vadd = VectorAdd::new(&ctx)?;
-    let n = 1u64 << 24;
-    let a = stream.alloc_zeros::<f32>(n as usize)?;
-    let b = stream.alloc_zeros::<f32>(n as usize)?;
-    let mut c = stream.alloc_zeros::<f32>(n as usize)?;
-    stream.synchronize()?;
+    // Switches that reproduce, one at a time, what the GPU test binary does before profiling.
+    let flag = |k: &str| std::env::var_os(k).is_some();
+    if flag("PROBE_NO_EVENT_TRACKING") {
+        // SAFETY: this program synchronizes its one stream before reusing memory.
+        unsafe { ctx.disable_event_tracking() };
+    }
     let config = CounterConfig {
         metrics: metric.split(',').map(str::to_string).collect(),
         range_mode: RangeMode::User,
         replay_mode: ReplayMode::User,
         ..CounterConfig::default()
     };
-    let mut rp = RangeProfiler::new(&ctx, config)?;
+    // PROBE_PROFILER_FIRST: build the Range Profiler configuration before allocating buffers.
+    let mut early = if flag("PROBE_PROFILER_FIRST") { Some(RangeProfiler::new(&ctx, config.clone())?) } else { None };
+    let stream = ctx.default_stream();
+    let vadd = VectorAdd::new(&ctx)?;
+    let n: u64 = std::env::var("PROBE_LOG2_N").ok().and_then(|v| v.parse().ok()).map_or(1 << 24, |p: u32| 1u64 << p);
+    let a = stream.alloc_zeros::<f32>(n as usize)?;
+    let b = stream.alloc_zeros::<f32>(n as usize)?;
+    let mut c = stream.alloc_zeros::<f32>(n as usize)?;
+    if flag("PROBE_WARMUP_LAUNCH") {
+        vadd.launch(&stream, &a, &b, &mut c, n)?;
+    }
+    stream.synchronize()?;
+    let mut rp = match early.take() {
+        Some(rp) => rp,
+        None => RangeProfiler::new(&ctx, config)?,
+    };
     let collected = rp.collect(|rp| {
         rp.push_range("vadd")?;
         vadd.launch(&stream, &a, &b, &mut c, n)?;
