@@ -15,7 +15,10 @@ fn main() -> ExitCode {
     };
     // COUNTERS_PROBE_THREAD_STACK=<bytes>: run the probe on a spawned thread with that stack
     // (to compare with the test harness, which runs each test on its own thread).
-    let result = match std::env::var("COUNTERS_PROBE_THREAD_STACK").ok().and_then(|v| v.parse::<usize>().ok()) {
+    let result = match std::env::var("COUNTERS_PROBE_THREAD_STACK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         Some(stack) => {
             let m = metric.clone();
             std::thread::Builder::new()
@@ -55,10 +58,17 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         ..CounterConfig::default()
     };
     // PROBE_PROFILER_FIRST: build the Range Profiler configuration before allocating buffers.
-    let mut early = if flag("PROBE_PROFILER_FIRST") { Some(RangeProfiler::new(&ctx, config.clone())?) } else { None };
+    let mut early = if flag("PROBE_PROFILER_FIRST") {
+        Some(RangeProfiler::new(&ctx, config.clone())?)
+    } else {
+        None
+    };
     let stream = ctx.default_stream();
     let vadd = VectorAdd::new(&ctx)?;
-    let n: u64 = std::env::var("PROBE_LOG2_N").ok().and_then(|v| v.parse().ok()).map_or(1 << 24, |p: u32| 1u64 << p);
+    let n: u64 = std::env::var("PROBE_LOG2_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(1 << 24, |p: u32| 1u64 << p);
     let a = stream.alloc_zeros::<f32>(n as usize)?;
     let b = stream.alloc_zeros::<f32>(n as usize)?;
     let mut c = stream.alloc_zeros::<f32>(n as usize)?;
