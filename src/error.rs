@@ -81,7 +81,7 @@ pub enum Error {
     AlreadyRunning,
 
     /// The ledger file could not be created or written.
-    #[error("cannot write the ledger at {path}: {source}. Choose a writable path with LedgerConfig::path or GPU_LEDGER_PATH")]
+    #[error("cannot write the ledger at {path}: {source}. Choose a writable path with ProfilerBuilder::ledger_path (Config::ledger_path) or GPU_LEDGER_PATH, and free disk space")]
     LedgerWrite {
         /// The path that failed.
         path: PathBuf,
