@@ -124,3 +124,35 @@ impl Drop for BufferPool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_aligned_recycled_grown_to_the_limit_then_refused() {
+        let pool = BufferPool::new(2, 3, 1000);
+        assert_eq!(pool.buffer_bytes(), 1000);
+        assert_eq!(pool.allocated(), 2);
+        let (a, grew_a) = pool.take().unwrap();
+        let (b, _) = pool.take().unwrap();
+        assert!(!grew_a);
+        assert_eq!(a.as_ptr() as usize % ALIGN, 0);
+        // SAFETY: the buffer is 1000 writable bytes owned by this test until given back.
+        unsafe { std::ptr::write_bytes(a.as_ptr(), 0xAB, 1000) };
+        let (c, grew_c) = pool.take().unwrap();
+        assert!(grew_c, "the third take grows the pool");
+        assert!(
+            pool.take().is_none(),
+            "the fourth is refused: the limit is 3"
+        );
+        assert_eq!(pool.outstanding(), 3);
+        pool.give_back(a);
+        pool.give_back(b);
+        pool.give_back(c);
+        assert_eq!(pool.outstanding(), 0);
+        let (again, grew) = pool.take().unwrap();
+        assert!(!grew);
+        pool.give_back(again);
+    }
+}
