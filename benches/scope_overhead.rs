@@ -10,7 +10,7 @@
 //!   owned name costs.
 //!
 //! Target for the Scopes-level cases: at most 100 ns. `profiler.step()` runs between timed chunks
-//! of 10 000 scopes, outside the timed region, so that iterations stay small as in a real job,
+//! of 2 000 scopes, outside the timed region, so that iterations stay small as in a real job,
 //! followed by an untimed pause that leaves the collector thread time to keep up (see
 //! [`COLLECTOR_ROOM_PER_SCOPE`]).
 //!
@@ -27,7 +27,7 @@ use criterion::{criterion_group, Criterion};
 use gpu_ledger::{Level, Profiler};
 
 /// Scopes timed between two `step()` calls.
-const CHUNK: u64 = 10_000;
+const CHUNK: u64 = 2_000;
 
 /// Untimed pause after each chunk, per scope in it: the collector thread needs about 150 ns of
 /// CPU per scope record (measured: `collector_cpu_ns` in the trailer), and its inbox is

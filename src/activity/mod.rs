@@ -232,11 +232,18 @@ pub struct LaunchCounter {
     pub total: AtomicU64,
 }
 
-/// CUPTI callback: on entry to a counted API function, one relaxed atomic add. Nothing here can
-/// panic or allocate.
+thread_local! {
+    /// Depth of counted runtime-API calls in progress on this thread. A runtime call such as
+    /// `cudaLaunchKernel` (cuBLAS makes these) calls the driver inside; CUPTI fires a driver
+    /// callback for that inner call but writes no API record for it, so it must not be counted.
+    static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// CUPTI callback: on entry to a counted API function that is not nested in a counted runtime
+/// call, one relaxed atomic add. Nothing here can panic or allocate.
 unsafe extern "C" fn count_api_call(
     userdata: *mut std::os::raw::c_void,
-    _domain: sys::CUpti_CallbackDomain::Type,
+    domain: sys::CUpti_CallbackDomain::Type,
     _cbid: sys::CUpti_CallbackId,
     cbdata: *const std::os::raw::c_void,
 ) {
@@ -245,14 +252,23 @@ unsafe extern "C" fn count_api_call(
     }
     // SAFETY: for the driver and runtime API domains, the only ones enabled, CUPTI passes a
     // CUpti_CallbackData; userdata is the session's LaunchCounter, alive until unsubscribe.
-    unsafe {
+    let (enter, counter) = unsafe {
         let data = &*(cbdata as *const sys::CUpti_CallbackData);
-        if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
-            (*(userdata as *const LaunchCounter))
-                .total
-                .fetch_add(1, Ordering::Relaxed);
+        (
+            data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER,
+            &*(userdata as *const LaunchCounter),
+        )
+    };
+    let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
+    let _ = RUNTIME_DEPTH.try_with(|depth| {
+        let d = depth.get();
+        if runtime {
+            depth.set(if enter { d + 1 } else { d.saturating_sub(1) });
         }
-    }
+        if enter && (runtime || d == 0) {
+            counter.total.fetch_add(1, Ordering::Relaxed);
+        }
+    });
 }
 
 /// True for the API classes whose calls are counted and awaited.

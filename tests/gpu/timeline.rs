@@ -485,3 +485,66 @@ fn a_second_cupti_subscriber_is_a_clear_error_and_fail_open_runs_unprofiled() {
     let p = crate::timeline(&dir.path().join("after.jsonl"));
     p.finish().unwrap();
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cublas_launches_made_through_the_runtime_complete_their_rows() {
+    use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let blas = CudaBlas::new(g.stream.clone()).unwrap();
+    let n = 512usize;
+    let a = g.stream.alloc_zeros::<f32>(n * n).unwrap();
+    let b = g.stream.alloc_zeros::<f32>(n * n).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n * n).unwrap();
+    g.stream.synchronize().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cublas.jsonl");
+    let profiler = timeline(&path);
+    let cfg = GemmConfig {
+        transa: cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+        transb: cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N,
+        m: n as i32,
+        n: n as i32,
+        k: n as i32,
+        alpha: 1.0f32,
+        lda: n as i32,
+        ldb: n as i32,
+        beta: 0.0f32,
+        ldc: n as i32,
+    };
+    for _ in 0..5 {
+        {
+            let _s = Profiler::scope("gemm");
+            for _ in 0..3 {
+                // SAFETY: every matrix is n x n in column-major order, as the config says.
+                unsafe { blas.gemm(cfg, &a, &b, &mut c) }.unwrap();
+            }
+        }
+        g.stream.synchronize().unwrap();
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 5);
+    for row in &ledger.iterations {
+        // cuBLAS launches through the runtime, which calls the driver inside: the inner call has
+        // no API record of its own and must not be awaited (it was, before the fix: rows waited
+        // for the settle time and came out incomplete).
+        assert_eq!(
+            row.missing_records, 0,
+            "iteration {}: {:?}",
+            row.index, row.warnings
+        );
+        assert!(row.complete, "iteration {}: {:?}", row.index, row.warnings);
+        let gemm = row
+            .scopes
+            .iter()
+            .find(|s| s.path == "gemm")
+            .expect("gemm scope");
+        assert!(
+            gemm.kernels >= 3,
+            "cuBLAS kernels attributed to the scope: {gemm:?}"
+        );
+    }
+}
