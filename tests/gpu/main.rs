@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 mod counters;
 mod faults;
 mod kernels_suite;
+mod multi_gpu;
 mod nvml;
 mod timeline;
 
