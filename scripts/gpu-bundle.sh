@@ -32,7 +32,9 @@ status=0
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
 # The counters tests run one process each, under cuda-gdb when present, so that a crash in
 # the CUPTI Range Profiler leaves a backtrace instead of stopping the other tests.
-"$here/gpu-tests" --ignored --test-threads=1 --nocapture --skip counters:: > "$logs/gpu-tests.log" 2>&1 || status=1
+skip_multi=()
+(( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip_multi=(--skip multi_gpu::) && echo "one GPU: multi_gpu:: tests not run" >> "$logs/gpu-tests.log"
+"$here/gpu-tests" --ignored --test-threads=1 --nocapture --skip counters:: "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
 gdb=/usr/local/cuda/bin/cuda-gdb
 for t in $("$here/gpu-tests" --ignored --list 2>/dev/null | sed -n 's/^\(counters::[a-z0-9_]*\): test$/\1/p'); do
   echo "=== $t" >> "$logs/counters.log"

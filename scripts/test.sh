@@ -6,8 +6,18 @@ cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets
 cargo test --workspace --doc
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  echo "NVIDIA GPU found: running the GPU tests"
-  cargo test --release --test gpu -- --ignored --test-threads=1 --nocapture
+  gpus=$(nvidia-smi -L | grep -c '^GPU ')
+  # The Range Profiler tests (counters::) crash inside CUPTI for large workloads (issue 3,
+  # docs/measurements.md); they run on their own, one process each:
+  #   cargo test --release --test gpu counters:: -- --ignored --test-threads=1
+  echo "counters:: tests are run separately (known CUPTI crash, issue 3)"
+  skip=(--skip counters::)
+  if (( gpus < 2 )); then
+    echo "one GPU here: the two-GPU tests (multi_gpu::) are not run; run this script on a host with two"
+    skip+=(--skip multi_gpu::)
+  fi
+  echo "NVIDIA GPU found ($gpus): running the GPU tests"
+  cargo test --release --test gpu -- --ignored --test-threads=1 --nocapture "${skip[@]}"
 else
   echo "no NVIDIA GPU here: GPU tests (tests/gpu/) not run; run this script on a GPU host"
 fi
