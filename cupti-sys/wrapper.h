@@ -6,3 +6,4 @@
 #include <cupti_profiler_target.h>
 #include <cupti_pmsampling.h>
 #include <cupti_pcsampling.h>
+#include <cupti_target.h>

@@ -8875,6 +8875,23 @@ pub type CUpti_ComputeCrcCallbackFunc = ::std::option::Option<
         cubinCrc: *mut u64,
     ),
 >;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_Device_GetChipName_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub deviceIndex: usize,
+    pub pChipName: *const ::std::os::raw::c_char,
+}
+impl Default for CUpti_Device_GetChipName_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
 pub struct Cupti {
     __library: ::libloading::Library,
     pub cuptiGetResultString: unsafe extern "C" fn(
@@ -9419,6 +9436,8 @@ pub struct Cupti {
     pub cuptiRegisterComputeCrcCallback: unsafe extern "C" fn(
         funcComputeCubinCrc: CUpti_ComputeCrcCallbackFunc,
     ) -> CUptiResult::Type,
+    pub cuptiDeviceGetChipName:
+        unsafe extern "C" fn(pParams: *mut CUpti_Device_GetChipName_Params) -> CUptiResult::Type,
 }
 impl Cupti {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
@@ -9821,6 +9840,7 @@ impl Cupti {
         let cuptiRegisterComputeCrcCallback = __library
             .get(b"cuptiRegisterComputeCrcCallback\0")
             .map(|sym| *sym)?;
+        let cuptiDeviceGetChipName = __library.get(b"cuptiDeviceGetChipName\0").map(|sym| *sym)?;
         Ok(Cupti {
             __library,
             cuptiGetResultString,
@@ -9991,6 +10011,7 @@ impl Cupti {
             cuptiGetSassToSourceCorrelation,
             cuptiGetCubinCrc,
             cuptiRegisterComputeCrcCallback,
+            cuptiDeviceGetChipName,
         })
     }
     pub unsafe fn cuptiGetResultString(
@@ -11110,5 +11131,11 @@ impl Cupti {
         funcComputeCubinCrc: CUpti_ComputeCrcCallbackFunc,
     ) -> CUptiResult::Type {
         (self.cuptiRegisterComputeCrcCallback)(funcComputeCubinCrc)
+    }
+    pub unsafe fn cuptiDeviceGetChipName(
+        &self,
+        pParams: *mut CUpti_Device_GetChipName_Params,
+    ) -> CUptiResult::Type {
+        (self.cuptiDeviceGetChipName)(pParams)
     }
 }

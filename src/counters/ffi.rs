@@ -178,52 +178,16 @@ pub(crate) fn device_supported(lib: &LoadedCupti, ctx: &CudaContext) -> Result<D
     })
 }
 
-/// `CUpti_Device_GetChipName_Params` from `cupti_target.h` (not in the generated bindings).
-#[repr(C)]
-struct DeviceGetChipNameParams {
-    struct_size: usize,
-    p_priv: *mut c_void,
-    device_index: usize,
-    p_chip_name: *const c_char,
-}
-
-type GetChipNameFn = unsafe extern "C" fn(*mut DeviceGetChipNameParams) -> sys::CUptiResult::Type;
-
-/// The libcupti handle that keeps `cuptiDeviceGetChipName` mapped, and the function.
-static CHIP_NAME_FN: OnceLock<std::result::Result<(libloading::Library, GetChipNameFn), String>> =
-    OnceLock::new();
-
 /// `cuptiDeviceGetChipName` for CUDA device `ordinal` (for example `GH100` on an H100/H200).
 pub(crate) fn chip_name(lib: &LoadedCupti, ordinal: usize) -> Result<String> {
-    let f = CHIP_NAME_FN.get_or_init(|| {
-        // SAFETY: the same libcupti is already loaded in this process (`lib`), so this only
-        // takes another reference to it; no initialiser runs again.
-        let l = unsafe { libloading::Library::new(&lib.path) }
-            .map_err(|e| format!("reopening {}: {e}", lib.path.display()))?;
-        // SAFETY: the declared type is the header's: CUptiResult (*)(CUpti_Device_GetChipName_Params*).
-        let f: GetChipNameFn = *unsafe { l.get::<GetChipNameFn>(b"cuptiDeviceGetChipName\0") }
-            .map_err(|e| format!("cuptiDeviceGetChipName not found: {e}"))?;
-        Ok((l, f))
-    });
-    let f = match f {
-        Ok((_, f)) => *f,
-        Err(e) => {
-            return Err(Error::Config(format!(
-                "cannot read the GPU's chip name: {e}"
-            )))
-        }
-    };
-    let mut p = DeviceGetChipNameParams {
-        struct_size: struct_size!(DeviceGetChipNameParams, p_chip_name),
-        p_priv: std::ptr::null_mut(),
-        device_index: ordinal,
-        p_chip_name: std::ptr::null(),
-    };
-    // SAFETY: the struct has the header's layout and size; CUPTI fills p_chip_name with a
-    // static string.
+    let mut p = params!(CUpti_Device_GetChipName_Params, pChipName);
+    p.deviceIndex = ordinal;
+    // SAFETY: params sized as the header says; CUPTI fills pChipName with a static string.
     trace_call("cuptiDeviceGetChipName");
-    check(lib, "cuptiDeviceGetChipName", unsafe { f(&mut p) })?;
-    Ok(owned_str(p.p_chip_name))
+    check(lib, "cuptiDeviceGetChipName", unsafe {
+        lib.api.cuptiDeviceGetChipName(&mut p)
+    })?;
+    Ok(owned_str(p.pChipName))
 }
 
 /// `cuptiProfilerGetCounterAvailability` on `ctx` (size query, then the image). Must run while
@@ -887,7 +851,10 @@ mod tests {
             struct_size!(sys::CUpti_Profiler_DeviceSupported_Params, api),
             52
         );
-        assert_eq!(struct_size!(DeviceGetChipNameParams, p_chip_name), 32);
+        assert_eq!(
+            struct_size!(sys::CUpti_Device_GetChipName_Params, pChipName),
+            32
+        );
         assert_eq!(
             struct_size!(
                 sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params,
