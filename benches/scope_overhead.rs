@@ -9,6 +9,10 @@
 //!   (`Profiler::scope(format!(..))`-style callers); compare with `scopes_nested` to see what an
 //!   owned name costs.
 //!
+//! - `step/scopes_level`: `profiler.step()` at `Level::Scopes`, the per-iteration cost on the
+//!   stepping thread (no target; in a GPU-bound step with a synchronize it sits on the critical
+//!   path between the synchronize and the next launch).
+//!
 //! Target for the Scopes-level cases: at most 100 ns. `profiler.step()` runs between timed chunks
 //! of 2 000 scopes, outside the timed region, so that iterations stay small as in a real job,
 //! followed by an untimed pause that leaves the collector thread time to keep up (see
@@ -45,6 +49,30 @@ enum Shape {
     Nested,
     /// Inside an open outer scope, with a `String` name made per call.
     NestedOwned,
+}
+
+/// Resident memory beyond which the benchmark stops: the collector has fallen behind for good.
+const RSS_LIMIT_KIB: u64 = 4 << 20;
+
+/// Stops the benchmark when the process has grown past [`RSS_LIMIT_KIB`]: closed scopes are piling
+/// up faster than the collector takes them, and the run would otherwise exhaust the machine's
+/// memory rather than measure anything.
+fn check_memory() {
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        });
+    if let Some(kib) = rss.filter(|&kib| kib > RSS_LIMIT_KIB) {
+        panic!(
+            "resident memory reached {} MiB: the collector is not keeping up with the scope \
+             records (see docs/overhead.md, \"Results\")",
+            kib / 1024
+        );
+    }
 }
 
 /// A Scopes-level profiler writing to a temporary ledger, with nothing else running (no NVML).
@@ -95,6 +123,25 @@ fn timed_scopes(profiler: &Profiler, shape: Shape, iters: u64) -> Duration {
         drop(outer);
         profiler.step();
         std::thread::sleep(COLLECTOR_ROOM_PER_SCOPE * n as u32);
+        check_memory();
+        left -= n;
+    }
+    total
+}
+
+/// Times `iters` calls of `profiler.step()`, in chunks of 100 followed by an untimed pause so that
+/// the collector writes the (empty) rows as fast as they come.
+fn timed_steps(profiler: &Profiler, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(100);
+        let t0 = Instant::now();
+        for _ in 0..n {
+            profiler.step();
+        }
+        total += t0.elapsed();
+        std::thread::sleep(Duration::from_micros(10) * n as u32);
         left -= n;
     }
     total
@@ -115,6 +162,11 @@ fn bench_scopes(c: &mut Criterion) {
             b.iter_custom(|iters| timed_scopes(&profiler, shape, iters))
         });
     }
+    group.finish();
+    let mut group = c.benchmark_group("step");
+    group.bench_function("scopes_level", |b| {
+        b.iter_custom(|iters| timed_steps(&profiler, iters))
+    });
     group.finish();
     profiler.finish().expect("the scopes profiler finishes");
 }
@@ -184,6 +236,7 @@ fn summary() {
     let top = scopes(Shape::TopLevel);
     let nested = scopes(Shape::Nested);
     let owned = scopes(Shape::NestedOwned);
+    let step = medians(30_000, |n| timed_steps(&profiler, n));
     let trailer = profiler.finish().ok().map(|s| s.trailer);
     println!();
     println!("scope overhead summary (median of 11 runs; enter + drop on the calling thread)");
@@ -207,6 +260,14 @@ fn summary() {
             if judged <= target { "ok" } else { "MISSED" }
         );
     }
+    println!(
+        "{:<44} {:>7.1} ns {:>9} ns {:>8} {:>8}",
+        "profiler.step() at Level::Scopes",
+        step.0,
+        step.1.map_or("-".into(), |c| format!("{c:.1}")),
+        "-",
+        ""
+    );
     if let Some(t) = trailer {
         println!(
             "collector thread CPU over the Scopes-level runs: {:.1} ms; writer {:.1} ms; {} rows",

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release --example overhead                    # the table, < 60 s on an H200
-//! cargo run --release --example overhead -- --decompose     # + two raw-CUPTI steps between
+//! cargo run --release --example overhead -- --decompose     # + raw-CUPTI steps in between
 //! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
 //! ```
 //!
@@ -16,10 +16,13 @@
 //! - `raw-cupti`: the floor any CUPTI kernel tracer pays, written here against the raw bindings:
 //!   `CONCURRENT_KERNEL` enabled, a preallocated buffer pool, trivial buffer callbacks (the
 //!   completion callback counts the kernel records and returns the buffer), nothing else;
-//! - with `--decompose`: `raw+api` (also the driver/runtime API records gpu-ledger enables, with
-//!   the same functions switched off) and `raw+api+cb` (also a subscriber callback on the counted
-//!   launch/copy/memset functions, as gpu-ledger's launch counter): the steps between the floor
-//!   and the timeline level.
+//! - with `--decompose`, the steps between the floor and the timeline level, each adding to the
+//!   one before: `raw+api` (the driver/runtime API records gpu-ledger enables, with the same
+//!   functions switched off), `raw+api+cb` (a subscriber callback on the counted launch, copy and
+//!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
+//!   the timeline level enables). `raw+all` is the timeline level's whole CUPTI configuration
+//!   with trivial consumers, so `timeline` minus `raw+all` is gpu-ledger's own share (decoding,
+//!   attribution, scopes' external-correlation push/pop, `step()`, NVML sampling, the ledger).
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) a
@@ -327,8 +330,8 @@ fn run_steps<const SCOPED: bool>(
 // ---------------------------------------------------------------------------------------------
 // Configurations.
 
-/// How much of CUPTI the raw reference turns on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How much of CUPTI the raw reference turns on; each mode adds to the one before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum RawMode {
     /// CONCURRENT_KERNEL records only: the floor.
     Kernel,
@@ -336,6 +339,35 @@ enum RawMode {
     KernelApi,
     /// Plus a subscriber callback on the counted functions.
     KernelApiCallback,
+    /// Plus every other activity kind the timeline level enables.
+    All,
+}
+
+impl RawMode {
+    /// The activity kinds this mode enables. `All` mirrors gpu-ledger's timeline kinds
+    /// (`KINDS` in src/activity/mod.rs) plus the API kinds.
+    fn kinds(self) -> Vec<sys::CUpti_ActivityKind::Type> {
+        use sys::CUpti_ActivityKind as k;
+        let mut kinds = vec![k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
+        if self >= RawMode::KernelApi {
+            kinds.extend([
+                k::CUPTI_ACTIVITY_KIND_DRIVER,
+                k::CUPTI_ACTIVITY_KIND_RUNTIME,
+            ]);
+        }
+        if self >= RawMode::All {
+            kinds.extend([
+                k::CUPTI_ACTIVITY_KIND_MEMCPY,
+                k::CUPTI_ACTIVITY_KIND_MEMCPY2,
+                k::CUPTI_ACTIVITY_KIND_MEMSET,
+                k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                k::CUPTI_ACTIVITY_KIND_MEMORY2,
+                k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                k::CUPTI_ACTIVITY_KIND_OVERHEAD,
+            ]);
+        }
+        kinds
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -357,6 +389,7 @@ impl Config {
             Config::Raw(RawMode::Kernel) => "raw-cupti",
             Config::Raw(RawMode::KernelApi) => "raw+api",
             Config::Raw(RawMode::KernelApiCallback) => "raw+api+cb",
+            Config::Raw(RawMode::All) => "raw+all",
         }
     }
     /// Whether the workload code contains its scope guards.
@@ -642,7 +675,6 @@ impl RawSession {
             pool.dropped.load(Ordering::Relaxed),
             pool.refused.load(Ordering::Relaxed),
         );
-        use sys::CUpti_ActivityKind as k;
         // SAFETY: both callbacks are plain `extern "C"` functions that never unwind (they catch
         // panics) and live for the whole process; the buffers they hand out are never freed.
         let rc = unsafe {
@@ -659,21 +691,12 @@ impl RawSession {
             start,
             stopped: false,
         };
-        // SAFETY: plain enum argument.
-        let rc = unsafe {
-            lib.api
-                .cuptiActivityEnable(k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-        };
-        cupti_ok(lib, "cuptiActivityEnable", rc)?;
-        if mode != RawMode::Kernel {
-            for kind in [
-                k::CUPTI_ACTIVITY_KIND_DRIVER,
-                k::CUPTI_ACTIVITY_KIND_RUNTIME,
-            ] {
-                // SAFETY: plain enum argument.
-                let rc = unsafe { lib.api.cuptiActivityEnable(kind) };
-                cupti_ok(lib, "cuptiActivityEnable", rc)?;
-            }
+        for kind in mode.kinds() {
+            // SAFETY: plain enum argument.
+            let rc = unsafe { lib.api.cuptiActivityEnable(kind) };
+            cupti_ok(lib, "cuptiActivityEnable", rc)?;
+        }
+        if mode >= RawMode::KernelApi {
             for (runtime, cbid) in unneeded_api_functions() {
                 // SAFETY: plain integer arguments.
                 let rc = unsafe {
@@ -686,7 +709,7 @@ impl RawSession {
                 cupti_ok(lib, "cuptiActivityEnable{Driver,Runtime}Api", rc)?;
             }
         }
-        if mode == RawMode::KernelApiCallback {
+        if mode >= RawMode::KernelApiCallback {
             let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
             // SAFETY: out-pointer valid; the callback never unwinds and uses no user data.
             let rc = unsafe {
@@ -737,17 +760,9 @@ impl RawSession {
         if std::mem::replace(&mut self.stopped, true) {
             return Ok(());
         }
-        use sys::CUpti_ActivityKind as k;
         let lib = self.lib;
-        let mut kinds = vec![k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
-        if self.mode != RawMode::Kernel {
-            kinds.extend([
-                k::CUPTI_ACTIVITY_KIND_DRIVER,
-                k::CUPTI_ACTIVITY_KIND_RUNTIME,
-            ]);
-        }
         let mut first: Result<()> = Ok(());
-        for kind in kinds {
+        for kind in self.mode.kinds() {
             // SAFETY: plain enum argument.
             let rc = unsafe { lib.api.cuptiActivityDisable(kind) };
             if let Err(e) = cupti_ok(lib, "cuptiActivityDisable", rc) {
@@ -838,6 +853,7 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
     if args.decompose {
         configs.push(Config::Raw(RawMode::KernelApi));
         configs.push(Config::Raw(RawMode::KernelApiCallback));
+        configs.push(Config::Raw(RawMode::All));
     }
     eprintln!(
         "overhead: {} ({} SMs, {:.0} MHz SM clock by calibration); {} rounds of {} configurations",
