@@ -199,7 +199,7 @@ struct Collector {
     trailer: Trailer,
     /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
     /// raced the stepping thread's message).
-    future_scopes: Vec<ScopeRecord>,
+    future_scopes: std::collections::BTreeMap<u64, Vec<ScopeRecord>>,
     /// Reused vectors for draining the threads' scope slots.
     scope_batch: Vec<ScopeRecord>,
     scope_spares: Vec<Vec<ScopeRecord>>,
@@ -262,7 +262,7 @@ impl Collector {
             live_bytes: HashMap::new(),
             alloc_sizes: HashMap::new(),
             trailer: Trailer::default(),
-            future_scopes: Vec::new(),
+            future_scopes: std::collections::BTreeMap::new(),
             scope_batch: Vec::new(),
             scope_spares: Vec::new(),
             deferred: Vec::new(),
@@ -280,9 +280,15 @@ impl Collector {
             .flush_interval
             .min(Duration::from_millis(10))
             .max(Duration::from_millis(1));
+        // Without CUPTI (Level::Scopes) the buffer channel's sender is gone from the start: a
+        // disconnected receiver is always ready, so it is replaced by one that never is.
+        let mut buffers = self.buffers.clone();
         loop {
             crossbeam_channel::select! {
-                recv(self.buffers) -> b => if let Ok(b) = b { self.decode(b) },
+                recv(buffers) -> b => match b {
+                    Ok(b) => self.decode(b),
+                    Err(_) => buffers = crossbeam_channel::never(),
+                },
                 recv(self.control) -> m => match m {
                     Ok(Control::Finish { host_end_ns, cupti_end, open_scopes }) => {
                         self.finish(host_end_ns, cupti_end, open_scopes);
@@ -358,8 +364,7 @@ impl Collector {
                 Deferred::Host(a) => self.accept_activity(a),
             }
         }
-        if !self.future_scopes.is_empty() {
-            let future = std::mem::take(&mut self.future_scopes);
+        if let Some(future) = self.future_scopes.remove(&(index + 1)) {
             self.add_scopes(future);
         }
     }
@@ -368,7 +373,10 @@ impl Collector {
         let newest = self.iterations.back().map_or(0, |it| it.index);
         for rec in batch.drain(..) {
             if rec.iteration > newest {
-                self.future_scopes.push(rec);
+                self.future_scopes
+                    .entry(rec.iteration)
+                    .or_default()
+                    .push(rec);
                 continue;
             }
             let Some(it) = self

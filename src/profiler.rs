@@ -434,11 +434,13 @@ fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
     if let Some(c) = inner.collector.take() {
         let _ = c.join();
     }
-    let trailer = inner.trailer_rx.try_recv().unwrap_or_default();
+    let mut trailer = inner.trailer_rx.try_recv().unwrap_or_default();
     if let Some(writer) = inner.writer.take() {
         let err = writer.error();
         let path = writer.path().to_path_buf();
-        let _ = writer.close();
+        let report = writer.close();
+        trailer.overhead.writer_cpu_ns = report.cpu_ns;
+        trailer.lines_not_written = report.lines_not_written;
         if let (None, Some(msg)) = (&first_err, err) {
             first_err = Some(Error::LedgerWrite {
                 path,

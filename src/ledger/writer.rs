@@ -123,7 +123,12 @@ fn write_loop(
     let mut report = WriterReport::default();
     let mut good_len: u64 = 0;
     let mut buf = Vec::with_capacity(64 * 1024);
-    for line in rx {
+    for mut line in rx {
+        if let LedgerLine::Trailer(t) = &mut line {
+            // The trailer is the last line: the writer's CPU time so far is all of it but this line.
+            t.overhead.writer_cpu_ns = crate::util::thread_cpu_ns();
+            t.lines_not_written = report.lines_not_written;
+        }
         if error.lock().is_some() {
             report.lines_not_written += 1;
             continue;
