@@ -209,19 +209,6 @@ pub fn classify_api(name: &str) -> Option<ApiClass> {
     None
 }
 
-/// Class of a traced API record, from its callback id.
-pub fn api_class(runtime: bool, cbid: u32) -> Option<ApiClass> {
-    let table = if runtime {
-        sys::RUNTIME_API_CBIDS
-    } else {
-        sys::DRIVER_API_CBIDS
-    };
-    table
-        .iter()
-        .find(|(id, _)| *id == cbid)
-        .and_then(|(_, name)| classify_api(name))
-}
-
 /// Counts, as they are made, the API calls whose GPU activity the collector waits for (launches,
 /// copies, memsets), so that an iteration's row waits until CUPTI has delivered the API record
 /// of every call made before its `step()`: a default flush holds back buffers that still hold
