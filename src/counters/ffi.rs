@@ -240,6 +240,12 @@ pub struct MetricProperties {
 pub(crate) struct HostObject {
     lib: &'static LoadedCupti,
     ptr: NonNull<sys::CUpti_Profiler_Host_Object>,
+    // The chip name and the counter-availability image passed to `cuptiProfilerHostInitialize`
+    // are kept alive as long as the object: libnvperf_host keeps the pointers and reads them in
+    // later calls (`ConfigAddMetrics`). Freeing them after initialization made those calls
+    // crash once the process had reused the memory (docs/measurements.md, run 22).
+    _chip: CString,
+    _availability: Box<[u8]>,
 }
 
 // SAFETY: the host object is plain host memory CUPTI allocated; it is only used through `&self`
@@ -252,6 +258,7 @@ impl HostObject {
     pub(crate) fn new(lib: &'static LoadedCupti, chip: &str, availability: &[u8]) -> Result<Self> {
         let chip_c = CString::new(chip)
             .map_err(|_| Error::Config(format!("chip name {chip:?} holds a NUL byte")))?;
+        let availability: Box<[u8]> = availability.into();
         let mut p = params!(CUpti_Profiler_Host_Initialize_Params, pHostObject);
         p.profilerType = sys::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER;
         p.pChipName = chip_c.as_ptr();
@@ -260,7 +267,8 @@ impl HostObject {
         } else {
             availability.as_ptr()
         };
-        // SAFETY: the chip name and the image outlive the call; CUPTI writes the object pointer.
+        // SAFETY: the chip name and the image live in the returned object, as long as CUPTI may
+        // read them; CUPTI writes the object pointer.
         trace_call("cuptiProfilerHostInitialize");
         check(lib, "cuptiProfilerHostInitialize", unsafe {
             lib.api.cuptiProfilerHostInitialize(&mut p)
@@ -268,7 +276,12 @@ impl HostObject {
         let ptr = NonNull::new(p.pHostObject).ok_or_else(|| {
             Error::Config("cuptiProfilerHostInitialize returned no host object".into())
         })?;
-        Ok(HostObject { lib, ptr })
+        Ok(HostObject {
+            lib,
+            ptr,
+            _chip: chip_c,
+            _availability: availability,
+        })
     }
 
     /// `cuptiProfilerHostGetBaseMetrics` for one metric type.
