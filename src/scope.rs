@@ -62,6 +62,9 @@ struct ThreadScopes {
     /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
     /// instead of cloning it.
     cache: HashMap<u32, HashMap<Cow<'static, str>, u32>>,
+    /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
+    /// found by its address, without hashing its text.
+    static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
     next_token: u64,
     thread: u32,
 }
@@ -74,8 +77,8 @@ thread_local! {
 }
 
 impl ThreadScopes {
-    /// The running profiler for this thread, refreshed when a new run started.
-    fn running(&mut self) -> Option<Arc<Running>> {
+    /// Refreshes the running profiler when a new run started; true when one runs.
+    fn refresh(&mut self) -> bool {
         let generation = GENERATION.load(Ordering::Acquire);
         if self.generation != generation {
             self.generation = generation;
@@ -84,8 +87,9 @@ impl ThreadScopes {
             self.stack.clear();
             self.slot = self.running.as_ref().map(|r| r.register_thread());
             self.cache.clear();
+            self.static_cache.clear();
         }
-        self.running.clone()
+        self.running.is_some()
     }
 }
 
@@ -119,18 +123,39 @@ impl ScopeGuard {
         }
         THREAD
             .try_with(|t| {
-                let mut t = t.borrow_mut();
-                let Some(running) = t.running() else {
+                let mut guard = t.borrow_mut();
+                // Fields are borrowed one by one below: no Arc<Running> clone (two contended
+                // atomic read-modify-writes) per scope.
+                let t = &mut *guard;
+                if !t.refresh() {
+                    return Self::inert();
+                }
+                let Some(running) = t.running.as_deref() else {
                     return Self::inert();
                 };
                 let parent = t.stack.last().map_or(0, |f| f.path_id);
-                let children = t.cache.entry(parent).or_default();
-                let path_id = match children.get(name.as_ref()) {
-                    Some(id) => *id,
-                    None => {
-                        let id = running.paths.intern(parent, &name);
-                        children.insert(name, id);
-                        id
+                let path_id = match &name {
+                    Cow::Borrowed(s) => {
+                        let key = (parent, s.as_ptr() as usize, s.len());
+                        match t.static_cache.get(&key) {
+                            Some(id) => *id,
+                            None => {
+                                let id = running.paths.intern(parent, s);
+                                t.static_cache.insert(key, id);
+                                id
+                            }
+                        }
+                    }
+                    Cow::Owned(_) => {
+                        let children = t.cache.entry(parent).or_default();
+                        match children.get(name.as_ref()) {
+                            Some(id) => *id,
+                            None => {
+                                let id = running.paths.intern(parent, &name);
+                                children.insert(name, id);
+                                id
+                            }
+                        }
                     }
                 };
                 running.push_correlation(path_id);
@@ -161,8 +186,9 @@ impl Drop for ScopeGuard {
         }
         let token = self.token;
         let _ = THREAD.try_with(|t| {
-            let mut t = t.borrow_mut();
-            let Some(running) = t.running.clone() else {
+            let mut guard = t.borrow_mut();
+            let t = &mut *guard;
+            let Some(running) = t.running.as_deref() else {
                 return;
             };
             if t.generation != GENERATION.load(Ordering::Acquire) {
