@@ -190,6 +190,7 @@ fn row(index: u64) -> IterationRow {
         warnings: Vec::new(),
         activities: None,
         scope_spans: None,
+        counters: None,
     }
 }
 

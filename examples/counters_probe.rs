@@ -51,11 +51,28 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         // SAFETY: this program synchronizes its one stream before reusing memory.
         unsafe { ctx.disable_event_tracking() };
     }
+    // PROBE_NESTING=2: an outer range "outer" around "vadd", both levels collected.
+    let nesting: u16 = std::env::var("PROBE_NESTING")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let config = CounterConfig {
         metrics: metric.split(',').map(str::to_string).collect(),
         range_mode: RangeMode::User,
         replay_mode: ReplayMode::User,
+        nesting_levels: nesting,
         ..CounterConfig::default()
+    };
+    // PROBE_TIMELINE=1: a gpu-ledger timeline (CUPTI activity tracing) runs meanwhile.
+    let timeline = if flag("PROBE_TIMELINE") {
+        Some(
+            gpu_ledger::Profiler::builder()
+                .level(gpu_ledger::Level::Timeline)
+                .ledger_path(std::env::temp_dir().join("counters-probe.jsonl"))
+                .start()?,
+        )
+    } else {
+        None
     };
     // PROBE_PROFILER_FIRST: build the Range Profiler configuration before allocating buffers.
     let mut early = if flag("PROBE_PROFILER_FIRST") {
@@ -80,14 +97,39 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         Some(rp) => rp,
         None => RangeProfiler::new(&ctx, config)?,
     };
+    // PROBE_HOLD_MS: keep the collection open that long after the first launch, printing
+    // "holding" first (another process then finds the counters taken).
+    let hold = std::env::var("PROBE_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
     let collected = rp.collect(|rp| {
+        if nesting > 1 {
+            rp.push_range("outer")?;
+        }
         rp.push_range("vadd")?;
         vadd.launch(&stream, &a, &b, &mut c, n)?;
         stream.synchronize()?;
+        if let Some(ms) = hold {
+            use std::io::Write;
+            println!("holding");
+            let _ = std::io::stdout().flush();
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+        if nesting > 1 {
+            rp.pop_range()?;
+        }
         rp.pop_range()
     })?;
     rp.finish()?;
-    let range = collected.range("vadd").ok_or("no range")?;
+    if let Some(t) = timeline {
+        t.finish()?;
+    }
+    println!("  passes {} runs {}", collected.passes, collected.runs);
+    for r in &collected.ranges {
+        println!("  range {}: {:?}", r.name, r.values);
+    }
+    let inner = if nesting > 1 { "outer/vadd" } else { "vadd" };
+    let range = collected.range(inner).ok_or("no range")?;
     for m in metric.split(',') {
         println!("  {m} = {:?}", range.get(m));
     }

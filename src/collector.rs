@@ -27,6 +27,7 @@ use crate::activity::record::{
 };
 use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
 use crate::analysis::intervals::union_busy;
+use crate::counters::IterationCounters;
 use crate::error::{Error, Result};
 use crate::ledger::schema::*;
 use crate::profiler::Running;
@@ -41,12 +42,15 @@ pub(crate) enum Control {
         cupti_end: Option<u64>,
         launches: u64,
         open_scopes: Vec<u32>,
+        /// Hardware counters of the iteration, when a pass ran in it.
+        counters: Option<IterationCounters>,
     },
     /// `finish()`: close everything and send the trailer.
     Finish {
         host_end_ns: u64,
         cupti_end: Option<u64>,
         open_scopes: Vec<u32>,
+        counters: Option<IterationCounters>,
     },
 }
 
@@ -64,6 +68,8 @@ pub(crate) struct CollectorSetup {
     pub nvml: Option<crate::nvml::NvmlSampler>,
     pub work_per_iteration: Option<f64>,
     pub record_activities: bool,
+    /// Counters use auto ranges: name each range from the iteration's kernel records.
+    pub auto_ranges: bool,
 }
 
 /// Starts the collector thread.
@@ -147,6 +153,7 @@ struct IterationState {
     counted_api_records: u64,
     /// Counted calls whose API record had not arrived when the row was written.
     missing_api_records: u64,
+    counters: Option<IterationCounters>,
 }
 
 impl IterationState {
@@ -170,6 +177,7 @@ impl IterationState {
             launches_by_end: 0,
             counted_api_records: 0,
             missing_api_records: 0,
+            counters: None,
         }
     }
     fn contains_cupti(&self, t: u64) -> bool {
@@ -220,6 +228,7 @@ struct Collector {
     nvml_rows: Vec<Vec<crate::nvml::NvmlIterationSummary>>,
     work_per_iteration: Option<f64>,
     record_activities: bool,
+    auto_ranges: bool,
 }
 
 enum Deferred {
@@ -276,6 +285,7 @@ impl Collector {
             nvml_rows: Vec::new(),
             work_per_iteration: s.work_per_iteration,
             record_activities: s.record_activities,
+            auto_ranges: s.auto_ranges,
         }
     }
 
@@ -294,8 +304,8 @@ impl Collector {
                     Err(_) => buffers = crossbeam_channel::never(),
                 },
                 recv(self.control) -> m => match m {
-                    Ok(Control::Finish { host_end_ns, cupti_end, open_scopes }) => {
-                        self.finish(host_end_ns, cupti_end, open_scopes);
+                    Ok(Control::Finish { host_end_ns, cupti_end, open_scopes, counters }) => {
+                        self.finish(host_end_ns, cupti_end, open_scopes, counters);
                         return;
                     }
                     Ok(m) => self.handle(m),
@@ -315,7 +325,15 @@ impl Collector {
                 cupti_end,
                 launches,
                 open_scopes,
-            } => self.end_iteration(index, host_end_ns, cupti_end, launches, &open_scopes),
+                counters,
+            } => self.end_iteration(
+                index,
+                host_end_ns,
+                cupti_end,
+                launches,
+                &open_scopes,
+                counters,
+            ),
             Control::Finish { .. } => {}
         }
     }
@@ -333,12 +351,14 @@ impl Collector {
         cupti_end: Option<u64>,
         launches: u64,
         open: &[u32],
+        counters: Option<IterationCounters>,
     ) {
         let dropped = self.dropped_total();
         let Some(it) = self.iterations.iter_mut().find(|it| it.index == index) else {
             return;
         };
         it.launches_by_end = launches;
+        it.counters = counters;
         it.host_end_ns = Some(host_end_ns);
         it.cupti_end = Some(cupti_end.unwrap_or(u64::MAX));
         it.ended_at = Some(Instant::now());
@@ -703,7 +723,13 @@ impl Collector {
         let _ = self.lines.send(LedgerLine::Iteration(row));
     }
 
-    fn finish(&mut self, host_end_ns: u64, cupti_end: Option<u64>, open: Vec<u32>) {
+    fn finish(
+        &mut self,
+        host_end_ns: u64,
+        cupti_end: Option<u64>,
+        open: Vec<u32>,
+        counters: Option<IterationCounters>,
+    ) {
         // Every step() message first, so that iteration boundaries are known; then every buffer
         // (the session was stopped with a forced flush before Finish was sent).
         while let Ok(m) = self.control.try_recv() {
@@ -748,7 +774,11 @@ impl Collector {
                 .filter(|p| !p.activity.is_host_side())
                 .count();
             let host_only = it.placed.len() - gpu_work;
-            let has_content = !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty();
+            // A counters pass that ran in the partial iteration is reported in its row.
+            let has_counters = counters.is_some();
+            it.counters = counters;
+            let has_content =
+                !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty() || has_counters;
             if !has_content && host_only > 0 {
                 self.trailer.warnings.push(format!(
                     "{host_only} synchronization/allocation records after the last step() are in no row"
@@ -1057,6 +1087,10 @@ impl Collector {
         let mut synchronization: Vec<SyncGroup> = syncs.into_values().collect();
         synchronization.sort_by(|a, b| a.kind.cmp(&b.kind));
         let host_end = it.host_end_ns.unwrap_or(it.host_start_ns);
+        let mut counters = it.counters.take();
+        if let Some(c) = counters.as_mut().filter(|c| self.auto_ranges && c.complete) {
+            name_auto_ranges(c, &it.placed);
+        }
         let (activities, scope_spans) = if self.record_activities {
             (
                 Some(activity_entries(&it.placed, paths)),
@@ -1070,7 +1104,7 @@ impl Collector {
             host_start_ns: it.host_start_ns,
             host_wall_ns: host_end.saturating_sub(it.host_start_ns),
             complete: !incomplete && missing == 0,
-            perturbed: false,
+            perturbed: counters.is_some(),
             devices,
             scopes,
             kernels,
@@ -1083,6 +1117,31 @@ impl Collector {
             warnings: it.warnings,
             activities,
             scope_spans,
+            counters,
+        }
+    }
+}
+
+/// Names auto ranges from the iteration's kernel records: range `"i"` is the `i`-th kernel in
+/// launch order (correlation id, then start time for the kernels of one graph launch). With user
+/// replay every iteration of the collection must launch the same kernels; the names come from
+/// the iteration that completed it.
+fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
+    let mut kernels: Vec<&KernelRecord> = placed
+        .iter()
+        .filter_map(|p| match &p.activity {
+            Activity::Kernel(k) => Some(k),
+            _ => None,
+        })
+        .collect();
+    kernels.sort_by_key(|k| (k.correlation_id, k.start));
+    for r in &mut counters.ranges {
+        if r.kernel.is_some() {
+            continue;
+        }
+        if let Some(k) = r.name.parse::<usize>().ok().and_then(|i| kernels.get(i)) {
+            r.kernel = Some(k.name.to_string());
+            r.launch_index = r.name.parse().ok();
         }
     }
 }

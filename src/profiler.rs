@@ -14,6 +14,7 @@ use parking_lot::RwLock;
 use crate::activity::pool::BufferPool;
 use crate::activity::{ActivityShared, ActivityStats, LaunchCounter, TimelineSession};
 use crate::collector::{self, Control};
+use crate::counters::window::CounterState;
 use crate::cupti;
 use crate::error::{Error, Result};
 use crate::events::EventPool;
@@ -29,6 +30,10 @@ pub enum Level {
     Scopes,
     /// Plus CUPTI activity records: kernels, copies, memsets, synchronization, allocations.
     Timeline,
+    /// Plus hardware counters from CUPTI's Range Profiler on the iterations the window selects
+    /// (per scope or per kernel); those iterations are flagged `perturbed`. Needs
+    /// [`Config::counters`] ([`ProfilerBuilder::counters`]).
+    Counters,
 }
 
 impl Level {
@@ -36,6 +41,7 @@ impl Level {
         match self {
             Level::Scopes => "scopes",
             Level::Timeline => "timeline",
+            Level::Counters => "counters",
         }
     }
 }
@@ -72,6 +78,8 @@ pub struct Config {
     /// Keep every activity and scope span in the rows (for `gpu-ledger trace`); rows grow with
     /// the number of launches.
     pub record_activities: bool,
+    /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
+    pub counters: Option<crate::counters::CountersSetup>,
 }
 
 impl Default for Config {
@@ -89,6 +97,7 @@ impl Default for Config {
             nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
             work_per_iteration: None,
             record_activities: false,
+            counters: None,
         }
     }
 }
@@ -137,6 +146,25 @@ impl ProfilerBuilder {
         self.config.record_activities = on;
         self
     }
+    /// Collects hardware counters as `setup` says and sets the level to [`Level::Counters`].
+    ///
+    /// ```no_run
+    /// use gpu_ledger::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode};
+    /// # fn f(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> gpu_ledger::Result<()> {
+    /// let mut setup = CountersSetup::new(ctx, CounterConfig {
+    ///     metrics: vec!["speed_of_light".into()],
+    ///     range_mode: RangeMode::User, // one range per scope
+    ///     ..CounterConfig::default()
+    /// });
+    /// setup.window = CounterWindow { skip: 10, collections: 1 };
+    /// let profiler = gpu_ledger::Profiler::builder().counters(setup).start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn counters(mut self, setup: crate::counters::CountersSetup) -> Self {
+        self.config.level = Level::Counters;
+        self.config.counters = Some(setup);
+        self
+    }
     /// Runs unprofiled instead of failing when the profiler cannot start.
     pub fn fail_open(mut self, yes: bool) -> Self {
         self.config.fail_open = yes;
@@ -163,6 +191,8 @@ pub(crate) struct Running {
     pub(crate) correlation_errors: AtomicU64,
     /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
     launches: Arc<LaunchCounter>,
+    /// The counters level, when it was set up; taken at shutdown.
+    counters: parking_lot::Mutex<Option<CounterState>>,
 }
 
 impl Running {
@@ -207,6 +237,16 @@ impl Running {
             std::mem::swap(&mut *slot.lock(), &mut fresh);
             out.append(&mut fresh);
             spare.push(fresh);
+        }
+    }
+    /// A scope was entered: a user range when a counters pass runs on this thread. Returns the
+    /// pass to give back to [`counter_pop`](Self::counter_pop), 0 when none.
+    pub(crate) fn counter_push(&self, name: &str) -> u64 {
+        self.counters.lock().as_mut().map_or(0, |c| c.push(name))
+    }
+    pub(crate) fn counter_pop(&self, pass: u64) {
+        if let Some(c) = self.counters.lock().as_mut() {
+            c.pop(pass);
         }
     }
     fn cupti_now(&self) -> Option<u64> {
@@ -305,8 +345,9 @@ impl Profiler {
     /// [`Error::AlreadyRunning`]; [`Error::LedgerWrite`] for an unwritable ledger path; at the
     /// timeline level [`Error::NoDriver`], [`Error::CuptiNotFound`],
     /// [`Error::CuptiVersionMismatch`], [`Error::CuptiBusy`] or another CUPTI failure. With
-    /// `fail_open`, every error but an unwritable ledger returns an inert profiler instead, and
-    /// the ledger header says why.
+    /// `fail_open`, every error but an unwritable ledger and an invalid configuration
+    /// ([`Error::Config`]: bad settings, unknown metric names) returns an inert profiler
+    /// instead, and the ledger header says why.
     pub fn start(config: Config) -> Result<Profiler> {
         let path = resolve_ledger_path(config.ledger_path.clone());
         match start_inner(&config, &path) {
@@ -320,7 +361,10 @@ impl Profiler {
                     disabled_reason: None,
                 })
             }
-            Err(e @ (Error::LedgerWrite { .. } | Error::AlreadyRunning)) => Err(e),
+            // Not the environment's fault but the caller's: fail_open does not hide these.
+            Err(e @ (Error::LedgerWrite { .. } | Error::AlreadyRunning | Error::Config(_))) => {
+                Err(e)
+            }
             Err(e) if config.fail_open => {
                 let reason = format!("profiling disabled (fail_open): {e}");
                 eprintln!("gpu-ledger: {reason}");
@@ -363,6 +407,13 @@ impl Profiler {
     pub fn step(&self) {
         let Some(inner) = &self.inner else { return };
         let running = &inner.running;
+        // Counters first: ending a pass synchronizes and may decode, which belongs to the
+        // (perturbed) iteration that ends here, not to the next one.
+        let counters = running
+            .counters
+            .lock()
+            .as_mut()
+            .and_then(|c| c.end_iteration(running.iteration()));
         // The count first, then the timestamp: every call counted here started before the
         // iteration's end time, so the collector never waits for a call of the next iteration.
         let launches = running.launches.total.load(Ordering::SeqCst);
@@ -376,7 +427,11 @@ impl Profiler {
             cupti_end,
             launches,
             open_scopes: open,
+            counters,
         });
+        if let Some(c) = running.counters.lock().as_mut() {
+            c.begin_iteration(index + 1);
+        }
     }
 
     /// Stops profiling, waits for every record, writes the trailer and closes the ledger.
@@ -419,6 +474,8 @@ fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
     let host_end_ns = running.now_ns();
     let cupti_end = running.cupti_now();
     let open = scope::open_scopes(&running);
+    let counter_state = running.counters.lock().take();
+    let counters = counter_state.and_then(|mut c| c.finish(running.iteration()));
     let mut first_err = None;
     if let Some(session) = inner.session.take() {
         // Flushes every buffer into the collector's inbox before the collector is told to finish.
@@ -430,6 +487,7 @@ fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
         host_end_ns,
         cupti_end,
         open_scopes: open,
+        counters,
     });
     if let Some(c) = inner.collector.take() {
         let _ = c.join();
@@ -493,6 +551,7 @@ fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<(
         environment: crate::device::environment(None, std::time::SystemTime::now()),
         rank: crate::rank::from_env(),
         warnings: vec![reason.to_string()],
+        counters: None,
     };
     writer.send(LedgerLine::Header(header));
     writer.send(LedgerLine::Trailer(Trailer {
@@ -515,18 +574,59 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
             "buffers must be at least 1 and buffer_bytes at least 1024".into(),
         ));
     }
+    if let Some(setup) = &config.counters {
+        setup.config.validate_with_timeline()?;
+    }
     let mut current = CURRENT.write();
     if current.is_some() {
         return Err(Error::AlreadyRunning);
     }
     let mut warnings = Vec::new();
+    if config.counters.is_some() != (config.level == Level::Counters) {
+        return Err(Error::Config(
+            "Level::Counters and Config::counters go together: set both (ProfilerBuilder::counters \
+             does) or neither"
+                .into(),
+        ));
+    }
     let cupti = match config.level {
         Level::Scopes => None,
-        Level::Timeline => {
+        Level::Timeline | Level::Counters => {
             crate::device::require_driver()?;
             Some(cupti::api()?)
         }
     };
+    // The Range Profiler is set up before the timeline starts and before anything is recorded:
+    // metric names are checked (a typo is an error), and a device whose counters cannot be read
+    // leaves the timeline running with the reason in the header.
+    let mut counter_state = None;
+    let mut counters_header = None;
+    let mut counter_iterations = None;
+    if let Some(setup) = &config.counters {
+        match crate::counters::RangeProfiler::new(&setup.context, setup.config.clone()) {
+            Ok(rp) => {
+                counters_header = Some(crate::counters::CountersHeader::collected(&rp));
+                counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
+                counter_state = Some(CounterState::new(rp, setup.window, setup.derive));
+            }
+            Err(e) => {
+                use crate::counters::Unavailable as U;
+                match crate::counters::Unavailable::of(&e) {
+                    U::UnknownMetric | U::NoCupti => return Err(e),
+                    _ if matches!(e, Error::Config(_)) => return Err(e),
+                    _ => {
+                        warnings.push(format!(
+                            "hardware counters are not collected (the timeline runs): {e}"
+                        ));
+                        counters_header = Some(crate::counters::CountersHeader::not_collected(
+                            &setup.config,
+                            &e,
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let writer = LedgerWriter::create(path)?;
     let origin = Instant::now();
     let start_time = std::time::SystemTime::now();
@@ -543,6 +643,7 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         thread_slots: parking_lot::Mutex::new(Vec::new()),
         correlation_errors: AtomicU64::new(0),
         launches: Arc::new(LaunchCounter::default()),
+        counters: parking_lot::Mutex::new(counter_state),
     });
     let mut session = None;
     let mut activity = None;
@@ -572,10 +673,14 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
         start_unix_ns,
         start_cupti_ns,
-        config: config_record(config),
+        config: ConfigRecord {
+            counter_iterations,
+            ..config_record(config)
+        },
         environment,
         rank: crate::rank::from_env(),
         warnings: warnings.clone(),
+        counters: counters_header,
     };
     writer.send(LedgerLine::Header(header));
     let (trailer_tx, trailer_rx) = crossbeam_channel::bounded(1);
@@ -595,10 +700,17 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         nvml: sampler,
         work_per_iteration: config.work_per_iteration,
         record_activities: config.record_activities,
+        auto_ranges: config
+            .counters
+            .as_ref()
+            .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
     })?;
     *current = Some(running.clone());
     scope::GENERATION.fetch_add(1, Ordering::SeqCst);
     scope::ENABLED.store(true, Ordering::SeqCst);
+    if let Some(c) = running.counters.lock().as_mut() {
+        c.begin_iteration(0);
+    }
     Ok((
         Inner {
             running,

@@ -50,6 +50,8 @@ struct Frame {
     start_event: Option<(CudaEvent, Arc<CudaStream>)>,
     /// Identifies the guard, so that a guard dropped out of order is detected.
     token: u64,
+    /// The counters pass this scope pushed a user range in (0: none).
+    range_pass: u64,
 }
 
 #[derive(Default)]
@@ -133,6 +135,11 @@ impl ScopeGuard {
                 let Some(running) = t.running.as_deref() else {
                     return Self::inert();
                 };
+                let range_pass = if crate::counters::window::ranges_on() {
+                    running.counter_push(&name)
+                } else {
+                    0
+                };
                 let parent = t.stack.last().map_or(0, |f| f.path_id);
                 let path_id = match &name {
                     Cow::Borrowed(s) => {
@@ -169,6 +176,7 @@ impl ScopeGuard {
                     iteration: running.iteration(),
                     start_event,
                     token,
+                    range_pass,
                 });
                 ScopeGuard {
                     token,
@@ -200,6 +208,9 @@ impl Drop for ScopeGuard {
             let out_of_order = pos + 1 != t.stack.len();
             let frame = t.stack.remove(pos);
             running.pop_correlation();
+            if frame.range_pass != 0 {
+                running.counter_pop(frame.range_pass);
+            }
             let end_ns = running.now_ns();
             let events = frame
                 .start_event

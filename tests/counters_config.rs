@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use gpu_ledger::counters::metrics::names;
 use gpu_ledger::counters::{
-    name_auto_ranges, Collected, CounterConfig, CountersHeader, DeriveOptions, IterationCounters,
-    Launch, RangeMode, RangeValues, ReplayMode, Unavailable,
+    name_auto_ranges, Collected, CounterConfig, CounterWindow, CountersHeader, DeriveOptions,
+    IterationCounters, Launch, RangeMode, RangeValues, ReplayMode, Unavailable,
 };
 use gpu_ledger::Error;
 
@@ -214,4 +214,55 @@ fn header_record_says_why_counters_were_not_collected() {
     assert!(json.contains(r#""range_mode":"user""#), "{json}");
     let back: CountersHeader = serde_json::from_str(&json).unwrap();
     assert_eq!(back, h);
+}
+
+#[test]
+fn sass_metrics_with_user_replay_are_refused_inside_a_profiler_with_the_fix() {
+    let mut c = CounterConfig {
+        metrics: vec!["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum".into()],
+        range_mode: RangeMode::User,
+        replay_mode: ReplayMode::User,
+        ..CounterConfig::default()
+    };
+    let err = c.validate_with_timeline().unwrap_err().to_string();
+    assert!(
+        err.contains("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum"),
+        "{err}"
+    );
+    assert!(err.contains("ReplayMode::Kernel"), "{err}");
+    // A preset that holds SASS metrics is refused too, naming them.
+    c.metrics = vec!["compute".into()];
+    let err = c.validate_with_timeline().unwrap_err().to_string();
+    assert!(err.contains("smsp__sass_"), "{err}");
+    // Kernel replay with auto ranges is accepted; hardware counters with user replay too.
+    c.range_mode = RangeMode::Auto;
+    c.replay_mode = ReplayMode::Kernel;
+    c.validate_with_timeline().unwrap();
+    let hw = CounterConfig {
+        metrics: vec!["speed_of_light".into()],
+        ..CounterConfig::default()
+    };
+    hw.validate_with_timeline().unwrap();
+    // Kernel names come from the timeline inside a profiler.
+    let names = CounterConfig {
+        range_mode: RangeMode::Auto,
+        replay_mode: ReplayMode::Kernel,
+        record_kernel_names: true,
+        ..CounterConfig::default()
+    };
+    let err = names.validate_with_timeline().unwrap_err().to_string();
+    assert!(err.contains("record_kernel_names"), "{err}");
+}
+
+#[test]
+fn the_counter_window_reads_as_iterations_in_the_header() {
+    let w = CounterWindow {
+        skip: 10,
+        collections: 2,
+    };
+    assert_eq!(
+        w.describe(3),
+        "10..16 (2 collection(s) of 3 iteration(s), from iteration 10)"
+    );
+    assert_eq!(CounterWindow::default().skip, 5);
 }

@@ -440,6 +440,7 @@ fn row_with(kernels: Vec<KernelGroup>) -> IterationRow {
         warnings: Vec::new(),
         activities: None,
         scope_spans: None,
+        counters: None,
     }
 }
 

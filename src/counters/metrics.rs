@@ -446,15 +446,7 @@ pub fn resolve(requested: &[String], catalog: &dyn MetricCatalog) -> Result<Reso
         }
     }
     if !unknown.is_empty() {
-        return Err(Error::Config(format!(
-            "{UNKNOWN_METRIC_PREFIX} name(s), nothing was collected:\n{}\n(presets: {})",
-            unknown.join("\n"),
-            PRESETS
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        return Err(unknown_metrics_error(&unknown));
     }
     if out.metrics.is_empty() {
         return Err(Error::Config(format!(
@@ -467,6 +459,27 @@ pub fn resolve(requested: &[String], catalog: &dyn MetricCatalog) -> Result<Reso
         )));
     }
     Ok(out)
+}
+
+/// The error for names the chip refused: each with its nearest valid names.
+pub(crate) fn refused_metrics_error(names: &[&str], catalog: &dyn MetricCatalog) -> Error {
+    let described: Vec<String> = names
+        .iter()
+        .map(|n| describe_unknown(n, None, catalog))
+        .collect();
+    unknown_metrics_error(&described)
+}
+
+fn unknown_metrics_error(described: &[String]) -> Error {
+    Error::Config(format!(
+        "{UNKNOWN_METRIC_PREFIX} name(s), nothing was collected:\n{}\n(presets: {})",
+        described.join("\n"),
+        PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 fn describe_unknown(name: &str, preset: Option<&str>, catalog: &dyn MetricCatalog) -> String {

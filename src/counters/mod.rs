@@ -42,6 +42,7 @@ pub mod launches;
 pub mod metrics;
 pub mod schema;
 mod session;
+pub(crate) mod window;
 
 pub use derived::{classify, derive, Bound, DeriveOptions, Derived, Thresholds};
 pub use error::Unavailable;
@@ -53,3 +54,4 @@ pub use session::{
     ChipCatalog, Collected, CounterConfig, PassEnd, RangeMode, RangeProfiler, RangeValues,
     ReplayMode,
 };
+pub use window::{CounterWindow, CountersSetup};

@@ -157,6 +157,44 @@ impl CounterConfig {
         Ok(())
     }
 
+    /// Checks the settings for use inside a [`crate::Profiler`], whose timeline traces while
+    /// counters are collected (pure).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for `smsp__sass_*` metrics with user replay: on the H200 with CUPTI
+    /// 13.0 they read 0 under user replay while CUPTI activity tracing runs, and the right
+    /// values under kernel replay or without tracing (docs/measurements.md, run 24).
+    pub fn validate_with_timeline(&self) -> Result<()> {
+        self.validate()?;
+        let sass: Vec<&str> = self
+            .metrics
+            .iter()
+            .flat_map(|m| match super::metrics::preset(m) {
+                Some(p) => p.metrics.iter().map(|pm| pm.name).collect::<Vec<_>>(),
+                None => vec![m.as_str()],
+            })
+            .filter(|m| m.starts_with("smsp__sass_"))
+            .collect();
+        if self.replay_mode == ReplayMode::User && !sass.is_empty() {
+            return Err(Error::Config(format!(
+                "counters: {} count(s) instructions by SASS instrumentation, which reads 0 under \
+                 user replay while the timeline traces (measured on CUPTI 13.0); use \
+                 RangeMode::Auto with ReplayMode::Kernel for them, or collect them with a \
+                 standalone RangeProfiler outside a Profiler",
+                sass.join(", ")
+            )));
+        }
+        if self.record_kernel_names {
+            return Err(Error::Config(
+                "counters: record_kernel_names needs CUPTI's subscriber slot, which the \
+                 profiler's timeline holds; leave it off (the profiler names auto ranges from \
+                 its kernel records)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Application runs (passes of the caller's loop) one collection takes, given the number of
     /// config passes the metric set needs: 1 with kernel replay (CUPTI replays each kernel
     /// itself); `passes` for auto ranges with user replay; `passes × nesting_levels` for user
@@ -177,6 +215,8 @@ impl CounterConfig {
 pub struct ChipCatalog {
     chip: String,
     host: HostObject,
+    /// Kept to open fresh host objects that test single names (see [`ChipCatalog::accepts`]).
+    availability: Vec<u8>,
     /// Base metric name -> its CUPTI metric type.
     bases: BTreeMap<String, sys::CUpti_MetricType::Type>,
 }
@@ -210,7 +250,12 @@ impl ChipCatalog {
                 bases.entry(b).or_insert(t);
             }
         }
-        Ok(ChipCatalog { chip, host, bases })
+        Ok(ChipCatalog {
+            chip,
+            host,
+            availability,
+            bases,
+        })
     }
 
     /// The chip name CUPTI reports (`GH100` for H100 and H200).
@@ -229,6 +274,21 @@ impl ChipCatalog {
     /// CUPTI failures other than an unknown name.
     pub fn properties(&self, name: &str) -> Result<Option<MetricProperties>> {
         self.host.metric_properties(name)
+    }
+
+    /// Whether CUPTI builds a configuration for this one full name (`base.rollup[.submetric]`):
+    /// the test of a rollup or submetric the base-name check cannot make. Opens a host object
+    /// of its own, so a refusal leaves no state behind.
+    pub fn accepts(&self, name: &str) -> bool {
+        let Ok(c) = CString::new(name) else {
+            return false;
+        };
+        let Some(lib) = cupti::api().ok() else {
+            return false;
+        };
+        HostObject::new(lib, &self.chip, &self.availability)
+            .and_then(|h| h.config_image(&[c]))
+            .is_ok()
     }
 
     /// The full names (`base.rollup[.submetric]`) CUPTI lists for a base metric.
@@ -274,7 +334,7 @@ impl MetricCatalog for ChipCatalog {
         for b in &bases {
             if let Some(r) = rest {
                 let same_suffix = format!("{b}.{r}");
-                if self.contains(&same_suffix) {
+                if same_suffix != name && self.contains(&same_suffix) {
                     candidates.push(same_suffix);
                     continue;
                 }
@@ -440,7 +500,23 @@ impl RangeProfiler {
             .map(|m| CString::new(m.as_str()))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| Error::Config("a metric name holds a NUL byte".into()))?;
-        let mut config_image = catalog.host.config_image(&metric_c)?;
+        let mut config_image = match catalog.host.config_image(&metric_c) {
+            Ok(image) => image,
+            Err(e) => {
+                // A known base metric with a wrong rollup or submetric: name the culprits and
+                // suggest, as for an unknown base.
+                let refused: Vec<&str> = resolved
+                    .metrics
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|m| !catalog.accepts(m))
+                    .collect();
+                if refused.is_empty() {
+                    return Err(e);
+                }
+                return Err(super::metrics::refused_metrics_error(&refused, &catalog));
+            }
+        };
         let passes = ffi::num_passes(lib, &mut config_image)?;
         Ok(RangeProfiler {
             lib,
@@ -459,6 +535,11 @@ impl RangeProfiler {
     /// The chip name.
     pub fn chip(&self) -> &str {
         self.catalog.chip()
+    }
+
+    /// The context collections run on.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
     }
 
     /// The chip's catalog (metric properties, base metrics).

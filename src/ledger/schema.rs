@@ -47,6 +47,10 @@ pub struct Header {
     /// Anything that limits what this ledger holds (NVML missing, counters not collected, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Hardware counters: what was asked for, the passes it needs, or why they are not
+    /// collected. Absent below `Level::Counters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::counters::CountersHeader>,
 }
 
 /// The configuration a run was profiled with.
@@ -126,6 +130,9 @@ pub struct IterationRow {
     /// Every scope instance as a host span, when `Config::record_activities` is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_spans: Option<Vec<ScopeSpan>>,
+    /// Hardware counters of this iteration, when a counters pass ran in it (then `perturbed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::counters::IterationCounters>,
 }
 
 /// One GPU activity of an iteration (kept only when activities are recorded).

@@ -35,6 +35,7 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         nvml: Vec::new(),
         activities: None,
         scope_spans: None,
+        counters: None,
         warnings: Vec::new(),
     }
 }
@@ -129,6 +130,7 @@ pub fn header(driver: &str) -> Header {
         },
         rank: None,
         warnings: Vec::new(),
+        counters: None,
     }
 }
 

@@ -10,9 +10,10 @@ use cudarc::driver::{
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gpu_ledger::counters::metrics::{names, resolve, MetricCatalog};
 use gpu_ledger::counters::{
-    derive, ChipCatalog, Collected, CounterConfig, DeriveOptions, RangeMode, RangeProfiler,
-    ReplayMode, PRESETS,
+    derive, ChipCatalog, Collected, CounterConfig, CounterWindow, CountersSetup, DeriveOptions,
+    RangeMode, RangeProfiler, ReplayMode, PRESETS,
 };
+use gpu_ledger::{read_ledger, Profiler};
 
 use crate::{gpu, Gpu, SERIAL};
 
@@ -654,4 +655,354 @@ fn counters_presets_resolve_on_this_gpu_and_unknown_names_get_suggestions() {
             .contains("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The counters level inside a `Profiler`: the window, the ledger fields, the timeline alongside.
+
+fn counters_profiler(
+    g: &Gpu,
+    path: &std::path::Path,
+    config: CounterConfig,
+    window: CounterWindow,
+) -> Profiler {
+    let mut setup = CountersSetup::new(&g.ctx, config);
+    setup.window = window;
+    Profiler::builder()
+        .ledger_path(path)
+        .settle(std::time::Duration::from_secs(5))
+        .counters(setup)
+        .start()
+        .expect("profiler with counters starts on the GPU host")
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_running() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let k = kernels(&g.ctx);
+    let (n1, n2): (u32, u32) = (1 << 22, 1 << 21);
+    let x = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    let y = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    let mut z = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    g.stream.synchronize().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counters.jsonl");
+    let config = CounterConfig {
+        // Hardware counters with exact analytic values (one 32-byte sector per 8 floats of a
+        // coalesced access): SASS-instrumented metrics are refused under user replay while
+        // the timeline traces (docs/counters.md).
+        metrics: vec![
+            names::GLOBAL_LD_SECTORS.into(),
+            names::GLOBAL_ST_SECTORS.into(),
+            names::GPU_TIME.into(),
+        ],
+        range_mode: RangeMode::User,
+        replay_mode: ReplayMode::User,
+        nesting_levels: 2,
+        ..CounterConfig::default()
+    };
+    let window = CounterWindow {
+        skip: 2,
+        collections: 1,
+    };
+    let profiler = counters_profiler(&g, &path, config, window);
+    const ITERATIONS: u64 = 12;
+    for _ in 0..ITERATIONS {
+        {
+            let _step = Profiler::scope("step");
+            {
+                let _add = Profiler::scope("add");
+                g.vadd
+                    .launch(&g.stream, &x, &y, &mut z, u64::from(n1))
+                    .unwrap();
+            }
+            {
+                let _scale = Profiler::scope("scale");
+                launch_scale(&k, &g.stream, &x, &mut z, n2);
+            }
+            g.stream.synchronize().unwrap();
+        }
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+
+    let ledger = read_ledger(&path).unwrap();
+    let header = ledger.header.counters.as_ref().expect("header counters");
+    println!(
+        "header: collected {} passes {} iterations/collection {} window {:?}",
+        header.collected,
+        header.passes,
+        header.iterations_per_collection,
+        ledger.header.config.counter_iterations
+    );
+    assert!(header.collected, "{:?}", header.reason);
+    assert_eq!(ledger.header.config.level, "counters");
+    let runs = u64::from(header.iterations_per_collection);
+    assert_eq!(
+        runs,
+        u64::from(header.passes) * 2,
+        "two nesting levels, each in passes of its own"
+    );
+    assert!(ledger.header.config.counter_iterations.is_some());
+    assert_eq!(ledger.iterations.len() as u64, ITERATIONS);
+    for row in &ledger.iterations {
+        let in_window = (2..2 + runs).contains(&row.index);
+        println!(
+            "row {}: perturbed {} counters {}",
+            row.index,
+            row.perturbed,
+            row.counters.as_ref().map_or("-".to_string(), |c| format!(
+                "run {}/{} complete {} ranges {} error {:?}",
+                c.run,
+                c.runs,
+                c.complete,
+                c.ranges.len(),
+                c.error
+            ))
+        );
+        assert_eq!(row.perturbed, in_window, "row {}", row.index);
+        assert_eq!(row.counters.is_some(), in_window, "row {}", row.index);
+        // The timeline runs on every row, perturbed or not.
+        assert_eq!(crate::kernel_launches(row), 2, "row {}", row.index);
+        assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
+    }
+    let last = &ledger.iterations[(1 + runs) as usize];
+    let c = last.counters.as_ref().unwrap();
+    assert!(c.complete && c.error.is_none(), "{c:?}");
+    assert_eq!(c.first_iteration, 2);
+    let range = |name: &str| {
+        c.ranges
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no range {name}: {:?}", c.ranges))
+    };
+    for r in &c.ranges {
+        println!("  range {} (depth {}): {:?}", r.name, r.depth, r.values);
+    }
+    assert_eq!(range("step").depth, 1);
+    assert_eq!(range("step/add").depth, 2);
+    let (ld, st) = (names::GLOBAL_LD_SECTORS, names::GLOBAL_ST_SECTORS);
+    // vector_add loads a and b and stores c; scale loads x and stores y: 4-byte elements.
+    let add = (f64::from(n1) * 8.0 / 32.0, f64::from(n1) * 4.0 / 32.0);
+    let scale = (f64::from(n2) * 4.0 / 32.0, f64::from(n2) * 4.0 / 32.0);
+    report(
+        "step/add: global load sectors",
+        range("step/add").values[ld],
+        add.0,
+    );
+    report(
+        "step/add: global store sectors",
+        range("step/add").values[st],
+        add.1,
+    );
+    report(
+        "step/scale: global load sectors",
+        range("step/scale").values[ld],
+        scale.0,
+    );
+    report(
+        "step/scale: global store sectors",
+        range("step/scale").values[st],
+        scale.1,
+    );
+    report(
+        "step: global load sectors",
+        range("step").values[ld],
+        add.0 + scale.0,
+    );
+    assert_eq!(range("step/add").values[ld], add.0);
+    assert_eq!(range("step/add").values[st], add.1);
+    assert_eq!(range("step/scale").values[ld], scale.0);
+    assert_eq!(range("step/scale").values[st], scale.1);
+    assert_eq!(range("step").values[ld], add.0 + scale.0);
+    assert_eq!(range("step").values[st], add.1 + scale.1);
+    let t = |r: &str| range(r).values[names::GPU_TIME];
+    assert!(t("step/add") > 0.0 && t("step/scale") > 0.0);
+    assert!(t("step") >= t("step/add") + t("step/scale"));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_level_auto_ranges_are_named_from_the_kernel_records_in_launch_order() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let k = kernels(&g.ctx);
+    let (n1, n2, n3): (u32, u32, u32) = (1 << 20, 1 << 19, 1 << 18);
+    let x = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    let y = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    let mut z = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
+    g.stream.synchronize().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("auto.jsonl");
+    let config = CounterConfig {
+        metrics: vec![names::FADD.into(), names::FMUL.into(), names::FFMA.into()],
+        range_mode: RangeMode::Auto,
+        replay_mode: ReplayMode::Kernel,
+        ..CounterConfig::default()
+    };
+    let profiler = counters_profiler(
+        &g,
+        &path,
+        config,
+        CounterWindow {
+            skip: 1,
+            collections: 1,
+        },
+    );
+    for _ in 0..4 {
+        let _s = Profiler::scope("step");
+        g.vadd
+            .launch(&g.stream, &x, &y, &mut z, u64::from(n1))
+            .unwrap();
+        launch_scale(&k, &g.stream, &x, &mut z, n2);
+        launch_fma(&k, &g.stream, &x, &y, &mut z, n3);
+        g.stream.synchronize().unwrap();
+        drop(_s);
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    for row in &ledger.iterations {
+        println!(
+            "row {}: perturbed {} kernels {:?}",
+            row.index,
+            row.perturbed,
+            row.kernels
+                .iter()
+                .map(|k| (k.name.as_str(), k.count))
+                .collect::<Vec<_>>()
+        );
+        // Kernel replay must not show up as extra launches in the timeline.
+        assert_eq!(crate::kernel_launches(row), 3, "row {}", row.index);
+        assert_eq!(row.perturbed, row.index == 1, "row {}", row.index);
+    }
+    let c = ledger.iterations[1].counters.as_ref().unwrap();
+    assert!(c.complete && c.error.is_none(), "{c:?}");
+    let got: Vec<(&str, Option<&str>, Option<u64>)> = c
+        .ranges
+        .iter()
+        .map(|r| (r.name.as_str(), r.kernel.as_deref(), r.launch_index))
+        .collect();
+    println!("ranges: {got:?}");
+    assert_eq!(
+        got,
+        [
+            ("0", Some("vector_add"), Some(0)),
+            ("1", Some("scale"), Some(1)),
+            ("2", Some("fma_kernel"), Some(2))
+        ]
+    );
+    assert_eq!(c.ranges[0].values[names::FADD], f64::from(n1));
+    assert_eq!(c.ranges[1].values[names::FMUL], f64::from(n2));
+    assert_eq!(c.ranges[2].values[names::FFMA], f64::from(n3));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_level_rejects_an_unknown_metric_before_the_run_with_suggestions() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.jsonl");
+    let config = CounterConfig {
+        metrics: vec!["dram__bytes_reed.sum".into()],
+        ..CounterConfig::default()
+    };
+    let err = Profiler::builder()
+        .ledger_path(&path)
+        .counters(CountersSetup::new(&g.ctx, config))
+        .fail_open(true)
+        .start()
+        .expect_err("a misspelt metric is an error even with fail_open");
+    let msg = err.to_string();
+    println!("{msg}");
+    assert!(msg.contains("dram__bytes_reed.sum"), "{msg}");
+    assert!(msg.contains("dram__bytes_read.sum"), "{msg}");
+}
+
+/// The `counters_probe` example built next to this test binary (the GPU bundle puts both in one
+/// folder; cargo puts examples in `target/<profile>/examples`).
+fn counters_probe_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    [
+        dir.join("counters_probe"),
+        dir.join("../examples/counters_probe"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .expect("the counters_probe example next to the test binary (cargo test builds it)")
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_level_counters_held_by_another_process_leave_the_timeline_running_and_say_why() {
+    use std::io::BufRead;
+    let _g = SERIAL.lock();
+    // Another process holds a Range Profiler collection open on the GPU.
+    let mut other = std::process::Command::new(counters_probe_binary())
+        .arg(names::GPU_TIME)
+        .env("PROBE_HOLD_MS", "20000")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(other.stdout.take().unwrap()).lines();
+    let held = lines.by_ref().map_while(|l| l.ok()).any(|l| l == "holding");
+    assert!(held, "the other process did not reach its collection");
+    let g = gpu();
+    let n: u64 = 1 << 20;
+    let a = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    let b = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    g.stream.synchronize().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.jsonl");
+    let config = CounterConfig {
+        metrics: vec![names::GPU_TIME.into()],
+        ..CounterConfig::default()
+    };
+    let profiler = counters_profiler(
+        &g,
+        &path,
+        config,
+        CounterWindow {
+            skip: 1,
+            collections: 1,
+        },
+    );
+    for _ in 0..4 {
+        g.vadd.launch(&g.stream, &a, &b, &mut c, n).unwrap();
+        g.stream.synchronize().unwrap();
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let _ = other.kill();
+    let _ = other.wait();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 4);
+    for row in &ledger.iterations {
+        assert_eq!(crate::kernel_launches(row), 1, "row {}", row.index);
+        assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
+    }
+    let header = ledger.header.counters.as_ref().unwrap();
+    let row_error = ledger.iterations[1]
+        .counters
+        .as_ref()
+        .and_then(|c| c.error.clone());
+    println!(
+        "header collected {} reason {:?}; row 1 counters {:?}",
+        header.collected, header.reason, ledger.iterations[1].counters
+    );
+    // Either the set-up already saw the counters taken (the header says why) or opening the
+    // collection did (the window's row says why); no values are reported.
+    assert!(
+        (!header.collected && header.reason.is_some()) || row_error.is_some(),
+        "the ledger must say why there are no counters"
+    );
+    assert!(ledger
+        .iterations
+        .iter()
+        .all(|r| r.counters.as_ref().is_none_or(|c| !c.complete)));
 }
