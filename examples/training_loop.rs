@@ -14,8 +14,10 @@
 //!   into the GEMMs' alpha) and a device-to-device copy back into the weights;
 //! - `log`: the loss copied to the host every step (a `.item()`-like synchronization).
 //!
-//! With `--graph` the step (forward, backward, optimizer) is captured once on the stream and
-//! replayed as a CUDA graph each iteration (scope `step(graph)`).
+//! With `--graph` the step (forward, backward, optimizer) is captured once on a stream of its own
+//! (`ctx.new_stream()`: the legacy default stream cannot be captured) and replayed as a CUDA graph
+//! each iteration (scope `step(graph)`); see [`capture_step`] for what the capture requires. Without
+//! it, the step runs eagerly on the context's default stream, as before.
 //!
 //! `cargo run --release --example training_loop -- [--iters N] [--graph] [--recompute]
 //! [--ledger PATH]`
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use clap::Parser;
 use cudarc::cublas::{sys as cublas_sys, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtrMut};
 use gpu_ledger::analysis::{family_table, FamilyRules};
 use gpu_ledger::kernels::suite::attention::{AttentionKernels, AttentionSpec, AttentionVariant};
 use gpu_ledger::kernels::suite::experiment::{device_line, open_device};
@@ -74,6 +76,9 @@ const H: u32 = 4096;
 const SEQ: u32 = 512;
 const HEAD: u32 = 64;
 const LR: f32 = 1e-3;
+/// cuBLAS workspace handed to the handle in the graph path: the size cuBLAS's documentation
+/// (`cublasSetWorkspace`) recommends for Hopper (4 MiB for earlier architectures).
+const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
 struct Model {
     stream: Arc<CudaStream>,
@@ -104,6 +109,10 @@ struct Model {
     partials: CudaSlice<f32>,
     loss: CudaSlice<f32>,
     grad_sum: CudaSlice<f32>,
+    /// The cuBLAS workspace set with `cublasSetWorkspace` (graph path only). Declared after
+    /// `blas`, so that the handle is destroyed before the buffer is freed; the captured GEMMs
+    /// point into it, and the graph is dropped before the model.
+    blas_workspace: Option<CudaSlice<u8>>,
 }
 
 /// Row-major `C (m × n) = alpha · op(A) · op(B)`, `op(A)` m × k (A stored k × m when `ta`),
@@ -144,11 +153,15 @@ fn gemm(
 }
 
 impl Model {
-    fn new(dev: &gpu_ledger::kernels::suite::experiment::Device) -> Result<Self, SuiteError> {
+    /// Loads the kernels, creates the cuBLAS handle on `s` and allocates and fills every buffer
+    /// on `s`.
+    fn new(
+        dev: &gpu_ledger::kernels::suite::experiment::Device,
+        s: Arc<CudaStream>,
+    ) -> Result<Self, SuiteError> {
         if !cublas_present() {
             return Err(SuiteError::MissingLibrary("libcublas"));
         }
-        let s = dev.stream.clone();
         let mut rng = Rng::new(2024);
         let mut fill = |n: u32, scale: f32| upload(&s, &rng.vec(n as usize, -scale, scale));
         let td = T * D;
@@ -200,8 +213,37 @@ impl Model {
             partials: s.alloc_zeros(blocks)?,
             loss: s.alloc_zeros(1)?,
             grad_sum: s.alloc_zeros(1)?,
+            blas_workspace: None,
             stream: s,
         })
+    }
+
+    /// Gives the cuBLAS handle a workspace of its own, allocated here, before any capture.
+    /// Without it cuBLAS uses its default workspace pool, which it may (re)allocate on the
+    /// handle's stream when a routine needs it: an allocation inside the capture is an unsafe
+    /// call that ends it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (or, where cuBLAS uses the
+    /// stream-ordered allocator, memory nodes in the graph). `cublasSetStream` resets the
+    /// workspace to the default pool, so this comes after `CudaBlas::new` (which sets the
+    /// stream) and nothing calls `set_stream` afterwards.
+    fn set_blas_workspace(&mut self) -> Result<(), SuiteError> {
+        let mut ws = self.stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE_BYTES)?;
+        {
+            let (ptr, _sync) = ws.device_ptr_mut(&self.stream);
+            // SAFETY: `ptr` is a live device allocation of CUBLAS_WORKSPACE_BYTES bytes, aligned
+            // to at least 256 bytes as cuBLAS requires (driver allocations are), owned by the
+            // model and freed only after the handle is destroyed (field order) and after the
+            // graph that uses it is dropped.
+            unsafe {
+                cublas_sys::cublasSetWorkspace_v2(
+                    *self.blas.handle(),
+                    ptr as *mut std::ffi::c_void,
+                    CUBLAS_WORKSPACE_BYTES,
+                )
+            }
+            .result()?;
+        }
+        self.blas_workspace = Some(ws);
+        Ok(())
     }
 
     fn activations(&mut self) -> Result<(), SuiteError> {
@@ -308,7 +350,10 @@ impl Model {
     }
 
     /// One step, each phase in its scope (when not capturing, the scopes attribute the
-    /// launches; during capture they only label the capture calls).
+    /// launches). During the capture the profiler has not started, so the scopes are inert;
+    /// they are `Profiler::scope` (host time and CUPTI's external-correlation stack only), never
+    /// `Profiler::scope_on`, whose `cuEventRecord` on the capturing stream would be captured
+    /// into the graph instead of timing anything.
     fn step(&mut self, recompute: bool) -> Result<(), SuiteError> {
         {
             let _s = Profiler::scope("forward");
@@ -329,25 +374,82 @@ impl Model {
     }
 }
 
+/// Captures one step on the model's stream and instantiates it.
+///
+/// What the captured region (and the code it calls) may do, checked against
+/// `CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`, under which an unsafe call made on this thread
+/// (allocation, synchronous copy, stream/context/event synchronization or query, use of the
+/// legacy stream) invalidates the capture:
+/// - the stream is a `ctx.new_stream()` stream: `cuStreamBeginCapture` refuses the legacy NULL
+///   stream, which is what `ctx.default_stream()` is (the original failure);
+/// - the kernel helpers (`src/kernels/suite/*`: `launch`, `launch_fused`, `launch_sum`) only
+///   build arguments and call `cuLaunchKernel` on the stream;
+/// - the GEMMs are `cublasSgemm` on a handle bound to the stream, host pointer mode (alpha and
+///   beta are read at capture time, they are constants), with a workspace set beforehand
+///   ([`Model::set_blas_workspace`]) and heuristics warmed up by the eager step;
+/// - the optimizer's copies are `cuMemcpyDtoDAsync` on the stream (memcpy nodes);
+/// - every buffer was allocated before; nothing synchronizes or copies to the host inside;
+/// - cudarc's event tracking is off (see `run`): otherwise every kernel argument, GEMM operand
+///   and copy would add `cuStreamWaitEvent` on events recorded outside the capture (a dependency
+///   across the capture boundary) and `cuEventRecord` calls to the graph;
+/// - the scopes in `step` are inert host scopes (see [`Model::step`]).
+///
+/// `THREAD_LOCAL` is enough (no relaxed mode needed), and it keeps any such call made by this
+/// thread an error instead of a silently wrong graph. An error inside the capture is reported
+/// before the one `end_capture` then returns (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED), which
+/// would hide the cause.
+fn capture_step(
+    model: &mut Model,
+    recompute: bool,
+) -> Result<CudaGraph, Box<dyn std::error::Error>> {
+    let stream = model.stream.clone();
+    if stream.cu_stream().is_null() {
+        return Err("graph capture needs a non-default stream (ctx.new_stream())".into());
+    }
+    if stream.context().is_managing_stream_synchronization() {
+        return Err(
+            "cudarc event tracking is on: it would record and wait on events inside the capture"
+                .into(),
+        );
+    }
+    // The warm-up's work is complete, so that nothing outside the capture is pending on it.
+    stream.synchronize()?;
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let captured = model.step(recompute);
+    let ended = stream.end_capture(CUgraphInstantiate_flags(0));
+    captured.map_err(|e| format!("during stream capture: {e}"))?;
+    let graph = ended?.ok_or("stream capture produced an empty graph")?;
+    graph.upload()?;
+    Ok(graph)
+}
+
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let dev = open_device(0)?;
     // SAFETY: everything runs on one stream and the loop synchronizes every step, so cudarc's
-    // per-buffer events are not needed; without them no event is recorded during graph capture.
+    // per-buffer events are not needed. This comes before any allocation (buffers allocated
+    // while tracking is on carry events) and before `new_stream` (which puts the context in
+    // multi-stream mode, where cudarc records and waits on those events at every buffer use):
+    // with it, no event is recorded or waited on during graph capture.
     unsafe { dev.ctx.disable_event_tracking() };
-    let mut model = Model::new(&dev)?;
-    // Eager warm-up: module loads, cuBLAS heuristics and workspace, first touch.
+    // The graph path gets a stream of its own: the legacy default stream cannot be captured.
+    // The eager path keeps the default stream, unchanged.
+    let stream = if args.graph {
+        dev.ctx.new_stream()?
+    } else {
+        dev.stream.clone()
+    };
+    let mut model = Model::new(&dev, stream)?;
+    if args.graph {
+        model.set_blas_workspace()?;
+    }
+    // Eager warm-up: module loads, cuBLAS heuristics, first touch (and, before a capture, every
+    // lazy initialization that could allocate or synchronize).
     model.step(args.recompute)?;
     let first_loss = model.read_loss()?;
+    // The capture runs before the profiler starts: its launch calls produce no GPU records, and
+    // a profiled iteration containing them would wait for records that never come.
     let graph = if args.graph {
-        model
-            .stream
-            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = model.step(args.recompute);
-        let graph = model.stream.end_capture(CUgraphInstantiate_flags(0))?;
-        captured?;
-        let graph = graph.ok_or("stream capture produced an empty graph")?;
-        graph.upload()?;
-        Some(graph)
+        Some(capture_step(&mut model, args.recompute)?)
     } else {
         None
     };
@@ -373,6 +475,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..=args.iters {
         match &graph {
             Some(g) => {
+                // The whole step is one API call, cuGraphLaunch. CUPTI gives every kernel and
+                // copy node the graph runs the correlation id of that call (their records also
+                // carry graphId / graphNodeId), and gpu-ledger attributes an activity through
+                // its correlation id to the scope that was open when the call was made. So all
+                // of the step's kernels and copies are attributed to `step(graph)`, none to
+                // forward / backward / optimizer (a graph has no host calls per phase; capturing
+                // one graph per phase and launching each in its scope would keep the split).
+                // The scope's launches / kernels count the graph's nodes, its device time is the
+                // union of their GPU intervals, and its host time is the asynchronous launch call
+                // only; the kernel groups count the nodes as graph launches.
                 let _s = Profiler::scope("step(graph)");
                 g.launch()?;
             }
@@ -395,6 +507,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .filter(|r| r.index > 0 && r.complete && !r.perturbed)
         .collect();
     print_scopes(&rows);
+    if args.graph {
+        let per_step = |f: fn(&gpu_ledger::ledger::KernelGroup) -> u64| {
+            rows.iter()
+                .flat_map(|r| r.kernels.iter().map(f))
+                .sum::<u64>() as f64
+                / rows.len().max(1) as f64
+        };
+        println!(
+            "graph: {:.1} of {:.1} kernels per step came from the graph",
+            per_step(|k| k.graph_launches),
+            per_step(|k| k.count)
+        );
+    }
     let table = family_table(rows.iter().copied(), &FamilyRules::default());
     println!(
         "\nkernel families over {} iterations (device busy {:.1} ms, kernels {:.1} ms, wall {:.1} ms)",
