@@ -30,33 +30,9 @@ logs=${1:-gpu-logs}; mkdir -p "$logs"
 mode=${2:-all}
 status=0
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
-# The counters tests run one process each, under cuda-gdb when present, so that a crash in
-# the CUPTI Range Profiler leaves a backtrace instead of stopping the other tests.
 skip_multi=()
 (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip_multi=(--skip multi_gpu::) && echo "one GPU: multi_gpu:: tests not run" >> "$logs/gpu-tests.log"
-"$here/gpu-tests" --ignored --test-threads=1 --nocapture --skip counters:: "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
-gdb=/usr/local/cuda/bin/cuda-gdb
-for t in $("$here/gpu-tests" --ignored --list 2>/dev/null | sed -n 's/^\(counters::[a-z0-9_]*\): test$/\1/p'); do
-  echo "=== $t" >> "$logs/counters.log"
-  if [[ -x $gdb ]]; then
-    timeout 120 "$gdb" -q -batch -ex run -ex bt --args "$here/gpu-tests" --ignored --exact "$t" --nocapture >> "$logs/counters.log" 2>&1 || status=1
-  else
-    timeout 120 "$here/gpu-tests" --ignored --exact "$t" --nocapture >> "$logs/counters.log" 2>&1 || status=1
-  fi
-done
-if [[ -x $here/counters_probe ]]; then
-  for m in dram__bytes_read.sum dram__bytes_write.sum gpu__time_duration.sum \
-    sm__throughput.avg.pct_of_peak_sustained_elapsed gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed \
-    l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum \
-    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum sm__warps_active.avg.pct_of_peak_sustained_active \
-    lts__t_bytes.sum dram__throughput.avg.pct_of_peak_sustained_elapsed sm__cycles_elapsed.avg; do
-    timeout 60 "$here/counters_probe" "$m" >> "$logs/counters.log" 2>&1; echo "  $m rc=$?" >> "$logs/counters.log"
-  done
-  for m in dram__bytes_read.sum,dram__bytes_write.sum dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
-    smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum; do
-    timeout 60 "$here/counters_probe" "$m" >> "$logs/counters.log" 2>&1; echo "  $m rc=$?" >> "$logs/counters.log"
-  done
-fi
+"$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
 "$here/demo" 20 "$logs/demo-ledger.jsonl" > "$logs/demo.log" 2>&1 || status=1
 if [[ $mode != quick ]]; then
   for ex in ex1_vector_add ex2_transpose ex3_reduction ex4_gemm ex5_softmax ex6_attention ex7_spill; do
@@ -75,7 +51,7 @@ if [[ $mode != quick ]]; then
   fi
   [[ -x $here/overhead ]] && { timeout 300 "$here/overhead" > "$logs/overhead.log" 2>&1 || status=1; }
 fi
-grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log "$logs"/counters.log 2>/dev/null | head -40
+grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log 2>/dev/null | head -40
 exit $status
 RUN
 chmod +x "$out/run.sh"

@@ -7,11 +7,9 @@ cargo test --workspace --all-targets
 cargo test --workspace --doc
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   gpus=$(nvidia-smi -L | grep -c '^GPU ')
-  # The Range Profiler tests (counters::) crash inside CUPTI for large workloads (issue 3,
-  # docs/measurements.md); they run on their own, one process each:
-  #   cargo test --release --test gpu counters:: -- --ignored --test-threads=1
-  echo "counters:: tests are run separately (known CUPTI crash, issue 3)"
-  skip=(--skip counters::)
+  skip=()
+  # The counters tests start this example as a second process that holds the counters.
+  cargo build --release --example counters_probe
   if (( gpus < 2 )); then
     echo "one GPU here: the two-GPU tests (multi_gpu::) are not run; run this script on a host with two"
     skip+=(--skip multi_gpu::)
