@@ -1,0 +1,500 @@
+//! Issue 8, fault matrix: the process ends without `Profiler::finish()` — `std::process::exit`,
+//! SIGINT, SIGTERM or SIGKILL. The ledger must stay valid up to the last complete iteration:
+//! the header is there, every row that was written is whole and parses, the rows are iterations
+//! 0, 1, 2, … without a gap, and at most the very last line is cut (the reader then reports that
+//! line as truncated, as `read_ledger` documents), with no trailer.
+//!
+//! Runs at `Level::Scopes`, so no GPU is needed. Each case re-executes this test binary with
+//! `--exact abrupt_exit_child`: that test does nothing unless the two environment variables below
+//! are set, in which case it is the profiled child process. The child steps `K` iterations, waits
+//! until the ledger file holds their `K` rows, prints a ready line, and then either exits or waits
+//! (idle, or still stepping) for the parent's signal.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gpu_ledger::ledger::reader::parse_ledger;
+use gpu_ledger::{read_ledger, Error, Ledger, Level, Profiler};
+
+/// The child's behaviour after its ready line: `exit`, `exit-busy`, `idle` or `busy`.
+const MODE_ENV: &str = "GPU_LEDGER_ABRUPT_EXIT_MODE";
+/// The child's ledger path.
+const LEDGER_ENV: &str = "GPU_LEDGER_ABRUPT_EXIT_LEDGER";
+/// The test that acts as the child.
+const CHILD_TEST: &str = "abrupt_exit_child";
+/// What the child prints once `K` rows are in the file.
+const READY: &str = "gpu-ledger-abrupt-exit: stepped ";
+/// Iterations stepped (and rows waited for) before the ready line.
+const K: u64 = 8;
+/// Iterations the `exit-busy` child steps after the ready line before it exits.
+const EXTRA: u64 = 200;
+/// Scopes under `step` per iteration: few when idle, many when busy (rows of some kilobytes, so
+/// that a signal is likelier to land while a row is being written).
+const LAYERS_IDLE: usize = 2;
+const LAYERS_BUSY: usize = 48;
+/// Generous limit for every wait (rows reaching the file, child exit). The parent waits twice as
+/// long for the ready line, so that a child that gives up first can say why on stderr.
+const WAIT: Duration = Duration::from_secs(30);
+/// How long a child that is never signalled keeps going before it gives up on its own.
+const CHILD_LIFETIME: Duration = Duration::from_secs(90);
+
+// ---------------------------------------------------------------------------------------------
+// The child.
+
+/// The child process. Run normally (without the environment variables) it passes at once.
+#[test]
+fn abrupt_exit_child() {
+    let (Ok(mode), Ok(path)) = (std::env::var(MODE_ENV), std::env::var(LEDGER_ENV)) else {
+        return;
+    };
+    child_main(&mode, Path::new(&path));
+}
+
+fn child_main(mode: &str, path: &Path) -> ! {
+    let busy = mode.ends_with("busy");
+    let layers = if busy { LAYERS_BUSY } else { LAYERS_IDLE };
+    let profiler = Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(path)
+        .settle(Duration::from_millis(10))
+        .nvml(false)
+        .start()
+        .unwrap_or_else(|e| child_fail(2, &format!("the profiler did not start: {e}")));
+    for _ in 0..K {
+        iteration(&profiler, layers);
+    }
+    wait_for_rows(path, K);
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{READY}{K} sigint_ignored={}",
+        signal_ignored_here(SIGINT)
+    )
+    .and_then(|()| out.flush())
+    .unwrap_or_else(|e| child_fail(2, &format!("cannot write the ready line: {e}")));
+    drop(out);
+    let deadline = Instant::now() + CHILD_LIFETIME;
+    match mode {
+        "exit" => {
+            // An iteration is open (its scope too) and is never ended: it gets no row.
+            let _open = Profiler::scope("step");
+            std::process::exit(0);
+        }
+        "exit-busy" => {
+            // Exit right after stepping, while the collector and writer may be mid-row.
+            for _ in 0..EXTRA {
+                iteration(&profiler, layers);
+            }
+            std::process::exit(0);
+        }
+        "idle" => {
+            while Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        "busy" => {
+            while Instant::now() < deadline {
+                iteration(&profiler, layers);
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        other => child_fail(2, &format!("unknown mode {other:?}")),
+    }
+    child_fail(4, "no signal came from the parent")
+}
+
+/// One iteration: `step` with `layers` child scopes, then `step()`.
+fn iteration(profiler: &Profiler, layers: usize) {
+    {
+        let _step = Profiler::scope("step");
+        for l in 0..layers {
+            let _layer = Profiler::scope(format!("layer{l:03}"));
+        }
+    }
+    profiler.step();
+}
+
+/// Polls the ledger until its whole lines hold `k` rows; exits with status 3 after [`WAIT`].
+fn wait_for_rows(path: &Path, k: u64) {
+    let start = Instant::now();
+    loop {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let whole = &bytes[..bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+        if !whole.is_empty() {
+            match parse_ledger(whole, path) {
+                Ok(l) if l.iterations.len() as u64 >= k => return,
+                Ok(_) => {}
+                Err(e) => child_fail(5, &format!("a whole line of the live ledger is bad: {e}")),
+            }
+        }
+        if start.elapsed() > WAIT {
+            child_fail(
+                3,
+                &format!("{k} rows did not reach {} in {WAIT:?}", path.display()),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn child_fail(code: i32, msg: &str) -> ! {
+    eprintln!("abrupt_exit child: {msg}");
+    std::process::exit(code);
+}
+
+const SIGINT: u32 = 2;
+const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
+
+/// Whether `signal` is ignored in this process (an ignored SIGINT is inherited from a
+/// non-interactive shell that started the tests in the background, and cannot be undone
+/// without libc).
+fn signal_ignored_here(signal: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent.
+
+/// A running child; killed (SIGKILL) and reaped if a test fails before it ended.
+struct Spawned {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+    status: Option<ExitStatus>,
+}
+
+impl Spawned {
+    fn start(mode: &str, ledger: &Path) -> Spawned {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+            .env(MODE_ENV, mode)
+            .env(LEDGER_ENV, ledger)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the test binary re-executes itself");
+        let (tx, stdout) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut err = child.stderr.take().unwrap();
+        let stderr = Some(std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        }));
+        Spawned {
+            child,
+            stdout,
+            stderr,
+            status: None,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the ready line; returns whether SIGINT is ignored in the child.
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + 2 * WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stdout.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(at) = line.find(READY) {
+                        let rest = &line[at + READY.len()..];
+                        let mut words = rest.split_whitespace();
+                        assert_eq!(words.next(), Some(K.to_string().as_str()), "{line}");
+                        return words.next() == Some("sigint_ignored=true");
+                    }
+                }
+                Err(e) => {
+                    let status = self.kill_and_wait();
+                    panic!(
+                        "no ready line from the child ({e:?}); it ended with {status}; stderr:\n{}",
+                        self.stderr()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits for the child to end (at most [`WAIT`]).
+    fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.status = Some(status);
+                return status;
+            }
+            if Instant::now() > deadline {
+                let status = self.kill_and_wait();
+                panic!(
+                    "the child did not end within {WAIT:?} (now {status}); stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) with the `kill` command.
+    fn signal(&mut self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("the `kill` command (procps or util-linux) sends the signal");
+        assert!(ok.success(), "kill -{signal} {} failed: {ok}", self.pid());
+    }
+
+    fn kill_and_wait(&mut self) -> ExitStatus {
+        if let Some(s) = self.status {
+            return s;
+        }
+        let _ = self.child.kill();
+        let s = self.child.wait().unwrap();
+        self.status = Some(s);
+        s
+    }
+
+    /// The child's stderr; call after it ended.
+    fn stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            self.kill_and_wait();
+        }
+    }
+}
+
+/// Reads the ledger of a run that did not finish and checks it line by line; returns the rows
+/// that are whole (plus the last line, if it happens to be whole JSON without its newline).
+/// `may_cut_last_line`: the run ended while rows were being written, so the last line may be cut
+/// (the reader then names it as truncated); otherwise every line must end with its newline.
+fn check_ledger(path: &Path, may_cut_last_line: bool) -> Ledger {
+    let bytes = std::fs::read(path).expect("the ledger file exists");
+    let cut = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let (whole, tail) = bytes.split_at(cut);
+    assert!(
+        may_cut_last_line || tail.is_empty(),
+        "the run ended while no row was being written, yet the last line is cut: {:?}",
+        String::from_utf8_lossy(tail)
+    );
+    assert!(
+        !whole.is_empty(),
+        "the header line, written at start, is whole; file: {:?}",
+        String::from_utf8_lossy(&bytes)
+    );
+    let prefix = parse_ledger(whole, path)
+        .unwrap_or_else(|e| panic!("every whole line parses, the header first: {e}"));
+    let whole_lines = whole.iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(
+        whole_lines,
+        1 + prefix.iterations.len(),
+        "the whole lines are the header and the rows, nothing else"
+    );
+    assert!(
+        prefix.trailer.is_none(),
+        "no finish(), no Drop and no signal handler ran: no trailer, so readers know the run did \
+         not finish"
+    );
+    assert_eq!(prefix.header.config.level, "scopes");
+    assert_eq!(prefix.header.config.settle_ms, 10);
+    match read_ledger(path) {
+        Ok(full) if tail.is_empty() => {
+            assert_eq!(full, prefix);
+            full
+        }
+        Ok(full) => {
+            // Cut between a row's closing brace and its newline: that row is whole JSON.
+            assert_eq!(full.iterations.len(), prefix.iterations.len() + 1);
+            assert_eq!(
+                full.iterations[..prefix.iterations.len()],
+                prefix.iterations
+            );
+            full
+        }
+        Err(Error::LedgerRead { line, message, .. }) => {
+            assert!(
+                !tail.is_empty(),
+                "read_ledger fails on a ledger whose lines are all whole: line {line}: {message}"
+            );
+            assert_eq!(line, whole_lines + 1, "the error names the cut last line");
+            assert!(
+                message.contains("truncated line"),
+                "a cut last line is reported as truncated: {message}"
+            );
+            eprintln!(
+                "note: the last line was cut after {} bytes; the {} rows before it are whole",
+                tail.len(),
+                prefix.iterations.len()
+            );
+            prefix
+        }
+        Err(e) => panic!("unexpected reader error: {e}"),
+    }
+}
+
+/// Rows 0, 1, … without a gap, each a complete iteration of `step` with its `layers` scopes;
+/// at least `at_least` and at most `at_most` of them.
+fn assert_rows(ledger: &Ledger, at_least: u64, at_most: u64, layers: usize) {
+    let n = ledger.iterations.len() as u64;
+    assert!(
+        (at_least..=at_most).contains(&n),
+        "{n} rows; expected {at_least}..={at_most}"
+    );
+    for (i, row) in ledger.iterations.iter().enumerate() {
+        assert_eq!(
+            row.index, i as u64,
+            "rows are iterations 0, 1, 2, … in order"
+        );
+        assert!(
+            row.complete,
+            "row {i} was written while running: {:?}",
+            row.warnings
+        );
+        let step = row
+            .scopes
+            .iter()
+            .find(|s| s.path == "step")
+            .unwrap_or_else(|| panic!("row {i} has the step scope: {:?}", row.scopes));
+        assert_eq!(step.calls, 1, "row {i}");
+        let layer_rows = row
+            .scopes
+            .iter()
+            .filter(|s| s.path.starts_with("step/layer") && s.calls == 1)
+            .count();
+        assert_eq!(layer_rows, layers, "row {i}: {:?}", row.scopes);
+    }
+}
+
+/// Runs the child in `mode`, lets it become ready, and ends it with `end`; returns the ledger.
+fn run_case(mode: &str, end: End) -> Option<Ledger> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{mode}.jsonl"));
+    let mut child = Spawned::start(mode, &path);
+    let sigint_ignored = child.wait_ready();
+    let status = match end {
+        End::Exits => child.wait_exit(),
+        End::Signal(name, number) => {
+            if number == SIGINT as i32 && sigint_ignored {
+                eprintln!(
+                    "SIGINT is ignored in this process tree (inherited from the shell that started \
+                     the tests); the SIGINT case cannot be exercised here and is skipped"
+                );
+                return None;
+            }
+            if mode == "busy" {
+                // Let it write rows for a while, so that the signal finds it mid-run.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if number == SIGKILL {
+                child.child.kill().unwrap();
+            } else {
+                child.signal(name);
+            }
+            child.wait_exit()
+        }
+    };
+    let stderr = child.stderr();
+    match end {
+        End::Exits => assert_eq!(status.code(), Some(0), "{status}; stderr:\n{stderr}"),
+        End::Signal(name, number) => assert_eq!(
+            status.signal(),
+            Some(number),
+            "the child was ended by SIG{name}, no handler ran ({status}); stderr:\n{stderr}"
+        ),
+    }
+    // Only a child still stepping can be ended while a row is being written.
+    let may_cut_last_line = mode.ends_with("busy");
+    Some(check_ledger(&path, may_cut_last_line))
+}
+
+#[derive(Clone, Copy)]
+enum End {
+    /// The child calls `std::process::exit(0)` by itself.
+    Exits,
+    /// The parent sends this signal (name for `kill -NAME`, number).
+    Signal(&'static str, i32),
+}
+
+const TERM: End = End::Signal("TERM", SIGTERM);
+const INT: End = End::Signal("INT", SIGINT as i32);
+const KILL: End = End::Signal("KILL", SIGKILL);
+
+#[test]
+fn process_exit_without_finish_keeps_every_written_row_and_no_row_for_the_open_iteration() {
+    let ledger = run_case("exit", End::Exits).unwrap();
+    assert_rows(&ledger, K, K, LAYERS_IDLE);
+}
+
+#[test]
+fn process_exit_right_after_stepping_leaves_a_gapless_prefix_of_whole_rows() {
+    let ledger = run_case("exit-busy", End::Exits).unwrap();
+    assert_rows(&ledger, K, K + EXTRA, LAYERS_BUSY);
+}
+
+#[test]
+fn sigterm_while_idle_keeps_exactly_the_rows_stepped_before_it() {
+    let ledger = run_case("idle", TERM).unwrap();
+    assert_rows(&ledger, K, K, LAYERS_IDLE);
+}
+
+#[test]
+fn sigint_while_idle_keeps_exactly_the_rows_stepped_before_it() {
+    if let Some(ledger) = run_case("idle", INT) {
+        assert_rows(&ledger, K, K, LAYERS_IDLE);
+    }
+}
+
+#[test]
+fn sigkill_while_idle_keeps_exactly_the_rows_stepped_before_it() {
+    let ledger = run_case("idle", KILL).unwrap();
+    assert_rows(&ledger, K, K, LAYERS_IDLE);
+}
+
+#[test]
+fn sigterm_while_stepping_leaves_a_gapless_prefix_of_whole_rows() {
+    let ledger = run_case("busy", TERM).unwrap();
+    assert_rows(&ledger, K, u64::MAX, LAYERS_BUSY);
+}
+
+#[test]
+fn sigint_while_stepping_leaves_a_gapless_prefix_of_whole_rows() {
+    if let Some(ledger) = run_case("busy", INT) {
+        assert_rows(&ledger, K, u64::MAX, LAYERS_BUSY);
+    }
+}
+
+#[test]
+fn sigkill_while_stepping_leaves_a_gapless_prefix_of_whole_rows() {
+    let ledger = run_case("busy", KILL).unwrap();
+    assert_rows(&ledger, K, u64::MAX, LAYERS_BUSY);
+}
