@@ -1,13 +1,21 @@
-//! The main job: runs the bundled vector-add kernel in an iteration loop under scopes at the
-//! timeline level, writes a ledger, and prints a per-scope table.
+//! The main job: runs the bundled vector-add kernel in an iteration loop under scopes, with the
+//! timeline on every iteration and hardware counters per scope on a window of iterations
+//! (`Level::Counters`), writes a ledger, and prints a per-scope table and the counters next to
+//! their analytic values. Where counters cannot be read (permission, another tool), the timeline
+//! runs alone and the demo says why.
 //!
 //! `cargo run --release --example demo [-- ITERATIONS [LEDGER_PATH]]`
 
 use std::process::ExitCode;
 
 use cudarc::driver::CudaContext;
+use gpu_ledger::counters::metrics::names;
+use gpu_ledger::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, ReplayMode};
 use gpu_ledger::kernels::VectorAdd;
-use gpu_ledger::{read_ledger, Level, Profiler};
+use gpu_ledger::{read_ledger, Profiler};
+
+/// Kernel launches per iteration in the `compute` scope.
+const LAUNCHES: u64 = 10;
 
 fn main() -> ExitCode {
     match run() {
@@ -48,8 +56,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut c_host = vec![0f32; n as usize];
     stream.synchronize()?;
 
+    // Counters per scope (two nesting levels: `step`, `step/compute`, ...) on a window after
+    // five warm-up iterations; the timeline runs on every iteration.
+    let mut counters = CountersSetup::new(
+        &ctx,
+        CounterConfig {
+            metrics: vec![
+                names::DRAM_BYTES_READ.into(),
+                names::DRAM_BYTES_WRITE.into(),
+                names::GPU_TIME.into(),
+            ],
+            range_mode: RangeMode::User,
+            replay_mode: ReplayMode::User,
+            nesting_levels: 2,
+            ..CounterConfig::default()
+        },
+    );
+    counters.window = CounterWindow {
+        skip: 5,
+        collections: 1,
+    };
     let profiler = Profiler::builder()
-        .level(Level::Timeline)
+        .counters(counters)
         .ledger_path(&ledger_path)
         .start()?;
     println!(
@@ -67,7 +95,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             {
                 let _s = Profiler::scope("compute");
-                for _ in 0..10 {
+                for _ in 0..LAUNCHES {
                     kernel.launch(&stream, &a, &b, &mut c, n)?;
                 }
             }
@@ -84,6 +112,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let ledger = read_ledger(&summary.ledger_path)?;
     print_table(&ledger, ctx.name().unwrap_or_default());
+    print_counters(&ledger, n);
     let t = &summary.trailer;
     println!(
         "{} iterations, {} kernel records, {} dropped, {} late; CUPTI overhead {:.3} ms, collector CPU {:.3} ms",
@@ -144,6 +173,70 @@ fn print_table(ledger: &gpu_ledger::Ledger, gpu: String) {
             f(h.as_ref().map(|d| d.median)),
             f(h.as_ref().map(|d| d.p90)),
             launches / n
+        );
+    }
+}
+
+/// The counters of the completed collection, next to the analytic bytes of the `compute` scope.
+fn print_counters(ledger: &gpu_ledger::Ledger, n: u64) {
+    let Some(header) = &ledger.header.counters else {
+        return;
+    };
+    if !header.collected {
+        println!(
+            "\nhardware counters not collected: {}",
+            header.reason.as_deref().unwrap_or("no reason given")
+        );
+        return;
+    }
+    let perturbed: Vec<u64> = ledger
+        .iterations
+        .iter()
+        .filter(|r| r.perturbed)
+        .map(|r| r.index)
+        .collect();
+    let Some((row, c)) = ledger
+        .iterations
+        .iter()
+        .find_map(|r| r.counters.as_ref().filter(|c| c.complete).map(|c| (r, c)))
+    else {
+        let why = ledger
+            .iterations
+            .iter()
+            .find_map(|r| r.counters.as_ref().and_then(|c| c.error.clone()))
+            .unwrap_or_else(|| "the run ended before the window completed".into());
+        println!("\nhardware counters: no completed collection ({why})");
+        return;
+    };
+    println!(
+        "\nhardware counters ({} pass(es) over iterations {:?}, values in row {}; those rows are \
+         perturbed and left out of the table above):",
+        header.passes, perturbed, row.index
+    );
+    println!(
+        "{:<16} {:>14} {:>14} {:>12} {:>10}",
+        "range", "DRAM read MB", "DRAM write MB", "GPU µs", "GB/s"
+    );
+    for r in &c.ranges {
+        let v = |m: &str| r.values.get(m).copied().unwrap_or(f64::NAN);
+        println!(
+            "{:<16} {:>14.1} {:>14.1} {:>12.1} {:>10.0}",
+            r.name,
+            v(names::DRAM_BYTES_READ) / 1e6,
+            v(names::DRAM_BYTES_WRITE) / 1e6,
+            v(names::GPU_TIME) / 1e3,
+            r.derived.dram_bandwidth_bytes_per_s.unwrap_or(f64::NAN) / 1e9
+        );
+    }
+    if let Some(r) = c.ranges.iter().find(|r| r.name == "step/compute") {
+        let read = r.values.get(names::DRAM_BYTES_READ).copied().unwrap_or(0.0);
+        let analytic = (LAUNCHES * 8 * n) as f64;
+        println!(
+            "step/compute reads {:.1} MB from DRAM; {LAUNCHES} vector adds read 8N = {:.1} MB \
+             ({:+.2} %)",
+            read / 1e6,
+            analytic / 1e6,
+            (read / analytic - 1.0) * 100.0
         );
     }
 }
