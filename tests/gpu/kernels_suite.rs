@@ -1,9 +1,17 @@
-//! GPU tests: the bundled kernel suite (book ch. 14 exercises and the ch. 7 spill case) run under
-//! the profiler at the timeline level. Each asserts a prediction using only what gpu-ledger's
-//! ledger reports (kernel records, their shapes and resources, durations, copies) and the
-//! suite's analytic work; predictions that need hardware counters (DRAM bytes, sector
-//! efficiency, bank conflicts, tensor-pipe activity, local-memory traffic) wait for the counters
-//! level and are not asserted here.
+//! GPU tests: the bundled kernel suite (book ch. 14 exercises and the ch. 7 spill case).
+//!
+//! - Run under the profiler at the timeline level, each of the first tests asserts a prediction
+//!   using only what gpu-ledger's ledger reports (kernel records, their shapes and resources,
+//!   durations, copies) and the suite's analytic work.
+//! - The `suite_counters_*` tests assert the predictions that need hardware counters (DRAM bytes,
+//!   L1 sectors and sector efficiency, bank conflicts, barrier stalls, tensor-pipe activity,
+//!   local-memory traffic) with gpu-ledger's standalone Range Profiler
+//!   (`gpu_ledger::counters`), one prediction per test. No `Profiler` runs while they collect
+//!   (SASS-instrumented metrics read 0 while its timeline traces; these tests use none, but
+//!   keep the counters alone). DRAM-byte predictions use user ranges with user replay around one
+//!   run after an unmeasured warm-up run (docs/counters.md, "Why DRAM writes fall short");
+//!   the others use auto ranges with kernel replay, one range per kernel named by the launch
+//!   recorder.
 //!
 //! Budget on an H200: about a minute of GPU time in all, under 8 GiB of device memory.
 
@@ -11,6 +19,11 @@ use std::collections::BTreeMap;
 
 use cudarc::driver::sys::CUdevice_attribute;
 use gpu_ledger::analysis::{analyze_kernel, wave_efficiency, DeviceLimits};
+use gpu_ledger::counters::metrics::names;
+use gpu_ledger::counters::{
+    derive, Collected, CounterConfig, DeriveOptions, RangeMode, RangeProfiler, RangeValues,
+    ReplayMode,
+};
 use gpu_ledger::kernels::suite::attention::{
     AttentionGpu, AttentionKernels, AttentionSpec, AttentionVariant,
 };
@@ -30,7 +43,7 @@ use gpu_ledger::kernels::suite::vadd::{
 };
 use gpu_ledger::kernels::suite::{
     all_kernel_time, check_launches, gb_per_s, kernel_time, tflop_per_s, upload, GpuWorkload, Rng,
-    Workload,
+    SuiteError, SuiteResult, Workload,
 };
 use gpu_ledger::ledger::schema::{IterationRow, KernelGroup};
 use gpu_ledger::{read_ledger, Ledger, Profiler};
@@ -1217,4 +1230,743 @@ fn spill_kernel_record_shows_local_memory() {
     );
     assert_eq!(free.local_bytes_per_thread, 0, "{free:?}");
     assert!(spill.registers_per_thread > 0 && free.registers_per_thread > 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The book's counter-based predictions, each checked with gpu-ledger's own Range Profiler.
+
+/// Metrics of the `occupancy` and `compute` presets (src/counters/metrics.rs) that
+/// `counters::metrics::names` has no constant for.
+mod preset_metrics {
+    /// Warps stalled at a barrier per issue-active cycle (`occupancy`).
+    pub const STALL_BARRIER: &str =
+        "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio";
+    /// Warps stalled on L1TEX (global, local) results per issue-active cycle (`occupancy`).
+    pub const STALL_LONG_SCOREBOARD: &str =
+        "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio";
+    /// Achieved occupancy, % of the warp slots (`occupancy`).
+    pub const WARPS_ACTIVE_PCT: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+    /// Warp instructions on the tensor pipe (`compute`).
+    pub const PIPE_TENSOR: &str = "sm__inst_executed_pipe_tensor.sum";
+    /// Warp HMMA instructions on the tensor pipe (`compute`; what wmma compiles to).
+    pub const PIPE_TENSOR_HMMA: &str = "sm__inst_executed_pipe_tensor_op_hmma.sum";
+    /// Tensor pipe active, % of peak (`compute`).
+    pub const PIPE_TENSOR_ACTIVE_PCT: &str =
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
+    /// Warp instructions on the FMA pipe (`compute`).
+    pub const PIPE_FMA: &str = "sm__inst_executed_pipe_fma.sum";
+}
+
+/// A suite call inside a Range Profiler workload closure, whose error type is gpu-ledger's.
+fn suite(r: SuiteResult<()>) -> gpu_ledger::Result<()> {
+    r.map_err(|e| match e {
+        SuiteError::Ledger(e) => e,
+        SuiteError::Driver(e) => gpu_ledger::Error::Cuda(e),
+        other => gpu_ledger::Error::Config(format!("kernel suite: {other}")),
+    })
+}
+
+/// A standalone Range Profiler on the test's context (auto ranges are named by a launch
+/// recorder).
+fn counter_profiler(
+    g: &crate::Gpu,
+    metrics: &[&str],
+    range_mode: RangeMode,
+    replay_mode: ReplayMode,
+) -> RangeProfiler {
+    let config = CounterConfig {
+        metrics: metrics.iter().map(|m| m.to_string()).collect(),
+        range_mode,
+        replay_mode,
+        record_kernel_names: range_mode == RangeMode::Auto,
+        ..CounterConfig::default()
+    };
+    let rp = RangeProfiler::new(&g.ctx, config).expect(
+        "Range Profiler set up (if this is a permission error, see its fix: \
+         NVreg_RestrictProfilingToAdminUsers=0)",
+    );
+    println!(
+        "chip {}: {} metric(s), {} pass(es), {} run(s) per collection ({} ranges, {} replay)",
+        rp.chip(),
+        rp.metrics().len(),
+        rp.passes(),
+        rp.runs_per_collection(),
+        range_mode.as_str(),
+        replay_mode.as_str()
+    );
+    rp
+}
+
+fn print_ranges(c: &Collected) {
+    println!(
+        "{} run(s), {} range(s), {} dropped:",
+        c.runs,
+        c.ranges.len(),
+        c.dropped_ranges
+    );
+    for r in &c.ranges {
+        println!(
+            "  range {:<10} kernel {:<26} {:?}",
+            r.name,
+            r.kernel.as_deref().unwrap_or("-"),
+            r.values
+        );
+    }
+}
+
+/// One collection with auto ranges and kernel replay: `work` runs once and launches the kernels;
+/// each kernel gets its own range, named after it.
+fn per_kernel<F>(g: &crate::Gpu, metrics: &[&str], mut work: F) -> Collected
+where
+    F: FnMut() -> gpu_ledger::Result<()>,
+{
+    g.stream.synchronize().unwrap();
+    let mut rp = counter_profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
+    let c = rp
+        .collect(|_rp| {
+            work()?;
+            g.stream.synchronize()?;
+            Ok(())
+        })
+        .unwrap();
+    rp.finish().unwrap();
+    print_ranges(&c);
+    assert_eq!(c.runs, 1, "kernel replay needs one run of the work");
+    assert_eq!(c.dropped_ranges, 0, "every kernel has its range");
+    c
+}
+
+/// The one auto range whose kernel is `kernel`.
+fn kernel_range<'a>(c: &'a Collected, kernel: &str) -> &'a RangeValues {
+    let found: Vec<&RangeValues> = c
+        .ranges
+        .iter()
+        .filter(|r| r.kernel.as_deref() == Some(kernel))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one range of kernel {kernel}; ranges: {:?}",
+        c.ranges
+            .iter()
+            .map(|r| (&r.name, &r.kernel))
+            .collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+/// `metric` in the range of `kernel`.
+fn kernel_value(c: &Collected, kernel: &str, metric: &str) -> f64 {
+    kernel_range(c, kernel)
+        .get(metric)
+        .unwrap_or_else(|| panic!("no {metric} in the range of {kernel}"))
+}
+
+/// `metric` in the user range `range`.
+fn range_value(c: &Collected, range: &str, metric: &str) -> f64 {
+    c.range(range)
+        .unwrap_or_else(|| {
+            panic!(
+                "no range {range:?}; ranges: {:?}",
+                c.ranges.iter().map(|r| &r.name).collect::<Vec<_>>()
+            )
+        })
+        .get(metric)
+        .unwrap_or_else(|| panic!("no {metric} in range {range}"))
+}
+
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.5}")
+    }
+}
+
+/// Prints a measured value next to an analytic expectation that is not asserted (information
+/// for the reader of the log); returns the relative difference.
+fn report(what: &str, measured: f64, expected: f64) -> f64 {
+    let rel = if expected != 0.0 {
+        (measured - expected) / expected
+    } else {
+        measured
+    };
+    println!(
+        "  {what:<60} measured {:>14}  analytic {:>14}  ({:+.3} %)",
+        num(measured),
+        num(expected),
+        rel * 100.0
+    );
+    rel
+}
+
+/// Every asserted value, printed next to its threshold with its verdict; failures are collected
+/// so that one failing check does not hide the values of the others.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    fn check(&mut self, what: &str, measured: f64, rule: String, ok: bool) {
+        println!(
+            "  {what:<60} measured {:>14}  {rule:<44} {}",
+            num(measured),
+            if ok { "ok" } else { "FAILED" }
+        );
+        if !ok {
+            self.0
+                .push(format!("{what}: measured {}, {rule}", num(measured)));
+        }
+    }
+
+    fn exact(&mut self, what: &str, measured: f64, expected: f64) {
+        self.check(
+            what,
+            measured,
+            format!("must equal {}", num(expected)),
+            measured == expected,
+        );
+    }
+
+    fn within(&mut self, what: &str, measured: f64, expected: f64, tolerance: f64) {
+        let rel = (measured - expected) / expected;
+        self.check(
+            what,
+            measured,
+            format!(
+                "within {:.0} % of {} ({:+.3} %)",
+                tolerance * 100.0,
+                num(expected),
+                rel * 100.0
+            ),
+            rel.abs() <= tolerance,
+        );
+    }
+
+    fn below(&mut self, what: &str, measured: f64, threshold: f64, of: &str) {
+        self.check(
+            what,
+            measured,
+            format!("must be < {} ({of})", num(threshold)),
+            measured < threshold,
+        );
+    }
+
+    fn at_most(&mut self, what: &str, measured: f64, threshold: f64, of: &str) {
+        self.check(
+            what,
+            measured,
+            format!("must be <= {} ({of})", num(threshold)),
+            measured <= threshold,
+        );
+    }
+
+    fn above(&mut self, what: &str, measured: f64, threshold: f64) {
+        self.check(
+            what,
+            measured,
+            format!("must be > {}", num(threshold)),
+            measured > threshold,
+        );
+    }
+
+    fn assert_all(self) {
+        assert!(self.0.is_empty(), "{}", self.0.join("\n"));
+    }
+}
+
+/// Book ch. 14 ex. 1, "counters show two reads and one write per element": for N = 2^28 floats
+/// (1 GiB per array, far beyond L2), scalar and float4, the L1 global load sectors are exactly
+/// 2N·4/32 and the store sectors exactly N·4/32, DRAM reads are within 2 % of 8N bytes and DRAM
+/// writes within 3 % of 4N. One user range around one launch and a synchronize, user replay,
+/// after an unmeasured launch of the same variant (so that the L2 write-backs the range causes
+/// balance the dirty lines it leaves behind).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let s = &g.stream;
+    let vk = VaddKernels::load(&g.ctx).unwrap();
+    let n: u64 = 1 << 28;
+    let nf = n as f64;
+    let a = s.alloc_zeros::<f32>(n as usize).unwrap();
+    let b = s.alloc_zeros::<f32>(n as usize).unwrap();
+    let mut c = s.alloc_zeros::<f32>(n as usize).unwrap();
+    s.synchronize().unwrap();
+    let mut rp = counter_profiler(
+        &g,
+        &[
+            names::GLOBAL_LD_SECTORS,
+            names::GLOBAL_ST_SECTORS,
+            names::DRAM_BYTES_READ,
+            names::DRAM_BYTES_WRITE,
+            names::GPU_TIME,
+        ],
+        RangeMode::User,
+        ReplayMode::User,
+    );
+    let mut checks = Checks::default();
+    for v in [VaddVariant::Scalar, VaddVariant::Vec4] {
+        let spec = VectorAddSpec::new(n, v);
+        let k = spec.kernel();
+        // Warm-up: the measured runs start with L2 as this kernel leaves it.
+        vk.launch(s, &spec, &a, &b, &mut c).unwrap();
+        s.synchronize().unwrap();
+        let col = rp
+            .collect(|rp| {
+                rp.push_range(k)?;
+                suite(vk.launch(s, &spec, &a, &b, &mut c))?;
+                s.synchronize()?;
+                rp.pop_range()
+            })
+            .unwrap();
+        print_ranges(&col);
+        assert_eq!(col.ranges.len(), 1, "one user range");
+        println!("{k}, N = 2^28 = {n} floats:");
+        checks.exact(
+            &format!("{k}: global load sectors = 2N*4/32"),
+            range_value(&col, k, names::GLOBAL_LD_SECTORS),
+            2.0 * nf * 4.0 / 32.0,
+        );
+        checks.exact(
+            &format!("{k}: global store sectors = N*4/32"),
+            range_value(&col, k, names::GLOBAL_ST_SECTORS),
+            nf * 4.0 / 32.0,
+        );
+        checks.within(
+            &format!("{k}: dram__bytes_read.sum vs 8N"),
+            range_value(&col, k, names::DRAM_BYTES_READ),
+            8.0 * nf,
+            0.02,
+        );
+        checks.within(
+            &format!("{k}: dram__bytes_write.sum vs 4N"),
+            range_value(&col, k, names::DRAM_BYTES_WRITE),
+            4.0 * nf,
+            0.03,
+        );
+        let d = derive(&col.ranges[0].values, &DeriveOptions::default());
+        println!(
+            "  {k}: gpu__time_duration.sum {:.0} ns; derived DRAM bandwidth {:.3} TB/s",
+            range_value(&col, k, names::GPU_TIME),
+            d.dram_bandwidth_bytes_per_s.unwrap_or(f64::NAN) / 1e12
+        );
+    }
+    rp.finish().unwrap();
+    checks.assert_all();
+}
+
+/// Shape of the transposes the counters tests measure.
+const TRANSPOSE_SHAPE: (u32, u32) = (4096, 4096);
+
+/// The three transposes of [`TRANSPOSE_SHAPE`], one auto range each (kernel replay).
+fn transpose_per_kernel(g: &crate::Gpu, metrics: &[&str]) -> Collected {
+    let tk = TransposeKernels::load(&g.ctx).unwrap();
+    let (rows, cols) = TRANSPOSE_SHAPE;
+    let mut t = TransposeGpu::new(
+        &g.stream,
+        &tk,
+        TransposeSpec::new(rows, cols, TransposeVariant::Direct),
+        22,
+    )
+    .unwrap();
+    println!("transpose {rows}x{cols} floats:");
+    per_kernel(g, metrics, || {
+        for v in TransposeVariant::ALL {
+            t.set_variant(v);
+            suite(t.run())?;
+        }
+        Ok(())
+    })
+}
+
+/// Book ch. 14 ex. 2: the direct transpose's global store sector efficiency (derived by
+/// `counters::derive` from store sectors and requests, 4-byte stores) is far below the tiled
+/// versions': under half of each. Auto ranges, kernel replay.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_transpose_direct_store_sector_efficiency_far_below_tiled() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let col = transpose_per_kernel(
+        &g,
+        &[
+            names::GLOBAL_ST_SECTORS,
+            names::GLOBAL_ST_REQUESTS,
+            names::GPU_TIME,
+        ],
+    );
+    let (rows, cols) = TRANSPOSE_SHAPE;
+    let elements = f64::from(rows) * f64::from(cols);
+    let opts = DeriveOptions::default();
+    let mut eff = Vec::new();
+    for v in TransposeVariant::ALL {
+        let k = v.kernel();
+        let direct = v == TransposeVariant::Direct;
+        let sectors = kernel_value(&col, k, names::GLOBAL_ST_SECTORS);
+        let requests = kernel_value(&col, k, names::GLOBAL_ST_REQUESTS);
+        let e = derive(&kernel_range(&col, k).values, &opts)
+            .global_store_sector_efficiency
+            .unwrap_or_else(|| panic!("{k}: no derived store sector efficiency"));
+        // Direct: each warp store touches 32 rows (one sector per element); tiled: 4 sectors
+        // per 32 consecutive floats.
+        report(&format!("{k}: store requests"), requests, elements / 32.0);
+        report(
+            &format!("{k}: store sectors"),
+            sectors,
+            if direct { elements } else { elements / 8.0 },
+        );
+        report(
+            &format!("{k}: store sector efficiency (derived)"),
+            e,
+            if direct { 0.125 } else { 1.0 },
+        );
+        println!(
+            "  {k}: useful bytes / (sectors x 32) = {:.5}; {:.1} µs",
+            elements * 4.0 / (sectors * 32.0),
+            kernel_value(&col, k, names::GPU_TIME) / 1e3
+        );
+        eff.push(e);
+    }
+    let mut checks = Checks::default();
+    checks.below(
+        "transpose_direct: store sector efficiency",
+        eff[0],
+        0.5 * eff[1],
+        "half of transpose_tiled's",
+    );
+    checks.below(
+        "transpose_direct: store sector efficiency",
+        eff[0],
+        0.5 * eff[2],
+        "half of transpose_padded's",
+    );
+    checks.assert_all();
+}
+
+/// Book ch. 14 ex. 2: the tiled transpose has shared-memory bank conflicts (the column read of
+/// `tile[32][32]`) and the padded one (`tile[32][33]`) under 1 % of them, loads + stores.
+/// Auto ranges, kernel replay.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_transpose_padded_has_under_1_percent_of_tiled_bank_conflicts() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let col = transpose_per_kernel(
+        &g,
+        &[
+            names::SHARED_LD_BANK_CONFLICTS,
+            names::SHARED_ST_BANK_CONFLICTS,
+            names::SHARED_LD_WAVEFRONTS,
+            names::SHARED_ST_WAVEFRONTS,
+        ],
+    );
+    let (rows, cols) = TRANSPOSE_SHAPE;
+    let warp_accesses = f64::from(rows) * f64::from(cols) / 32.0;
+    let mut conflicts = Vec::new();
+    for v in TransposeVariant::ALL {
+        let k = v.kernel();
+        let ld = kernel_value(&col, k, names::SHARED_LD_BANK_CONFLICTS);
+        let st = kernel_value(&col, k, names::SHARED_ST_BANK_CONFLICTS);
+        println!(
+            "  {k}: shared bank conflicts: loads {} stores {}; wavefronts: loads {} stores {}",
+            num(ld),
+            num(st),
+            num(kernel_value(&col, k, names::SHARED_LD_WAVEFRONTS)),
+            num(kernel_value(&col, k, names::SHARED_ST_WAVEFRONTS)),
+        );
+        conflicts.push(ld + st);
+    }
+    // Column read of the 32x32 tile: 32 lanes on one bank, 31 conflicts per warp load.
+    report(
+        "transpose_tiled: load bank conflicts vs 31 per warp load",
+        kernel_value(&col, "transpose_tiled", names::SHARED_LD_BANK_CONFLICTS),
+        31.0 * warp_accesses,
+    );
+    let mut checks = Checks::default();
+    checks.above(
+        "transpose_tiled: shared bank conflicts (ld + st)",
+        conflicts[1],
+        0.0,
+    );
+    checks.below(
+        "transpose_padded: shared bank conflicts (ld + st)",
+        conflicts[2],
+        0.01 * conflicts[1],
+        "1 % of transpose_tiled's",
+    );
+    checks.assert_all();
+}
+
+/// Book ch. 14 ex. 3: the warp-shuffle block sum has fewer barrier stalls than the shared-memory
+/// tree (one barrier against nine), measured as warps stalled at a barrier per issue-active
+/// cycle (`occupancy` preset), first passes over 2^24 floats with the suite's launch
+/// configuration. Auto ranges, kernel replay.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_reduction_shuffle_has_fewer_barrier_stalls_than_tree() {
+    use preset_metrics::{STALL_BARRIER, STALL_LONG_SCOREBOARD, WARPS_ACTIVE_PCT};
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let s = &g.stream;
+    let rk = ReduceKernels::load(&g.ctx).unwrap();
+    let n = 1u64 << 24;
+    let spec = ReductionSpec::for_device(n, ReduceVariant::Tree, ReduceMode::Sum, sm_count(&g));
+    println!(
+        "{} blocks of {} threads",
+        spec.blocks,
+        spec.launches()[0].block[0]
+    );
+    let mut x = ReductionGpu::new(s, &rk, spec, 32).unwrap();
+    let col = per_kernel(
+        &g,
+        &[
+            STALL_BARRIER,
+            STALL_LONG_SCOREBOARD,
+            WARPS_ACTIVE_PCT,
+            names::GPU_TIME,
+        ],
+        || {
+            for v in [ReduceVariant::Tree, ReduceVariant::Shuffle] {
+                x.set(v, ReduceMode::Sum);
+                suite(x.run())?;
+            }
+            Ok(())
+        },
+    );
+    let (tree, shuffle) = (
+        ReduceVariant::Tree.kernel(),
+        ReduceVariant::Shuffle.kernel(),
+    );
+    println!("first pass over 2^24 floats:");
+    for k in [tree, shuffle] {
+        println!(
+            "  {k:<24} barrier stalls/issue {:.4}, long scoreboard/issue {:.4}, achieved \
+             occupancy {:.1} %, {:.1} µs",
+            kernel_value(&col, k, STALL_BARRIER),
+            kernel_value(&col, k, STALL_LONG_SCOREBOARD),
+            kernel_value(&col, k, WARPS_ACTIVE_PCT),
+            kernel_value(&col, k, names::GPU_TIME) / 1e3
+        );
+    }
+    let t = kernel_value(&col, tree, STALL_BARRIER);
+    let mut checks = Checks::default();
+    checks.below(
+        &format!("{shuffle}: barrier stalls per issue"),
+        kernel_value(&col, shuffle, STALL_BARRIER),
+        t,
+        "the tree's",
+    );
+    checks.assert_all();
+}
+
+/// Book ch. 14 ex. 4: the tensor-core GEMM (wmma BF16) executes tensor-pipe instructions and the
+/// naive FP32 GEMM none, at 1024³. Auto ranges, kernel replay; the tiled FP32 GEMM is printed
+/// for comparison.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_gemm_tensor_pipe_active_for_wmma_and_idle_for_naive() {
+    use preset_metrics::{PIPE_FMA, PIPE_TENSOR, PIPE_TENSOR_ACTIVE_PCT, PIPE_TENSOR_HMMA};
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let s = &g.stream;
+    let gk = GemmKernels::load(&g.ctx).unwrap();
+    let (m, n, k) = (1024u32, 1024u32, 1024u32);
+    let mut gemms: Vec<GemmGpu> = GemmKernel::ALL
+        .iter()
+        .map(|&kernel| GemmGpu::new(s, &gk, GemmSpec::new(m, n, k, kernel), 46).unwrap())
+        .collect();
+    let col = per_kernel(
+        &g,
+        &[
+            PIPE_TENSOR,
+            PIPE_TENSOR_HMMA,
+            PIPE_TENSOR_ACTIVE_PCT,
+            PIPE_FMA,
+            names::GPU_TIME,
+        ],
+        || {
+            for x in gemms.iter_mut() {
+                suite(x.run())?;
+            }
+            Ok(())
+        },
+    );
+    println!("GEMM {m}x{n}x{k}:");
+    for kernel in GemmKernel::ALL {
+        let name = kernel.kernel();
+        println!(
+            "  {name:<16} tensor pipe {:>12} HMMA {:>12} tensor active {:>6.2} % FMA pipe {:>12} {:>9.1} µs",
+            num(kernel_value(&col, name, PIPE_TENSOR)),
+            num(kernel_value(&col, name, PIPE_TENSOR_HMMA)),
+            kernel_value(&col, name, PIPE_TENSOR_ACTIVE_PCT),
+            num(kernel_value(&col, name, PIPE_FMA)),
+            kernel_value(&col, name, names::GPU_TIME) / 1e3
+        );
+    }
+    // wmma m16n16k16: 2·M·N·K / (2·16·16·16) = 262 144 warp-level mma.sync per 1024³ GEMM,
+    // each one or more HMMA instructions depending on the architecture.
+    report(
+        "gemm_wmma_bf16: HMMA instructions vs wmma mma.sync (1+ each)",
+        kernel_value(&col, "gemm_wmma_bf16", PIPE_TENSOR_HMMA),
+        f64::from(m) * f64::from(n) * f64::from(k) / (16.0 * 16.0 * 16.0),
+    );
+    let wmma = "gemm_wmma_bf16";
+    let naive = "gemm_naive";
+    let mut checks = Checks::default();
+    // Either name shows the activity: the pre-Hopper pipe name or the HMMA sub-pipe.
+    checks.above(
+        &format!("{wmma}: max(tensor pipe, HMMA) warp instructions"),
+        kernel_value(&col, wmma, PIPE_TENSOR).max(kernel_value(&col, wmma, PIPE_TENSOR_HMMA)),
+        0.0,
+    );
+    checks.exact(
+        &format!("{naive}: {PIPE_TENSOR}"),
+        kernel_value(&col, naive, PIPE_TENSOR),
+        0.0,
+    );
+    checks.exact(
+        &format!("{naive}: {PIPE_TENSOR_HMMA}"),
+        kernel_value(&col, naive, PIPE_TENSOR_HMMA),
+        0.0,
+    );
+    checks.assert_all();
+}
+
+/// Book ch. 14 ex. 5: on an 8192 × 4096 float matrix (128 MiB, beyond the H200's L2) the fused
+/// softmax moves at most 35 % of the DRAM bytes (read + written, `counters::derive`'s
+/// `dram_bytes`) of the five-kernel composition (analytically 2 against 8 passes). One user
+/// range around one run of each, user replay, after an unmeasured run of the same version.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let s = &g.stream;
+    let sk = SoftmaxKernels::load(&g.ctx).unwrap();
+    let (rows, cols) = (8192u32, 4096u32);
+    let mut x = SoftmaxGpu::new(s, &sk, SoftmaxSpec::new(rows, cols, false), 63).unwrap();
+    s.synchronize().unwrap();
+    let mut rp = counter_profiler(
+        &g,
+        &[
+            names::DRAM_BYTES_READ,
+            names::DRAM_BYTES_WRITE,
+            names::GPU_TIME,
+        ],
+        RangeMode::User,
+        ReplayMode::User,
+    );
+    let mut dram = Vec::new();
+    for fused in [false, true] {
+        let spec = SoftmaxSpec::new(rows, cols, fused);
+        let range = if fused { "fused" } else { "composed" };
+        x.set_fused(fused);
+        // Warm-up: the measured runs start with L2 as this version leaves it.
+        x.run().unwrap();
+        s.synchronize().unwrap();
+        let col = rp
+            .collect(|rp| {
+                rp.push_range(range)?;
+                suite(x.run())?;
+                s.synchronize()?;
+                rp.pop_range()
+            })
+            .unwrap();
+        print_ranges(&col);
+        let d = derive(&col.ranges[0].values, &DeriveOptions::default());
+        let bytes = d.dram_bytes.expect("DRAM bytes derived");
+        println!(
+            "{} ({} launch(es)): read {} B, written {} B, {:.1} µs",
+            spec.name(),
+            spec.launches().len(),
+            num(range_value(&col, range, names::DRAM_BYTES_READ)),
+            num(range_value(&col, range, names::DRAM_BYTES_WRITE)),
+            range_value(&col, range, names::GPU_TIME) / 1e3
+        );
+        report(
+            &format!("{range}: DRAM bytes (read + write)"),
+            bytes,
+            spec.work().bytes as f64,
+        );
+        dram.push(bytes);
+    }
+    rp.finish().unwrap();
+    println!(
+        "fused / composed DRAM bytes = {:.4} (analytic {:.4})",
+        dram[1] / dram[0],
+        SoftmaxSpec::new(rows, cols, true).work().bytes as f64
+            / SoftmaxSpec::new(rows, cols, false).work().bytes as f64
+    );
+    let mut checks = Checks::default();
+    checks.at_most(
+        "softmax_fused: DRAM bytes",
+        dram[1],
+        0.35 * dram[0],
+        "35 % of the composition's",
+    );
+    checks.assert_all();
+}
+
+/// Book ch. 7 case D: the dynamically indexed per-thread array causes local-memory traffic (L1
+/// sectors of local loads + stores > 0); the same computation without it has none. Auto
+/// ranges, kernel replay.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn suite_counters_spill_has_local_memory_traffic_and_spill_free_none() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let s = &g.stream;
+    let pk = SpillKernels::load(&g.ctx).unwrap();
+    let threads = sm_count(&g) * 2048;
+    let mut x = SpillGpu::new(
+        s,
+        &pk,
+        SpillSpec {
+            threads,
+            iters: 64,
+            dynamic: true,
+        },
+        83,
+    )
+    .unwrap();
+    let col = per_kernel(
+        &g,
+        &[
+            names::LOCAL_LD_SECTORS,
+            names::LOCAL_ST_SECTORS,
+            names::GPU_TIME,
+        ],
+        || {
+            for dynamic in [true, false] {
+                x.set_dynamic(dynamic);
+                suite(x.run())?;
+            }
+            Ok(())
+        },
+    );
+    let local = |k: &str| {
+        kernel_value(&col, k, names::LOCAL_LD_SECTORS)
+            + kernel_value(&col, k, names::LOCAL_ST_SECTORS)
+    };
+    for k in ["spill_dynamic_index", "spill_free"] {
+        println!(
+            "  {k:<20} local load sectors {:>12} store sectors {:>12} {:>9.1} µs",
+            num(kernel_value(&col, k, names::LOCAL_LD_SECTORS)),
+            num(kernel_value(&col, k, names::LOCAL_ST_SECTORS)),
+            kernel_value(&col, k, names::GPU_TIME) / 1e3
+        );
+    }
+    let mut checks = Checks::default();
+    checks.above(
+        "spill_dynamic_index: local sectors (ld + st)",
+        local("spill_dynamic_index"),
+        0.0,
+    );
+    checks.exact(
+        "spill_free: local sectors (ld + st)",
+        local("spill_free"),
+        0.0,
+    );
+    checks.assert_all();
 }
