@@ -1,8 +1,9 @@
 //! Issue 8, fault matrix: the process ends without `Profiler::finish()` — `std::process::exit`,
 //! SIGINT, SIGTERM or SIGKILL. The ledger must stay valid up to the last complete iteration:
 //! the header is there, every row that was written is whole and parses, the rows are iterations
-//! 0, 1, 2, … without a gap, and at most the very last line is cut (the reader then reports that
-//! line as truncated, as `read_ledger` documents), with no trailer.
+//! 0, 1, 2, … without a gap, and at most the very last line is cut (the reader then drops that
+//! line and names it in `Ledger::truncated_last_line`, as `read_ledger` documents), with no
+//! trailer.
 //!
 //! Runs at `Level::Scopes`, so no GPU is needed. Each case re-executes this test binary with
 //! `--exact abrupt_exit_child`: that test does nothing unless the two environment variables below
@@ -18,8 +19,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use gpu_ledger::export::LedgerStream;
 use gpu_ledger::ledger::reader::parse_ledger;
-use gpu_ledger::{read_ledger, Error, Ledger, Level, Profiler};
+use gpu_ledger::{read_ledger, Ledger, Level, Profiler};
 
 /// The child's behaviour after its ready line: `exit`, `exit-busy`, `idle` or `busy`.
 const MODE_ENV: &str = "GPU_LEDGER_ABRUPT_EXIT_MODE";
@@ -297,7 +299,7 @@ impl Drop for Spawned {
 /// Reads the ledger of a run that did not finish and checks it line by line; returns the rows
 /// that are whole (plus the last line, if it happens to be whole JSON without its newline).
 /// `may_cut_last_line`: the run ended while rows were being written, so the last line may be cut
-/// (the reader then names it as truncated); otherwise every line must end with its newline.
+/// (the reader then drops it and names it); otherwise every line must end with its newline.
 fn check_ledger(path: &Path, may_cut_last_line: bool) -> Ledger {
     let bytes = std::fs::read(path).expect("the ledger file exists");
     let cut = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -327,39 +329,41 @@ fn check_ledger(path: &Path, may_cut_last_line: bool) -> Ledger {
     );
     assert_eq!(prefix.header.config.level, "scopes");
     assert_eq!(prefix.header.config.settle_ms, 10);
-    match read_ledger(path) {
-        Ok(full) if tail.is_empty() => {
-            assert_eq!(full, prefix);
-            full
-        }
-        Ok(full) => {
-            // Cut between a row's closing brace and its newline: that row is whole JSON.
-            assert_eq!(full.iterations.len(), prefix.iterations.len() + 1);
-            assert_eq!(
-                full.iterations[..prefix.iterations.len()],
-                prefix.iterations
-            );
-            full
-        }
-        Err(Error::LedgerRead { line, message, .. }) => {
-            assert!(
-                !tail.is_empty(),
-                "read_ledger fails on a ledger whose lines are all whole: line {line}: {message}"
-            );
-            assert_eq!(line, whole_lines + 1, "the error names the cut last line");
-            assert!(
-                message.contains("truncated line"),
-                "a cut last line is reported as truncated: {message}"
-            );
-            eprintln!(
-                "note: the last line was cut after {} bytes; the {} rows before it are whole",
-                tail.len(),
-                prefix.iterations.len()
-            );
-            prefix
-        }
-        Err(e) => panic!("unexpected reader error: {e}"),
+    let full = read_ledger(path).unwrap_or_else(|e| {
+        panic!("the ledger of a killed run reads up to its last complete line: {e}")
+    });
+    let streamed = LedgerStream::open(path)
+        .and_then(|s| s.into_ledger(|_| {}))
+        .unwrap_or_else(|e| panic!("the streaming reader reads it too: {e}"));
+    assert_eq!(streamed, full, "the two readers agree");
+    if tail.is_empty() {
+        assert_eq!(full, prefix);
+    } else if full.truncated_last_line.is_none() {
+        // Cut between a row's closing brace and its newline: that row is whole JSON.
+        assert_eq!(full.iterations.len(), prefix.iterations.len() + 1);
+        assert_eq!(
+            full.iterations[..prefix.iterations.len()],
+            prefix.iterations
+        );
+        assert!(full.trailer.is_none());
+    } else {
+        assert_eq!(
+            full.truncated_last_line,
+            Some(whole_lines + 1),
+            "the reader names the cut last line"
+        );
+        assert_eq!(
+            full.iterations, prefix.iterations,
+            "every whole row is there, and the cut one is dropped"
+        );
+        assert!(full.trailer.is_none());
+        eprintln!(
+            "note: the last line was cut after {} bytes; the {} rows before it are whole",
+            tail.len(),
+            prefix.iterations.len()
+        );
     }
+    full
 }
 
 /// Rows 0, 1, … without a gap, each a complete iteration of `step` with its `layers` scopes;

@@ -1,6 +1,7 @@
 //! The `gpu-ledger` binary, run as a user runs it: every subcommand on the golden ledgers,
-//! usage errors (exit 2), corrupt and truncated ledgers (exit 1 with `path:line:`, never a
-//! panic), outputs written whole or not at all, and progress on long inputs.
+//! usage errors (exit 2), corrupt ledgers (exit 1 with `path:line:`, never a panic), a ledger
+//! whose last line was cut (a warning naming the line, then the command runs on the whole lines),
+//! outputs written whole or not at all, and progress on long inputs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -65,27 +66,96 @@ fn summary_prints_markdown() {
     assert!(out.contains("2 more families not shown"));
 }
 
+/// Every command that reads a ledger, with `""` where the ledger's path goes.
+const READING_COMMANDS: [&[&str]; 6] = [
+    &["summary", ""],
+    &["check", ""],
+    &["csv", "", "-o", "-"],
+    &["report", "", "-o", "-"],
+    &["trace", "", "-o", "-"],
+    &["merge", ""],
+];
+
+fn with_path<'a>(cmd: &[&'a str], path: &'a str) -> Vec<&'a str> {
+    cmd.iter()
+        .map(|a| if a.is_empty() { path } else { a })
+        .collect()
+}
+
 #[test]
-fn corrupt_and_truncated_ledgers_fail_with_their_line() {
-    for (name, line) in [("v1-corrupt.jsonl", 3), ("v1-truncated.jsonl", 5)] {
-        for cmd in [
-            vec!["summary", ""],
-            vec!["check", ""],
-            vec!["csv", "", "-o", "-"],
-            vec!["report", "", "-o", "-"],
-            vec!["trace", "", "-o", "-"],
-            vec!["merge", ""],
-        ] {
-            let path = d(name);
-            let args: Vec<&str> = cmd
-                .iter()
-                .map(|a| if a.is_empty() { path.as_str() } else { a })
-                .collect();
+fn corrupt_ledgers_fail_with_their_line() {
+    let (name, line) = ("v1-corrupt.jsonl", 3);
+    let path = d(name);
+    for cmd in READING_COMMANDS {
+        let args = with_path(cmd, &path);
+        let o = run(&args);
+        assert_no_panic(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{path}:{line}: ")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn a_cut_last_line_is_a_warning_and_the_whole_lines_are_used() {
+    // v1-truncated.jsonl: header and 3 whole rows, then line 5 cut without its newline.
+    let path = d("v1-truncated.jsonl");
+    let warning = format!(
+        "{path}: warning: line 5: truncated (the run was killed while writing it); the 4 lines \
+         before it are valid"
+    );
+    for cmd in READING_COMMANDS {
+        let args = with_path(cmd, &path);
+        let o = run(&args);
+        assert_no_panic(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let (out, err) = (stdout(&o), stderr(&o));
+        if cmd[0] == "check" {
+            // The check's report (stdout) carries the warning.
+            assert!(
+                out.contains(&format!(
+                    "{path}: valid: schema 1, level timeline, 3 iterations"
+                )),
+                "{out}"
+            );
+            assert_eq!(out.matches(&warning).count(), 1, "{out}");
+            assert!(!err.contains("truncated"), "{err}");
+        } else {
+            assert_eq!(
+                err.matches(&warning).count(),
+                1,
+                "{args:?}: the warning is printed once: {err}"
+            );
+        }
+    }
+    // The rows are there: 3 CSV lines under the column line.
+    let o = run(&["csv", &path, "-o", "-"]);
+    assert_eq!(stdout(&o).lines().count(), 4, "{}", stdout(&o));
+}
+
+#[test]
+fn a_cut_line_that_is_not_the_last_stays_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(data("v1-truncated.jsonl")).unwrap();
+    // The cut line followed by a newline: a truncated line, not a cut last line.
+    let ended = dir.path().join("ended.jsonl");
+    std::fs::write(&ended, format!("{text}\n")).unwrap();
+    // The cut line followed by a whole row.
+    let middle = dir.path().join("middle.jsonl");
+    let row = text.lines().nth(1).unwrap();
+    std::fs::write(&middle, format!("{text}\n{row}\n")).unwrap();
+    for file in [&ended, &middle] {
+        let path = file.display().to_string();
+        for cmd in READING_COMMANDS {
+            let args = with_path(cmd, &path);
             let o = run(&args);
             assert_no_panic(&o);
             assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
             assert!(
-                stderr(&o).contains(&format!("{path}:{line}: ")),
+                stderr(&o).contains(&format!("{path}:5: truncated line")),
                 "{args:?}: {}",
                 stderr(&o)
             );

@@ -1,6 +1,7 @@
 //! The golden ledgers of `tests/data/` (hand-built, see `tests/data/README.md`): every one still
 //! reads with this build's reader, the streaming reader agrees with it line for line, the broken
-//! ones fail at the right line, and the figures each file was built to show are there.
+//! one fails at the right line, the one with a cut last line reads up to it and names it, and the
+//! figures each file was built to show are there.
 
 use std::path::{Path, PathBuf};
 
@@ -27,7 +28,11 @@ fn golden_files() -> Vec<PathBuf> {
 }
 
 /// Golden files that must fail, with the line of the failure.
-const BROKEN: [(&str, usize); 2] = [("v1-truncated.jsonl", 5), ("v1-corrupt.jsonl", 3)];
+const BROKEN: [(&str, usize); 1] = [("v1-corrupt.jsonl", 3)];
+
+/// Golden files whose last line was cut while being written: they read, without that line,
+/// and name it in `truncated_last_line`.
+const CUT_LAST_LINE: [(&str, usize); 1] = [("v1-truncated.jsonl", 5)];
 
 fn read(name: &str) -> Ledger {
     read_ledger(&data().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -56,12 +61,46 @@ fn every_golden_file_reads_or_fails_where_expected() {
                 let l = by_reader.unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(l.header.schema_version, SCHEMA_VERSION);
                 assert!(!l.iterations.is_empty(), "{name} has no rows");
+                let cut = CUT_LAST_LINE.iter().find(|(n, _)| *n == name);
+                assert_eq!(l.truncated_last_line, cut.map(|(_, line)| *line), "{name}");
+                if cut.is_some() {
+                    assert!(l.trailer.is_none(), "{name}");
+                }
                 assert_eq!(
                     l,
                     by_stream.unwrap(),
                     "the streaming reader disagrees on {name}"
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn a_cut_last_line_leaves_every_whole_row() {
+    // A run killed while writing its 4th row: the header and rows 0..=2 are whole.
+    let l = read("v1-truncated.jsonl");
+    assert_eq!(l.truncated_last_line, Some(5));
+    let indices: Vec<u64> = l.iterations.iter().map(|r| r.index).collect();
+    assert_eq!(indices, [0, 1, 2]);
+    assert!(l.trailer.is_none());
+}
+
+#[test]
+fn the_two_readers_agree_wherever_a_ledger_is_cut() {
+    let bytes = std::fs::read(data().join("v1-missing-nvml.jsonl")).unwrap();
+    let path = Path::new("cut.jsonl");
+    // Every third byte, and every byte near a line's end.
+    let near_newline =
+        |cut: usize| bytes[cut.saturating_sub(2)..(cut + 2).min(bytes.len())].contains(&b'\n');
+    for cut in (0..=bytes.len()).filter(|&c| c % 3 == 0 || near_newline(c)) {
+        let text = &bytes[..cut];
+        let by_reader = gpu_ledger::ledger::reader::parse_ledger(text, path);
+        let by_stream = LedgerStream::new(text, path).and_then(|s| s.into_ledger(|_| {}));
+        match (by_reader, by_stream) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "cut at {cut}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "cut at {cut}"),
+            (a, b) => panic!("cut at {cut}: the readers disagree: {a:?} / {b:?}"),
         }
     }
 }
@@ -110,6 +149,8 @@ fn streaming_reader_refuses_what_the_reader_refuses() {
         header.replace("\"schema_version\":1", "\"schema_version\":0"),
         "not json at all".to_string(),
         format!("\n\n{header}\n{row}\n{{\"type\":\"iteration\""),
+        format!("\n\n{header}\n{row}\n{{\"type\":\"iteration\"\n"),
+        format!("{header}\n{{\"type\":\"iteration\"\n{row}\n"),
     ];
     for text in cases {
         let p = Path::new("case.jsonl");

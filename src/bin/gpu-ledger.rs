@@ -12,7 +12,8 @@
 //! ```
 //!
 //! Exit status: 0 on success, 1 when a ledger is invalid or an output cannot be written, 2 on a
-//! usage error.
+//! usage error. A ledger whose last line was cut while being written (the run was killed) is
+//! valid up to that line: every command warns once, naming the line, and goes on without it.
 
 use std::fs::File;
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -129,7 +130,8 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise.
+    /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise. A last
+    /// line cut while being written (the run was killed) is a warning, not an error.
     Check {
         /// Ledgers to check.
         #[arg(required = true)]
@@ -313,15 +315,34 @@ fn load(path: &Path, progress: bool) -> Result<Ledger, CliError> {
     };
     p.done(iterations.len() as u64);
     result?;
+    warn_truncated(path, stream.truncated_last_line());
     Ok(Ledger {
         header: stream.header().clone(),
         iterations,
         trailer,
+        truncated_last_line: stream.truncated_last_line(),
     })
 }
 
 fn display(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// The warning for a last line cut while being written (`line` is 1-based).
+fn truncation_warning(path: &Path, line: usize) -> String {
+    format!(
+        "{}: warning: line {line}: truncated (the run was killed while writing it); the {} lines \
+         before it are valid",
+        display(path),
+        line.saturating_sub(1)
+    )
+}
+
+/// Prints [`truncation_warning`] on stderr when the ledger's last line was cut.
+fn warn_truncated(path: &Path, line: Option<usize>) {
+    if let Some(line) = line {
+        eprintln!("gpu-ledger: {}", truncation_warning(path, line));
+    }
 }
 
 /// An output file written under a temporary name and renamed when complete, or stdout for `-`.
@@ -502,6 +523,7 @@ fn trace(
         }
     }
     p.done(rows);
+    warn_truncated(path, stream.truncated_last_line());
     let stats = w.finish(trailer.as_deref()).map_err(werr())?;
     out.commit()?;
     eprintln!(
@@ -560,7 +582,8 @@ fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
     let mut layout = CsvLayout::new();
     let mut p = Progress::new(progress, path);
     let mut rows = 0u64;
-    for item in LedgerStream::open(path)? {
+    let mut stream = LedgerStream::open(path)?;
+    for item in stream.by_ref() {
         if let StreamItem::Row(_, row) = item? {
             rows += 1;
             p.tick(rows);
@@ -568,6 +591,8 @@ fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
         }
     }
     p.done(rows);
+    // Once: the second pass reads the same lines.
+    warn_truncated(path, stream.truncated_last_line());
     let mut out = Output::create(output)?;
     let werr = || io_err(format!("cannot write {}", display(output)));
     layout.write_header(&mut out.writer).map_err(werr())?;
@@ -630,6 +655,9 @@ fn check_one(path: &Path, progress: bool) -> Result<String, gpu_ledger::Error> {
         }
     }
     p.done(rows);
+    if let Some(line) = stream.truncated_last_line() {
+        notes.push(truncation_warning(path, line));
+    }
     if trailer.is_none() {
         notes.push(format!(
             "{}: note: no trailer: the run did not finish (its rows are valid)",
@@ -697,6 +725,7 @@ fn merge(paths: &[PathBuf], format: MergeFormat, progress: bool) -> Result<(), C
             }
         }
         p.done(rows);
+        warn_truncated(path, stream.truncated_last_line());
         series.push(s);
     }
     let view = merge_ranks(series).map_err(|e| CliError::Other(e.to_string()))?;

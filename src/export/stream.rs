@@ -4,15 +4,17 @@
 //! The header is validated by [`parse_ledger`] itself (schema version first, then the fields),
 //! and every later line is checked by the same rules, with the same messages, as
 //! [`crate::ledger::read_ledger`]: a line that is not a ledger line, a second header, a line after
-//! the trailer. Errors are [`Error::LedgerRead`] with the 1-based line number. A test keeps the two
-//! readers in agreement on every golden ledger.
+//! the trailer. Errors are [`Error::LedgerRead`] with the 1-based line number. A last line cut
+//! while being written (no newline, incomplete JSON) ends the stream without an error, as it is
+//! dropped by `read_ledger`, and [`LedgerStream::truncated_last_line`] names it. A test keeps the
+//! two readers in agreement on every golden ledger.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ledger::reader::{parse_ledger, Ledger};
+use crate::ledger::reader::{parse_ledger, parse_line, read_raw_line, Ledger, Parsed};
 use crate::ledger::schema::{Header, IterationRow, LedgerLine, Trailer};
 
 /// One line after the header.
@@ -27,12 +29,14 @@ pub enum StreamItem {
 /// A validating line-by-line ledger reader. Iterate it for the lines after the header.
 #[derive(Debug)]
 pub struct LedgerStream<R> {
-    lines: std::io::Lines<R>,
+    input: R,
+    buf: Vec<u8>,
     path: PathBuf,
     line: usize,
     header: Header,
     header_line: usize,
     trailer_seen: bool,
+    truncated_last_line: Option<usize>,
     failed: bool,
 }
 
@@ -57,31 +61,34 @@ impl<R: BufRead> LedgerStream<R> {
     ///
     /// # Errors
     /// As [`LedgerStream::open`].
-    pub fn new(input: R, path: &Path) -> Result<Self> {
-        let mut lines = input.lines();
+    pub fn new(mut input: R, path: &Path) -> Result<Self> {
+        let mut buf = Vec::new();
         let mut n = 0usize;
         loop {
             n += 1;
-            let line = match lines.next() {
-                None => {
+            let line = match read_raw_line(&mut input, &mut buf) {
+                Ok(None) => {
                     return Err(Error::LedgerRead {
                         path: path.to_path_buf(),
                         line: 1,
                         message: "empty ledger: no header line".into(),
                     })
                 }
-                Some(l) => l.map_err(|e| Error::LedgerRead {
-                    path: path.to_path_buf(),
-                    line: n,
-                    message: format!("cannot read: {e}"),
-                })?,
+                Ok(Some(l)) => l,
+                Err(e) => {
+                    return Err(Error::LedgerRead {
+                        path: path.to_path_buf(),
+                        line: n,
+                        message: format!("cannot read: {e}"),
+                    })
+                }
             };
-            if line.trim().is_empty() {
+            if line.is_blank() {
                 continue;
             }
             // The header alone is a valid ledger: let the reader validate it, then move its
-            // error (reported at line 1) to the real line.
-            let ledger = parse_ledger(line.as_bytes(), path).map_err(|e| match e {
+            // error (reported at line 1) to the real line. A cut header is an error there too.
+            let ledger = parse_ledger(line.text.as_bytes(), path).map_err(|e| match e {
                 Error::LedgerRead { path, message, .. } => Error::LedgerRead {
                     path,
                     line: n,
@@ -97,12 +104,14 @@ impl<R: BufRead> LedgerStream<R> {
                 });
             }
             return Ok(Self {
-                lines,
+                input,
+                buf,
                 path: path.to_path_buf(),
                 line: n,
                 header: ledger.header,
                 header_line: n,
                 trailer_seen: false,
+                truncated_last_line: None,
                 failed: false,
             });
         }
@@ -123,6 +132,13 @@ impl<R: BufRead> LedgerStream<R> {
         self.line
     }
 
+    /// The 1-based line number of the last line, when it was cut while being written (no
+    /// newline, incomplete JSON): the stream ended before it without an error. Known once the
+    /// stream has ended; `None` before, or when every line is whole.
+    pub fn truncated_last_line(&self) -> Option<usize> {
+        self.truncated_last_line
+    }
+
     /// The path given for error messages.
     pub fn path(&self) -> &Path {
         &self.path
@@ -136,13 +152,14 @@ impl<R: BufRead> LedgerStream<R> {
         }
     }
 
-    /// The next line after the header; `Ok(None)` at the end of the input.
+    /// The next line after the header; `Ok(None)` at the end of the input, or at a last line
+    /// cut while being written (then see [`LedgerStream::truncated_last_line`]).
     ///
     /// # Errors
     /// [`Error::LedgerRead`] with the line number, as [`crate::ledger::read_ledger`]. After an
     /// error the stream ends.
     pub fn next_item(&mut self) -> Result<Option<StreamItem>> {
-        if self.failed {
+        if self.failed || self.truncated_last_line.is_some() {
             return Ok(None);
         }
         let out = self.next_inner();
@@ -154,12 +171,16 @@ impl<R: BufRead> LedgerStream<R> {
 
     fn next_inner(&mut self) -> Result<Option<StreamItem>> {
         loop {
-            let Some(line) = self.lines.next() else {
-                return Ok(None);
-            };
             self.line += 1;
-            let line = line.map_err(|e| self.err(format!("cannot read: {e}")))?;
-            if line.trim().is_empty() {
+            let line = match read_raw_line(&mut self.input, &mut self.buf) {
+                Ok(None) => {
+                    self.line -= 1;
+                    return Ok(None);
+                }
+                Ok(Some(l)) => l,
+                Err(e) => return Err(self.err(format!("cannot read: {e}"))),
+            };
+            if line.is_blank() {
                 continue;
             }
             if self.trailer_seen {
@@ -167,16 +188,13 @@ impl<R: BufRead> LedgerStream<R> {
                     self.err("unexpected line after the trailer (the trailer must be last)".into())
                 );
             }
-            let parsed: LedgerLine = serde_json::from_str(&line).map_err(|e| {
-                let what = if e.is_eof() {
-                    "truncated line (the run may have been killed while writing it)"
-                } else {
-                    "invalid ledger line"
-                };
-                self.err(format!(
-                    "{what}: {e}; expected a JSON object with \"type\" header, iteration or trailer"
-                ))
-            })?;
+            let parsed = match parse_line(&line).map_err(|m| self.err(m))? {
+                Parsed::Line(l) => *l,
+                Parsed::CutLastLine => {
+                    self.truncated_last_line = Some(self.line);
+                    return Ok(None);
+                }
+            };
             return match parsed {
                 LedgerLine::Header(_) => Err(self.err("a second header line".into())),
                 LedgerLine::Iteration(row) => Ok(Some(StreamItem::Row(self.line, Box::new(row)))),
@@ -208,6 +226,7 @@ impl<R: BufRead> LedgerStream<R> {
             header: self.header,
             iterations,
             trailer,
+            truncated_last_line: self.truncated_last_line,
         })
     }
 }

@@ -1,10 +1,13 @@
-//! The ledger writer: a named thread that serializes lines and writes each one whole.
+//! The ledger writer: a named thread that serializes lines and writes each one with one call.
 //!
-//! Each line goes out in one `write_all` of the complete text plus newline, so a crash leaves a
-//! file that is valid up to the last complete line. When a write fails (disk full, file gone),
-//! the file is cut back to its last complete line, the error is kept for the application (it is
-//! reported once, on stderr and by `Profiler::finish`), and later lines are counted as not
-//! written rather than half written.
+//! Each line goes out in one `write_all` of the complete text plus newline. That does not make
+//! the line atomic: a process killed (signal, `exit`) while the writer is in that call can leave
+//! the line cut, without its newline, as the file's last line. The lines before it are whole, and
+//! the reader drops such a cut last line and reports it
+//! ([`crate::ledger::Ledger::truncated_last_line`]), so the file reads as valid up to its last
+//! complete line. When a write fails (disk full, file gone), the file is cut back to its last
+//! complete line, the error is kept for the application (it is reported once, on stderr and by
+//! `Profiler::finish`), and later lines are counted as not written rather than half written.
 
 use std::fs::File;
 use std::io::Write;
