@@ -41,5 +41,5 @@ mod util;
 
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
-pub use profiler::{Config, Level, Profiler, ProfilerBuilder, RunSummary};
+pub use profiler::{Config, Level, Profiler, ProfilerBuilder, RunSummary, COUNTERS_SCOPE};
 pub use scope::ScopeGuard;

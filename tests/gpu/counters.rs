@@ -660,6 +660,23 @@ fn counters_presets_resolve_on_this_gpu_and_unknown_names_get_suggestions() {
 // ---------------------------------------------------------------------------------------------
 // The counters level inside a `Profiler`: the window, the ledger fields, the timeline alongside.
 
+/// Launches attributed to the application's scopes (everything but the counters scope).
+fn app_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
+    row.scopes
+        .iter()
+        .filter(|s| s.path != gpu_ledger::COUNTERS_SCOPE)
+        .map(|s| s.kernels)
+        .sum()
+}
+
+fn counters_scope_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
+    row.scopes
+        .iter()
+        .filter(|s| s.path == gpu_ledger::COUNTERS_SCOPE)
+        .map(|s| s.kernels)
+        .sum()
+}
+
 fn counters_profiler(
     g: &Gpu,
     path: &std::path::Path,
@@ -764,8 +781,15 @@ fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_runn
         );
         assert_eq!(row.perturbed, in_window, "row {}", row.index);
         assert_eq!(row.counters.is_some(), in_window, "row {}", row.index);
-        // The timeline runs on every row, perturbed or not.
-        assert_eq!(crate::kernel_launches(row), 2, "row {}", row.index);
+        // The timeline runs on every row, perturbed or not; CUPTI's own kernels of a pass are
+        // in the counters scope, not in the application's.
+        assert_eq!(app_launches(row), 2, "row {}", row.index);
+        assert_eq!(
+            crate::kernel_launches(row),
+            2 + counters_scope_launches(row),
+            "row {}",
+            row.index
+        );
         assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
     }
     let last = &ledger.iterations[(1 + runs) as usize];
@@ -812,15 +836,37 @@ fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_runn
         range("step").values[ld],
         add.0 + scale.0,
     );
+    // Loads are exact. Stores are exact up to the Range Profiler's own `WaitNs` kernels, which
+    // CUPTI launches inside user-replay ranges (one thread; measured +1 sector per range, +2
+    // for `step`, run 26): the allowance is the number of them the ledger shows.
+    let waitns: u64 = ledger
+        .iterations
+        .iter()
+        .filter(|r| r.perturbed)
+        .map(counters_scope_launches)
+        .sum();
+    println!("  Range Profiler kernels (WaitNs) in the collection: {waitns}");
+    assert!(
+        waitns > 0,
+        "CUPTI's WaitNs kernels are attributed to the counters scope"
+    );
     assert_eq!(range("step/add").values[ld], add.0);
-    assert_eq!(range("step/add").values[st], add.1);
     assert_eq!(range("step/scale").values[ld], scale.0);
-    assert_eq!(range("step/scale").values[st], scale.1);
     assert_eq!(range("step").values[ld], add.0 + scale.0);
-    assert_eq!(range("step").values[st], add.1 + scale.1);
+    for (name, analytic) in [
+        ("step/add", add.1),
+        ("step/scale", scale.1),
+        ("step", add.1 + scale.1),
+    ] {
+        let got = range(name).values[st];
+        assert!(
+            (analytic..=analytic + waitns as f64).contains(&got),
+            "{name}: {got} store sectors, analytic {analytic} + at most {waitns} from WaitNs"
+        );
+    }
+    // Each range's time is measured in its own pass (another iteration): not compared.
     let t = |r: &str| range(r).values[names::GPU_TIME];
-    assert!(t("step/add") > 0.0 && t("step/scale") > 0.0);
-    assert!(t("step") >= t("step/add") + t("step/scale"));
+    assert!(t("step") > 0.0 && t("step/add") > 0.0 && t("step/scale") > 0.0);
 }
 
 #[test]
@@ -862,18 +908,32 @@ fn counters_level_auto_ranges_are_named_from_the_kernel_records_in_launch_order(
         drop(_s);
         profiler.step();
     }
-    profiler.finish().unwrap();
+    let summary = profiler.finish().unwrap();
     let ledger = read_ledger(&path).unwrap();
+    let t = &summary.trailer;
+    println!(
+        "trailer: kernel records {}, late {}, unplaced {}, warnings {:?}",
+        t.kernel_records, t.late_records, t.unplaced_records, t.warnings
+    );
     for row in &ledger.iterations {
         println!(
-            "row {}: perturbed {} kernels {:?}",
+            "row {}: perturbed {} complete {} missing {} kernels {:?} scopes {:?} warnings {:?}",
             row.index,
             row.perturbed,
+            row.complete,
+            row.missing_records,
             row.kernels
                 .iter()
                 .map(|k| (k.name.as_str(), k.count))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            row.scopes
+                .iter()
+                .map(|s| (s.path.as_str(), s.kernels))
+                .collect::<Vec<_>>(),
+            row.warnings
         );
+    }
+    for row in &ledger.iterations {
         // Kernel replay must not show up as extra launches in the timeline.
         assert_eq!(crate::kernel_launches(row), 3, "row {}", row.index);
         assert_eq!(row.perturbed, row.index == 1, "row {}", row.index);
@@ -1005,4 +1065,103 @@ fn counters_level_counters_held_by_another_process_leave_the_timeline_running_an
         .iterations
         .iter()
         .all(|r| r.counters.as_ref().is_none_or(|c| !c.complete)));
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn counters_level_every_row_keeps_its_records_to_the_last_iteration() {
+    // The demo's loop: uploads, ten launches, a download and a synchronize per iteration, with a
+    // counters window in the middle. Every row, the last included, must hold all of its work.
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let n: u64 = 1 << 22;
+    let a_host = vec![1.0f32; n as usize];
+    let mut c_host = vec![0.0f32; n as usize];
+    let mut a = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    let mut b = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n as usize).unwrap();
+    g.stream.synchronize().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo-like.jsonl");
+    let config = CounterConfig {
+        metrics: vec![names::DRAM_BYTES_READ.into(), names::GPU_TIME.into()],
+        nesting_levels: 2,
+        ..CounterConfig::default()
+    };
+    let profiler = counters_profiler(
+        &g,
+        &path,
+        config,
+        CounterWindow {
+            skip: 3,
+            collections: 1,
+        },
+    );
+    const ITERATIONS: u64 = 12;
+    for _ in 0..ITERATIONS {
+        {
+            let _step = Profiler::scope_on("step", &g.stream);
+            {
+                let _s = Profiler::scope("upload");
+                g.stream.memcpy_htod(&a_host, &mut a).unwrap();
+                g.stream.memcpy_htod(&a_host, &mut b).unwrap();
+            }
+            {
+                let _s = Profiler::scope("compute");
+                for _ in 0..10 {
+                    g.vadd.launch(&g.stream, &a, &b, &mut c, n).unwrap();
+                }
+            }
+            {
+                let _s = Profiler::scope("download");
+                g.stream.memcpy_dtoh(&c, &mut c_host).unwrap();
+            }
+            g.stream.synchronize().unwrap();
+        }
+        profiler.step();
+    }
+    let summary = profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    println!("trailer: {:?}", summary.trailer);
+    for row in &ledger.iterations {
+        println!(
+            "row {}: complete {} perturbed {} kernels {:?} counters scope {} copies {} missing {} {:?}",
+            row.index,
+            row.complete,
+            row.perturbed,
+            row.kernels
+                .iter()
+                .map(|k| (k.name.as_str(), k.count))
+                .collect::<Vec<_>>(),
+            counters_scope_launches(row),
+            row.memcpy.iter().map(|m| m.count).sum::<u64>(),
+            row.missing_records,
+            row.warnings
+        );
+    }
+    assert_eq!(ledger.iterations.len() as u64, ITERATIONS);
+    for row in &ledger.iterations {
+        assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
+        let compute = row
+            .scopes
+            .iter()
+            .find(|s| s.path == "step/compute")
+            .unwrap();
+        assert_eq!(compute.kernels, 10, "row {}", row.index);
+        assert_eq!(
+            row.memcpy.iter().map(|m| m.count).sum::<u64>(),
+            3,
+            "row {}",
+            row.index
+        );
+    }
+    assert_eq!(
+        summary.trailer.kernel_records,
+        10 * ITERATIONS
+            + ledger
+                .iterations
+                .iter()
+                .map(counters_scope_launches)
+                .sum::<u64>()
+    );
 }
