@@ -592,7 +592,19 @@ impl Collector {
             .iterations
             .iter()
             .any(|it| it.ended_at.is_some() && !it.flushed);
-        if waiting_rows && self.last_flush.elapsed() >= self.flush_interval {
+        // Flushing costs the application's launches (docs/overhead.md), so it is rare in steady
+        // state; when the pool is nearly exhausted, buffers CUPTI holds partly filled are the
+        // only way back to a free one, and flushing often is what avoids dropped records.
+        let pressure = self
+            .activity
+            .as_ref()
+            .is_some_and(|a| a.pool.nearly_exhausted());
+        let due = if pressure {
+            self.last_flush.elapsed() >= PRESSURE_FLUSH_INTERVAL
+        } else {
+            waiting_rows && self.last_flush.elapsed() >= self.flush_interval
+        };
+        if due {
             self.flush_cupti();
         }
         self.resolve_events(false);
@@ -1124,6 +1136,9 @@ impl Collector {
         }
     }
 }
+
+/// How often the collector flushes CUPTI while the buffer pool is nearly exhausted.
+const PRESSURE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Kernels the CUPTI Range Profiler launches itself while user-replay passes start and stop
 /// (measured on CUPTI 13.0 / H200, docs/measurements.md run 25). They have no API record, so

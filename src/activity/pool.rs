@@ -64,6 +64,17 @@ impl BufferPool {
         self.buffer_bytes
     }
 
+    /// Most buffers the pool may hold.
+    pub fn max_buffers(&self) -> usize {
+        self.max_buffers
+    }
+
+    /// True when at most one more buffer can be handed out (free or by growth): CUPTI is
+    /// about to be refused and records to be dropped unless buffers come back.
+    pub fn nearly_exhausted(&self) -> bool {
+        self.outstanding() + 1 >= self.max_buffers
+    }
+
     /// Buffers allocated so far.
     pub fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
@@ -154,5 +165,19 @@ mod tests {
         let (again, grew) = pool.take().unwrap();
         assert!(!grew);
         pool.give_back(again);
+    }
+
+    #[test]
+    fn the_pool_is_nearly_exhausted_when_one_buffer_is_left() {
+        let pool = BufferPool::new(1, 3, 64);
+        assert_eq!(pool.max_buffers(), 3);
+        assert!(!pool.nearly_exhausted());
+        let (a, _) = pool.take().unwrap();
+        assert!(!pool.nearly_exhausted(), "two left (one by growth)");
+        let (b, _) = pool.take().unwrap();
+        assert!(pool.nearly_exhausted(), "one left");
+        pool.give_back(a);
+        assert!(!pool.nearly_exhausted());
+        pool.give_back(b);
     }
 }
