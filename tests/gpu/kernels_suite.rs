@@ -431,7 +431,14 @@ fn vector_add_sweep_is_launch_bound_then_reaches_copy_bandwidth() {
     for (m, bw) in &gs {
         println!("vadd_vec4_grid_stride 256 MiB, {m} blocks/SM: {bw:.0} GB/s");
     }
-    let at_full = gs.iter().find(|(m, _)| *m == 8).unwrap().1;
+    // Latency is hidden from 4 blocks per SM on (measured: 2 527, 3 550 and 4 147 GB/s at 1, 2
+    // and 4). The plateau is the best of 4 and 8 blocks/SM: one of them alone dipped 2 % below
+    // the other in run 28 (4 147 at 4, 4 063 at 8), which is sampling noise, not a lower plateau.
+    let at_full = gs
+        .iter()
+        .filter(|(m, _)| *m == 4 || *m == 8)
+        .map(|&(_, b)| b)
+        .fold(0.0, f64::max);
     let beyond = gs
         .iter()
         .filter(|(m, _)| *m > 8)
@@ -439,7 +446,7 @@ fn vector_add_sweep_is_launch_bound_then_reaches_copy_bandwidth() {
         .fold(0.0, f64::max);
     if beyond > 1.05 * at_full {
         failures.push(format!(
-            "more blocks raised the plateau: {beyond:.0} GB/s against {at_full:.0} GB/s at 8 blocks/SM"
+            "more blocks raised the plateau: {beyond:.0} GB/s against {at_full:.0} GB/s at 4-8 blocks/SM"
         ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
