@@ -751,6 +751,9 @@ impl Collector {
             self.decode(b);
         }
         self.drain_scopes();
+        self.trailer
+            .warnings
+            .append(&mut self.running.take_end_warnings());
         // The open iteration ends now; what waited for its end is placed.
         self.finishing = true;
         if let Some(it) = self.iterations.back_mut() {

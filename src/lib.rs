@@ -37,6 +37,7 @@ pub mod nvml;
 pub mod profiler;
 pub mod rank;
 pub mod scope;
+mod signals;
 mod util;
 
 pub use error::{Error, Result};

@@ -84,6 +84,24 @@ pub struct Config {
     pub record_activities: bool,
     /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
     pub counters: Option<crate::counters::CountersSetup>,
+    /// On SIGINT or SIGTERM, finish the ledger before the process dies: every iteration already
+    /// ended by [`Profiler::step`] gets its row (a partial row for the open one, as at
+    /// [`Profiler::finish`]), then the trailer, with the warning `run ended by SIGTERM
+    /// (flush_on_signal)`. Then the signal is raised again with its default action, so the
+    /// process ends with the same status as without the profiler.
+    ///
+    /// Off by default: a library should not take a process's signals unasked. When on:
+    /// - a signal that already has a handler, or is ignored, is left alone, and the ledger header
+    ///   says so (an application with its own handler should have it end the loop and call
+    ///   [`Profiler::finish`]);
+    /// - the handler only wakes a thread (`gpu-ledger-signal`), which does the work;
+    /// - finishing is bounded: after 5 s (GPU records that never arrive, a stuck disk) the signal
+    ///   ends the process anyway, and the ledger is then valid up to its last whole line;
+    /// - [`Profiler::finish`] (or drop) restores the default disposition and stops the thread,
+    ///   so a later profiler in the same process starts clean.
+    ///
+    /// Linux only: elsewhere the option is accepted, does nothing, and the header says so.
+    pub flush_on_signal: bool,
 }
 
 impl Default for Config {
@@ -102,6 +120,7 @@ impl Default for Config {
             work_per_iteration: None,
             record_activities: false,
             counters: None,
+            flush_on_signal: false,
         }
     }
 }
@@ -180,6 +199,12 @@ impl ProfilerBuilder {
         self.config.fail_open = yes;
         self
     }
+    /// On SIGINT or SIGTERM, finishes the ledger and then lets the signal end the process (off
+    /// by default; Linux only). See [`Config::flush_on_signal`].
+    pub fn flush_on_signal(mut self, on: bool) -> Self {
+        self.config.flush_on_signal = on;
+        self
+    }
     /// Starts the profiler.
     ///
     /// # Errors
@@ -206,6 +231,12 @@ pub(crate) struct Running {
     /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
     /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
     pub(crate) counters_path: u32,
+    /// False once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
+    /// signal thread can shut down while the application still steps). `step()` holds the read
+    /// side while it sends, so no iteration end reaches the collector after `Finish`.
+    open: RwLock<bool>,
+    /// Warnings for the trailer that shutdown adds (the signal that ended the run).
+    end_warnings: parking_lot::Mutex<Vec<String>>,
 }
 
 /// The scope the counters level's own GPU work is attributed to.
@@ -273,6 +304,10 @@ impl Running {
     fn cupti_now(&self) -> Option<u64> {
         self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
     }
+    /// The trailer warnings shutdown added (the collector takes them when it writes the trailer).
+    pub(crate) fn take_end_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.end_warnings.lock())
+    }
 }
 
 static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
@@ -310,7 +345,12 @@ pub struct RunSummary {
 /// # Ok::<(), gpu_ledger::Error>(())
 /// ```
 pub struct Profiler {
-    inner: Option<Inner>,
+    /// The running profiler's shared state (`None` when inert, and once finished).
+    running: Option<Arc<Running>>,
+    /// What shutdown takes, shared with the signal thread.
+    slot: Arc<Slot>,
+    /// SIGINT/SIGTERM handling (`flush_on_signal`), stopped after shutdown.
+    signals: Option<crate::signals::Watch>,
     ledger_path: PathBuf,
     /// Why profiling is off, when `fail_open` kept the application running.
     disabled_reason: Option<String>,
@@ -320,7 +360,7 @@ impl std::fmt::Debug for Profiler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Profiler")
             .field("ledger_path", &self.ledger_path)
-            .field("running", &self.inner.is_some())
+            .field("running", &self.running.is_some())
             .field("disabled_reason", &self.disabled_reason)
             .finish()
     }
@@ -332,6 +372,71 @@ struct Inner {
     collector: Option<JoinHandle<()>>,
     writer: Option<LedgerWriter>,
     trailer_rx: crossbeam_channel::Receiver<Trailer>,
+}
+
+/// How long `finish()` waits for a shutdown that the signal thread began (the signal ends the
+/// process within [`crate::signals::FLUSH_BOUND`]).
+const FINISH_WAIT: Duration = Duration::from_secs(10);
+
+/// The running profiler's parts, shut down exactly once: by `finish()` or drop, or by the
+/// signal thread (`flush_on_signal`), whichever comes first; the other waits for it.
+struct Slot {
+    state: parking_lot::Mutex<SlotState>,
+    changed: parking_lot::Condvar,
+}
+
+enum SlotState {
+    /// Not (yet) running: starting, inert, or failed to start.
+    Empty,
+    Running(Inner),
+    Stopping,
+    /// Shut down; the trailer that was written.
+    Stopped(Box<Trailer>),
+}
+
+impl Slot {
+    fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            state: parking_lot::Mutex::new(SlotState::Empty),
+            changed: parking_lot::Condvar::new(),
+        })
+    }
+
+    /// Shuts the profiler down (adding `end_warning` to the trailer) if it runs; if a shutdown
+    /// is under way, waits for it at most `wait`. The trailer and the first error; `None` when
+    /// nothing ran or the wait timed out.
+    fn shut_down(
+        &self,
+        end_warning: Option<String>,
+        wait: Duration,
+    ) -> Option<(Trailer, Option<Error>)> {
+        let deadline = Instant::now() + wait;
+        let mut state = self.state.lock();
+        loop {
+            match std::mem::replace(&mut *state, SlotState::Stopping) {
+                SlotState::Running(inner) => {
+                    drop(state);
+                    let (trailer, err) = shutdown(inner, end_warning);
+                    *self.state.lock() = SlotState::Stopped(Box::new(trailer.clone()));
+                    self.changed.notify_all();
+                    return Some((trailer, err));
+                }
+                SlotState::Stopping => {
+                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                        return None;
+                    }
+                }
+                SlotState::Stopped(trailer) => {
+                    *state = SlotState::Stopped(trailer.clone());
+                    return Some((*trailer, None));
+                }
+                SlotState::Empty => {
+                    *state = SlotState::Empty;
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 impl Profiler {
@@ -371,13 +476,18 @@ impl Profiler {
     /// instead, and the ledger header says why.
     pub fn start(config: Config) -> Result<Profiler> {
         let path = resolve_ledger_path(config.ledger_path.clone());
-        match start_inner(&config, &path) {
-            Ok((inner, warnings)) => {
+        let slot = Slot::new();
+        match start_inner(&config, &path, &slot) {
+            Ok((inner, warnings, signals)) => {
                 for w in &warnings {
                     eprintln!("gpu-ledger: warning: {w}");
                 }
+                let running = inner.running.clone();
+                *slot.state.lock() = SlotState::Running(inner);
                 Ok(Profiler {
-                    inner: Some(inner),
+                    running: Some(running),
+                    slot,
+                    signals,
                     ledger_path: path,
                     disabled_reason: None,
                 })
@@ -391,7 +501,9 @@ impl Profiler {
                 eprintln!("gpu-ledger: {reason}");
                 write_disabled_ledger(&config, &path, &reason)?;
                 Ok(Profiler {
-                    inner: None,
+                    running: None,
+                    slot,
+                    signals: None,
                     ledger_path: path,
                     disabled_reason: Some(reason),
                 })
@@ -412,22 +524,25 @@ impl Profiler {
 
     /// Index of the iteration now open.
     pub fn iteration(&self) -> u64 {
-        self.inner.as_ref().map_or(0, |i| i.running.iteration())
+        self.running.as_ref().map_or(0, |r| r.iteration())
     }
 
     /// The first ledger write error, if one happened (reported once on stderr as well).
     pub fn write_error(&self) -> Option<String> {
-        self.inner
-            .as_ref()
-            .and_then(|i| i.writer.as_ref())
-            .and_then(|w| w.error())
+        match &*self.slot.state.lock() {
+            SlotState::Running(inner) => inner.writer.as_ref().and_then(|w| w.error()),
+            _ => None,
+        }
     }
 
     /// Ends the current iteration and opens the next (like torch.profiler's `step()`). Never
     /// blocks on the GPU: the iteration's row is written once its GPU records have arrived.
     pub fn step(&self) {
-        let Some(inner) = &self.inner else { return };
-        let running = &inner.running;
+        let Some(running) = &self.running else { return };
+        let open = running.open.read();
+        if !*open {
+            return;
+        }
         // Counters first: ending a pass synchronizes and may decode, which belongs to the
         // (perturbed) iteration that ends here, not to the next one.
         let counters = running
@@ -438,17 +553,18 @@ impl Profiler {
         let launches = running.launches.total.load(Ordering::SeqCst);
         let host_end_ns = running.now_ns();
         let cupti_end = running.cupti_now();
-        let open = scope::open_scopes(running);
+        let open_scopes = scope::open_scopes(running);
         let index = running.iteration.fetch_add(1, Ordering::AcqRel);
         let _ = running.control.send(Control::IterationEnd {
             index,
             host_end_ns,
             cupti_end,
             launches,
-            open_scopes: open,
+            open_scopes,
             counters,
         });
         running.with_counters(|c| c.begin_iteration(index + 1));
+        drop(open);
     }
 
     /// Stops profiling, waits for every record, writes the trailer and closes the ledger.
@@ -459,35 +575,48 @@ impl Profiler {
     /// The first ledger write error, or a CUPTI error while stopping; the ledger is still closed.
     pub fn finish(mut self) -> Result<RunSummary> {
         let path = self.ledger_path.clone();
-        let Some(inner) = self.inner.take() else {
-            let trailer = Trailer::default();
-            return Ok(RunSummary {
-                ledger_path: path,
-                trailer,
-            });
-        };
-        let (trailer, err) = shutdown(inner);
-        match err {
-            Some(e) => Err(e),
-            None => Ok(RunSummary {
+        let was_running = self.running.is_some();
+        match self.end() {
+            Some((trailer, None)) => Ok(RunSummary {
                 ledger_path: path,
                 trailer,
             }),
+            Some((_, Some(e))) => Err(e),
+            None if !was_running => Ok(RunSummary {
+                ledger_path: path,
+                trailer: Trailer::default(),
+            }),
+            None => Err(Error::Thread(format!(
+                "the signal thread (flush_on_signal) began shutting the profiler down and did \
+                 not finish within {FINISH_WAIT:?}"
+            ))),
         }
+    }
+
+    /// Shuts down (or waits for the signal thread's shutdown), then removes the signal handlers.
+    fn end(&mut self) -> Option<(Trailer, Option<Error>)> {
+        let ended = self
+            .running
+            .take()
+            .and_then(|_| self.slot.shut_down(None, FINISH_WAIT));
+        // After shutdown: a signal that comes while the ledger is being finished waits for it.
+        drop(self.signals.take());
+        ended
     }
 }
 
 impl Drop for Profiler {
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            let _ = shutdown(inner);
-        }
+        let _ = self.end();
     }
 }
 
-fn shutdown(mut inner: Inner) -> (Trailer, Option<Error>) {
+fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<Error>) {
     scope::ENABLED.store(false, Ordering::SeqCst);
     let running = inner.running.clone();
+    // No step() is sending now, and none will: Finish is the collector's last message.
+    *running.open.write() = false;
+    running.end_warnings.lock().extend(end_warning);
     let host_end_ns = running.now_ns();
     let cupti_end = running.cupti_now();
     let open = scope::open_scopes(&running);
@@ -588,7 +717,9 @@ fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<(
     Ok(())
 }
 
-fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
+type Started = (Inner, Vec<String>, Option<crate::signals::Watch>);
+
+fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started> {
     if config.buffer_bytes < 1024 || config.buffers == 0 {
         return Err(Error::Config(
             "buffers must be at least 1 and buffer_bytes at least 1024".into(),
@@ -671,6 +802,8 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         launches: Arc::new(LaunchCounter::default()),
         counters: parking_lot::Mutex::new(counter_state),
         counters_path,
+        open: RwLock::new(true),
+        end_warnings: parking_lot::Mutex::new(Vec::new()),
     });
     let mut session = None;
     let mut activity = None;
@@ -695,6 +828,18 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
         None
     };
     environment.explain_nulls();
+    // Installed before the header, which carries its warnings; on a later error the watch drops
+    // and the default dispositions are back.
+    let signals = if config.flush_on_signal {
+        let slot = slot.clone();
+        let on_signal: crate::signals::OnSignal = Arc::new(move |name: &'static str| {
+            let warning = format!("run ended by {name} (flush_on_signal)");
+            let _ = slot.shut_down(Some(warning), crate::signals::FLUSH_BOUND);
+        });
+        crate::signals::Watch::install(on_signal, &mut warnings)
+    } else {
+        None
+    };
     let header = Header {
         schema_version: SCHEMA_VERSION,
         gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -746,6 +891,7 @@ fn start_inner(config: &Config, path: &Path) -> Result<(Inner, Vec<String>)> {
             trailer_rx,
         },
         warnings,
+        signals,
     ))
 }
 
