@@ -122,7 +122,13 @@ fn launch_fma(
     unsafe { b.launch(cfg_1d(n)) }.unwrap();
 }
 
-fn profiler(g: &Gpu, metrics: &[&str], range_mode: RangeMode, replay: ReplayMode) -> RangeProfiler {
+/// A Range Profiler on the test GPU (shared with the kernel-suite counter tests).
+pub(crate) fn profiler(
+    g: &Gpu,
+    metrics: &[&str],
+    range_mode: RangeMode,
+    replay: ReplayMode,
+) -> RangeProfiler {
     let config = CounterConfig {
         metrics: metrics.iter().map(|m| m.to_string()).collect(),
         range_mode,
@@ -135,16 +141,19 @@ fn profiler(g: &Gpu, metrics: &[&str], range_mode: RangeMode, replay: ReplayMode
          NVreg_RestrictProfilingToAdminUsers=0)",
     );
     println!(
-        "chip {}: {} metric(s), {} pass(es), {} run(s) per collection",
+        "chip {}: {} metric(s), {} pass(es), {} run(s) per collection ({} ranges, {} replay)",
         rp.chip(),
         rp.metrics().len(),
         rp.passes(),
-        rp.runs_per_collection()
+        rp.runs_per_collection(),
+        range_mode.as_str(),
+        replay.as_str()
     );
     rp
 }
 
-fn value(c: &Collected, range: &str, metric: &str) -> f64 {
+/// One metric of one range, with a clear panic naming what is missing.
+pub(crate) fn value(c: &Collected, range: &str, metric: &str) -> f64 {
     c.range(range)
         .unwrap_or_else(|| {
             panic!(
@@ -811,31 +820,35 @@ fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_runn
     // vector_add loads a and b and stores c; scale loads x and stores y: 4-byte elements.
     let add = (f64::from(n1) * 8.0 / 32.0, f64::from(n1) * 4.0 / 32.0);
     let scale = (f64::from(n2) * 4.0 / 32.0, f64::from(n2) * 4.0 / 32.0);
-    report(
-        "step/add: global load sectors",
-        range("step/add").values[ld],
-        add.0,
-    );
-    report(
-        "step/add: global store sectors",
-        range("step/add").values[st],
-        add.1,
-    );
-    report(
-        "step/scale: global load sectors",
-        range("step/scale").values[ld],
-        scale.0,
-    );
-    report(
-        "step/scale: global store sectors",
-        range("step/scale").values[st],
-        scale.1,
-    );
-    report(
-        "step: global load sectors",
-        range("step").values[ld],
-        add.0 + scale.0,
-    );
+    for (what, got, analytic) in [
+        (
+            "step/add: global load sectors",
+            range("step/add").values[ld],
+            add.0,
+        ),
+        (
+            "step/add: global store sectors",
+            range("step/add").values[st],
+            add.1,
+        ),
+        (
+            "step/scale: global load sectors",
+            range("step/scale").values[ld],
+            scale.0,
+        ),
+        (
+            "step/scale: global store sectors",
+            range("step/scale").values[st],
+            scale.1,
+        ),
+        (
+            "step: global load sectors",
+            range("step").values[ld],
+            add.0 + scale.0,
+        ),
+    ] {
+        report(what, got, analytic);
+    }
     // Loads are exact. Stores are exact up to the Range Profiler's own `WaitNs` kernels, which
     // CUPTI launches inside user-replay ranges (one thread; measured +1 sector per range, +2
     // for `step`, run 26): the allowance is the number of them the ledger shows.

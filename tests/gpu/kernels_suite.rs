@@ -20,10 +20,7 @@ use std::collections::BTreeMap;
 use cudarc::driver::sys::CUdevice_attribute;
 use gpu_ledger::analysis::{analyze_kernel, wave_efficiency, DeviceLimits};
 use gpu_ledger::counters::metrics::names;
-use gpu_ledger::counters::{
-    derive, Collected, CounterConfig, DeriveOptions, RangeMode, RangeProfiler, RangeValues,
-    ReplayMode,
-};
+use gpu_ledger::counters::{derive, Collected, DeriveOptions, RangeMode, RangeValues, ReplayMode};
 use gpu_ledger::kernels::suite::attention::{
     AttentionGpu, AttentionKernels, AttentionSpec, AttentionVariant,
 };
@@ -1275,35 +1272,6 @@ fn suite(r: SuiteResult<()>) -> gpu_ledger::Result<()> {
 
 /// A standalone Range Profiler on the test's context (auto ranges are named by a launch
 /// recorder).
-fn counter_profiler(
-    g: &crate::Gpu,
-    metrics: &[&str],
-    range_mode: RangeMode,
-    replay_mode: ReplayMode,
-) -> RangeProfiler {
-    let config = CounterConfig {
-        metrics: metrics.iter().map(|m| m.to_string()).collect(),
-        range_mode,
-        replay_mode,
-        record_kernel_names: range_mode == RangeMode::Auto,
-        ..CounterConfig::default()
-    };
-    let rp = RangeProfiler::new(&g.ctx, config).expect(
-        "Range Profiler set up (if this is a permission error, see its fix: \
-         NVreg_RestrictProfilingToAdminUsers=0)",
-    );
-    println!(
-        "chip {}: {} metric(s), {} pass(es), {} run(s) per collection ({} ranges, {} replay)",
-        rp.chip(),
-        rp.metrics().len(),
-        rp.passes(),
-        rp.runs_per_collection(),
-        range_mode.as_str(),
-        replay_mode.as_str()
-    );
-    rp
-}
-
 fn print_ranges(c: &Collected) {
     println!(
         "{} run(s), {} range(s), {} dropped:",
@@ -1328,7 +1296,7 @@ where
     F: FnMut() -> gpu_ledger::Result<()>,
 {
     g.stream.synchronize().unwrap();
-    let mut rp = counter_profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
+    let mut rp = crate::counters::profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
     let c = rp
         .collect(|_rp| {
             work()?;
@@ -1370,18 +1338,6 @@ fn kernel_value(c: &Collected, kernel: &str, metric: &str) -> f64 {
 }
 
 /// `metric` in the user range `range`.
-fn range_value(c: &Collected, range: &str, metric: &str) -> f64 {
-    c.range(range)
-        .unwrap_or_else(|| {
-            panic!(
-                "no range {range:?}; ranges: {:?}",
-                c.ranges.iter().map(|r| &r.name).collect::<Vec<_>>()
-            )
-        })
-        .get(metric)
-        .unwrap_or_else(|| panic!("no {metric} in range {range}"))
-}
-
 fn num(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{x:.0}")
@@ -1500,7 +1456,7 @@ fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
     let b = s.alloc_zeros::<f32>(n as usize).unwrap();
     let mut c = s.alloc_zeros::<f32>(n as usize).unwrap();
     s.synchronize().unwrap();
-    let mut rp = counter_profiler(
+    let mut rp = crate::counters::profiler(
         &g,
         &[
             names::GLOBAL_LD_SECTORS,
@@ -1532,30 +1488,30 @@ fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
         println!("{k}, N = 2^28 = {n} floats:");
         checks.exact(
             &format!("{k}: global load sectors = 2N*4/32"),
-            range_value(&col, k, names::GLOBAL_LD_SECTORS),
+            crate::counters::value(&col, k, names::GLOBAL_LD_SECTORS),
             2.0 * nf * 4.0 / 32.0,
         );
         checks.exact(
             &format!("{k}: global store sectors = N*4/32"),
-            range_value(&col, k, names::GLOBAL_ST_SECTORS),
+            crate::counters::value(&col, k, names::GLOBAL_ST_SECTORS),
             nf * 4.0 / 32.0,
         );
         checks.within(
             &format!("{k}: dram__bytes_read.sum vs 8N"),
-            range_value(&col, k, names::DRAM_BYTES_READ),
+            crate::counters::value(&col, k, names::DRAM_BYTES_READ),
             8.0 * nf,
             0.02,
         );
         checks.within(
             &format!("{k}: dram__bytes_write.sum vs 4N"),
-            range_value(&col, k, names::DRAM_BYTES_WRITE),
+            crate::counters::value(&col, k, names::DRAM_BYTES_WRITE),
             4.0 * nf,
             0.03,
         );
         let d = derive(&col.ranges[0].values, &DeriveOptions::default());
         println!(
             "  {k}: gpu__time_duration.sum {:.0} ns; derived DRAM bandwidth {:.3} TB/s",
-            range_value(&col, k, names::GPU_TIME),
+            crate::counters::value(&col, k, names::GPU_TIME),
             d.dram_bandwidth_bytes_per_s.unwrap_or(f64::NAN) / 1e12
         );
     }
@@ -1854,7 +1810,7 @@ fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes(
     let (rows, cols) = (8192u32, 4096u32);
     let mut x = SoftmaxGpu::new(s, &sk, SoftmaxSpec::new(rows, cols, false), 63).unwrap();
     s.synchronize().unwrap();
-    let mut rp = counter_profiler(
+    let mut rp = crate::counters::profiler(
         &g,
         &[
             names::DRAM_BYTES_READ,
@@ -1887,9 +1843,9 @@ fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes(
             "{} ({} launch(es)): read {} B, written {} B, {:.1} µs",
             spec.name(),
             spec.launches().len(),
-            num(range_value(&col, range, names::DRAM_BYTES_READ)),
-            num(range_value(&col, range, names::DRAM_BYTES_WRITE)),
-            range_value(&col, range, names::GPU_TIME) / 1e3
+            num(crate::counters::value(&col, range, names::DRAM_BYTES_READ)),
+            num(crate::counters::value(&col, range, names::DRAM_BYTES_WRITE)),
+            crate::counters::value(&col, range, names::GPU_TIME) / 1e3
         );
         report(
             &format!("{range}: DRAM bytes (read + write)"),
