@@ -63,7 +63,7 @@ struct ThreadScopes {
     slot: Option<Arc<ScopeSlot>>,
     /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
     /// instead of cloning it.
-    cache: HashMap<u32, HashMap<Cow<'static, str>, u32>>,
+    cache: rustc_hash::FxHashMap<u32, rustc_hash::FxHashMap<Cow<'static, str>, u32>>,
     /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
     /// found by its address, without hashing its text.
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
