@@ -12,11 +12,17 @@
 //! - `decode/launch_mix`: 3 records per launch, in launch order: the figure against the target;
 //! - `decode/launch_mix_collect`: the same, collected into a fresh `Vec<Record>` per 4 MiB
 //!   buffer first, which is what `Collector::decode` does today;
-//! - `attribution_model/{siphash,multiplicative}`: NOT the collector's code (it is private): a
-//!   stand-in doing the per-launch hash-map work `Collector::accept` does (see
-//!   `AttributionModel` below), with std's SipHash and with a multiplicative hash of the u32
-//!   correlation id, to size what the hasher costs. An attribution benchmark of the real code
-//!   needs the public hook proposed in `docs/overhead.md`.
+//! - `attribution/real_collector`: the launch mix decoded and handed to the profiler's own
+//!   collector (`gpu_ledger::collector::OfflineCollector`, hidden from the docs): attribution to
+//!   scope and iteration, an iteration ended every 1 000 launches and its row built
+//!   (`build_row`), per record. The records of an iteration arrive before its end (the API
+//!   records wait for the end, kernels for their API record);
+//! - `attribution/real_collector_step_first`: the same with each iteration ended before its
+//!   records arrive, as when CUPTI delivers buffers at a flush after `step()`;
+//! - `attribution_model/{siphash,multiplicative}`: NOT the collector's code: a stand-in doing the
+//!   per-launch hash-map work `Collector::accept` does (see `AttributionModel` below), with std's
+//!   SipHash and with a multiplicative hash of the u32 correlation id, to size what the hasher
+//!   costs.
 //!
 //! `cargo bench --bench decode` (add `-- --quick` for a short run); a summary with records/s
 //! against the target prints last.
@@ -30,6 +36,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
 use gpu_ledger::activity::record::{decode, NameCache, Record};
+use gpu_ledger::collector::OfflineCollector;
+use gpu_ledger::ledger::schema::IterationRow;
 
 /// Bytes per synthetic buffer: the profiler's default CUPTI buffer size.
 const BUFFER_BYTES: usize = 4 << 20;
@@ -178,7 +186,13 @@ impl Buffer {
                 Mix::Api => put(&mut at, as_bytes(&api_record(i, corr))),
                 Mix::ExternalCorrelation => put(&mut at, as_bytes(&external_record(corr, scope))),
                 Mix::Launch => {
-                    put(&mut at, as_bytes(&external_record(corr, scope)))
+                    // Whole launches only: a launch's API record without its kernel record
+                    // would leave the real collector waiting for it.
+                    let launch = padded(size_of::<sys::CUpti_ActivityExternalCorrelation>())
+                        + padded(size_of::<sys::CUpti_ActivityAPI>())
+                        + padded(size_of::<sys::CUpti_ActivityKernel10>());
+                    at + launch <= BUFFER_BYTES
+                        && put(&mut at, as_bytes(&external_record(corr, scope)))
                         && put(&mut at, as_bytes(&api_record(i, corr)))
                         && put(&mut at, as_bytes(&kernel_record(i, corr, name)))
                 }
@@ -327,6 +341,178 @@ impl<S: std::hash::BuildHasher> AttributionModel<S> {
     }
 }
 
+/// Launches per iteration in the real-collector benchmark.
+const LAUNCHES_PER_ITERATION: u64 = 1_000;
+
+/// Host start of launch `g`'s API call in the synthetic buffers, CUPTI ns (see `api_record`).
+fn launch_api_start(g: u64) -> u64 {
+    1_000_000_000 + g * 7_000 - 4_000
+}
+
+/// Scope ids the launch-mix buffers use as external ids: 1 + i % 10.
+const SCOPES: u64 = 10;
+
+/// The real collector fed the launch mix pass after pass. Pass `p` shifts every time by
+/// `p * launches * 7 µs` and every correlation id by `p * launches`, so that the passes make one
+/// continuous timeline (the collector's maps live on across iterations as in a run).
+struct RealAttribution {
+    collector: OfflineCollector,
+    /// End each iteration before its records arrive (else right after its last record).
+    step_first: bool,
+    launches_per_pass: u64,
+    pass: u64,
+    /// Kernel records accepted (= launches, one kernel per launch).
+    launches_seen: u64,
+    /// Launches covered by the iterations ended so far.
+    ended_through: u64,
+    names: NameCache,
+}
+
+impl RealAttribution {
+    fn new(buf: &Buffer, step_first: bool) -> Self {
+        let collector = OfflineCollector::new(launch_api_start(0) - 1);
+        // External ids 1..=10: "step" and nine phases below it.
+        assert_eq!(collector.intern_path("step"), 1);
+        for id in 2..=SCOPES as u32 {
+            assert_eq!(collector.intern_path(&format!("step/phase{id}")), id);
+        }
+        assert_eq!(buf.records.len() % 3, 0, "whole launches");
+        let launches_per_pass = buf.records.len() as u64 / 3;
+        RealAttribution {
+            collector,
+            step_first,
+            launches_per_pass,
+            pass: 0,
+            launches_seen: 0,
+            ended_through: 0,
+            names: NameCache::default(),
+        }
+    }
+
+    /// Ends the iteration that covers launches up to `ended_through + LAUNCHES_PER_ITERATION`
+    /// and hands the rows written to `on_row`.
+    fn end_iteration(&mut self, on_row: &mut impl FnMut(&IterationRow)) {
+        self.ended_through += LAUNCHES_PER_ITERATION;
+        let end = launch_api_start(self.ended_through);
+        self.collector.end_iteration(end, end, self.ended_through);
+        for row in self.collector.take_rows() {
+            on_row(&row);
+        }
+    }
+
+    /// One pass over `buf` (a launch-mix buffer).
+    fn run(&mut self, buf: &Buffer, mut on_row: impl FnMut(&IterationRow)) {
+        let dt = self.pass * self.launches_per_pass * 7_000;
+        let dc = (self.pass * self.launches_per_pass) as u32;
+        self.pass += 1;
+        for &rec in &buf.records {
+            if self.step_first && self.launches_seen == self.ended_through {
+                self.end_iteration(&mut on_row);
+            }
+            // SAFETY: as in `decode_all`.
+            let mut r = unsafe { decode(rec, &mut self.names) };
+            let kernel = match &mut r {
+                Record::Kernel(k) => {
+                    k.start += dt;
+                    k.end += dt;
+                    k.correlation_id = k.correlation_id.wrapping_add(dc);
+                    true
+                }
+                Record::Api(a) => {
+                    a.start += dt;
+                    a.end += dt;
+                    a.correlation_id = a.correlation_id.wrapping_add(dc);
+                    false
+                }
+                Record::ExternalCorrelation { correlation_id, .. } => {
+                    *correlation_id = correlation_id.wrapping_add(dc);
+                    false
+                }
+                _ => false,
+            };
+            self.collector.accept(r);
+            if kernel {
+                self.launches_seen += 1;
+                if !self.step_first
+                    && self.launches_seen == self.ended_through + LAUNCHES_PER_ITERATION
+                {
+                    self.end_iteration(&mut on_row);
+                }
+            }
+        }
+    }
+
+    /// A pass for the benchmark: returns the kernels in the rows written.
+    fn pass(&mut self, buf: &Buffer) -> u64 {
+        let mut kernels = 0;
+        self.run(buf, |row| {
+            kernels += row.kernels.iter().map(|k| k.count).sum::<u64>();
+        });
+        black_box(kernels)
+    }
+}
+
+/// Checks that the real collector attributes every launch of the launch mix (a benchmark of a
+/// collector that places nothing would measure a no-op): over a few passes, every row written is
+/// complete and holds its 1 000 kernels, each in its launch's scope path, none unscoped.
+fn verify_real_attribution(buf: &Buffer, step_first: bool) {
+    let mut a = RealAttribution::new(buf, step_first);
+    let n = a.launches_per_pass;
+    let mut rows = 0u64;
+    let mut next_index = 0u64;
+    let passes = 3;
+    for _ in 0..passes {
+        a.run(buf, |row| {
+            assert_eq!(row.index, next_index, "rows in order");
+            next_index += 1;
+            rows += 1;
+            assert!(
+                row.complete,
+                "row {} incomplete: {:?}",
+                row.index, row.warnings
+            );
+            let kernels: u64 = row.kernels.iter().map(|k| k.count).sum();
+            assert_eq!(kernels, LAUNCHES_PER_ITERATION, "row {}", row.index);
+            // Launch g is the buffer's launch i = g % n, in scope 1 + i % 10.
+            let mut expected = [0u64; SCOPES as usize + 1];
+            let first = row.index * LAUNCHES_PER_ITERATION;
+            for g in first..first + LAUNCHES_PER_ITERATION {
+                expected[(1 + (g % n) % SCOPES) as usize] += 1;
+            }
+            for s in &row.scopes {
+                let id = match s.path.as_str() {
+                    "step" => 1,
+                    p => p
+                        .strip_prefix("step/phase")
+                        .and_then(|id| id.parse::<usize>().ok())
+                        .unwrap_or_else(|| panic!("row {}: kernels in {}", row.index, s.path)),
+                };
+                assert_eq!(
+                    s.kernels, expected[id],
+                    "row {} scope {}",
+                    row.index, s.path
+                );
+                expected[id] = 0;
+            }
+            assert_eq!(expected, [0; SCOPES as usize + 1], "row {}", row.index);
+        });
+    }
+    let launches = a.launches_per_pass * passes;
+    // Step first: the row of an iteration is written when the next one ends.
+    let expect = launches / LAUNCHES_PER_ITERATION - u64::from(step_first);
+    assert!(
+        rows >= expect,
+        "{rows} rows for {launches} launches (expected {expect})"
+    );
+    let t = a.collector.trailer();
+    assert_eq!(t.kernel_records, launches);
+    assert_eq!(
+        (t.late_records, t.unplaced_records),
+        (0, 0),
+        "late or unplaced records"
+    );
+}
+
 fn bench_decode(c: &mut Criterion) {
     let names = names();
     let mut group = c.benchmark_group("decode");
@@ -349,6 +535,20 @@ fn bench_decode(c: &mut Criterion) {
         let mut cache = NameCache::default();
         b.iter(|| decode_collect(&buf, &mut cache))
     });
+    group.finish();
+
+    let mut group = c.benchmark_group("attribution");
+    group.throughput(Throughput::Elements(buf.records.len() as u64));
+    for (label, step_first) in [
+        ("real_collector", false),
+        ("real_collector_step_first", true),
+    ] {
+        verify_real_attribution(&buf, step_first);
+        group.bench_function(label, |b| {
+            let mut a = RealAttribution::new(&buf, step_first);
+            b.iter(|| a.pass(&buf))
+        });
+    }
     group.finish();
 
     let mut group = c.benchmark_group("attribution_model");
@@ -471,6 +671,14 @@ fn summary() {
         rate(&buf, |b| decode_collect(b, &mut cache) as u64),
         Some(TARGET_RECORDS_PER_S),
     );
+    for (label, step_first) in [
+        ("attribution, real collector", false),
+        ("attribution, real collector, step first", true),
+    ] {
+        verify_real_attribution(&buf, step_first);
+        let mut a = RealAttribution::new(&buf, step_first);
+        row(label, rate(&buf, |b| a.pass(b)), Some(TARGET_RECORDS_PER_S));
+    }
     row(
         "attribution model, SipHash (std)",
         {
@@ -488,8 +696,9 @@ fn summary() {
         Some(TARGET_RECORDS_PER_S),
     );
     println!(
-        "(the attribution rows are a stand-in for Collector::accept, not its code; see the \
-         proposed hook in docs/overhead.md)"
+        "(real collector: decode, Collector::accept, an iteration ended every {LAUNCHES_PER_ITERATION} \
+         launches and its row built, through gpu_ledger::collector::OfflineCollector; the \
+         attribution model rows are a stand-in for Collector::accept, not its code)"
     );
 }
 

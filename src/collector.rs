@@ -80,6 +80,119 @@ pub(crate) fn spawn(setup: CollectorSetup) -> Result<JoinHandle<()>> {
         .map_err(|e| Error::Thread(format!("gpu-ledger-collector could not start: {e}")))
 }
 
+/// The collector's attribution driven by hand, without threads, CUPTI or a ledger file: for
+/// benchmarks (`benches/decode.rs`) and tests. Not a stable API.
+///
+/// It is the profiler's own `Collector` with no CUPTI library, at the timeline level's rules: an
+/// iteration's row is written once the iteration has ended, every counted launch/copy/memset call
+/// made before its end (the `launches` given to [`end_iteration`](Self::end_iteration)) has its
+/// API record, and every such call has its GPU record. Handing records to
+/// [`accept`](Self::accept) stands for CUPTI's flush, so no flush is awaited. What it skips:
+/// decoding from a CUPTI buffer (the caller decodes), scope slots (no thread records scopes
+/// here), scope timing events, NVML and hardware counters. The settle time is unbounded: a row
+/// whose records never come is not written by time, only by [`finish`](Self::finish).
+#[doc(hidden)]
+pub struct OfflineCollector {
+    collector: Collector,
+    lines: Receiver<LedgerLine>,
+    /// Index of the open iteration.
+    open_index: u64,
+}
+
+#[doc(hidden)]
+impl OfflineCollector {
+    /// A collector at the timeline level's attribution rules, iteration 0 open at CUPTI time
+    /// `start_cupti_ns` (and host time 0).
+    pub fn new(start_cupti_ns: u64) -> Self {
+        let (line_tx, line_rx) = crossbeam_channel::unbounded();
+        let (trailer_tx, _) = crossbeam_channel::bounded(1);
+        let (_, control_rx) = crossbeam_channel::unbounded();
+        let (_, buffer_rx) = crossbeam_channel::unbounded();
+        let mut collector = Collector::new(CollectorSetup {
+            running: Running::offline(),
+            activity: None,
+            control: control_rx,
+            buffers: buffer_rx,
+            lines: line_tx,
+            trailer: trailer_tx,
+            settle: Duration::MAX,
+            // Every maintain() "flushes": the caller has handed in every record it has.
+            flush_interval: Duration::ZERO,
+            start_cupti_ns,
+            nvml: None,
+            work_per_iteration: None,
+            record_activities: false,
+            auto_ranges: false,
+        });
+        collector.offline_timeline = true;
+        OfflineCollector {
+            collector,
+            lines: line_rx,
+            open_index: 0,
+        }
+    }
+
+    /// The id of a slash-separated scope path (`"step/forward"`), interned as a scope guard
+    /// would: the external-correlation id that attributes a launch to that path.
+    pub fn intern_path(&self, path: &str) -> u32 {
+        let paths = &self.collector.running.paths;
+        path.split('/')
+            .fold(0, |parent, name| paths.intern(parent, name))
+    }
+
+    /// `Collector::accept`: one decoded record.
+    pub fn accept(&mut self, record: Record) {
+        self.collector.accept(record);
+    }
+
+    /// What `step()` makes the collector do: ends the open iteration at these times, with
+    /// `launches` counted launch/copy/memset calls made since the start, and opens the next.
+    pub fn end_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
+        let index = self.open_index;
+        self.open_index += 1;
+        self.collector.handle(Control::IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end: Some(cupti_end_ns),
+            launches,
+            open_scopes: Vec::new(),
+            counters: None,
+        });
+    }
+
+    /// Runs `maintain()` (rows whose records are all in are written) and returns the rows
+    /// written since the last call.
+    pub fn take_rows(&mut self) -> Vec<IterationRow> {
+        self.collector.maintain();
+        self.drain_rows()
+    }
+
+    /// What `finish()` makes the collector do, ending the open iteration at these times: every
+    /// ended iteration is written, waiting or not, and the open one when something happened in
+    /// it. Returns the remaining rows and the trailer.
+    pub fn finish(mut self, host_end_ns: u64, cupti_end_ns: u64) -> (Vec<IterationRow>, Trailer) {
+        self.collector
+            .finish(host_end_ns, Some(cupti_end_ns), Vec::new(), None);
+        let rows = self.drain_rows();
+        (rows, self.collector.trailer.clone())
+    }
+
+    /// Counts so far (records, late and unplaced records...), as the trailer would have them.
+    pub fn trailer(&self) -> &Trailer {
+        &self.collector.trailer
+    }
+
+    fn drain_rows(&self) -> Vec<IterationRow> {
+        self.lines
+            .try_iter()
+            .filter_map(|l| match l {
+                LedgerLine::Iteration(row) => Some(row),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// A GPU activity waiting to be placed or placed in an iteration.
 #[derive(Debug)]
 enum Activity {
@@ -229,6 +342,10 @@ struct Collector {
     work_per_iteration: Option<f64>,
     record_activities: bool,
     auto_ranges: bool,
+    /// Set only by [`OfflineCollector`]: no CUPTI library, but the timeline level's rules for
+    /// when a row is ready (every counted call's API record in, a "flush" after the end). Always
+    /// false in a profiler's collector, where `running.cupti` decides.
+    offline_timeline: bool,
 }
 
 enum Deferred {
@@ -286,6 +403,7 @@ impl Collector {
             work_per_iteration: s.work_per_iteration,
             record_activities: s.record_activities,
             auto_ranges: s.auto_ranges,
+            offline_timeline: false,
         }
     }
 
@@ -664,7 +782,7 @@ impl Collector {
         let Some(ended_at) = it.ended_at else {
             return false;
         };
-        let flushed = it.flushed || self.running.cupti.is_none();
+        let flushed = it.flushed || !self.timeline_rules();
         // NVML: one sampling period past the end, so that a sample brackets the window's end.
         let sampled = self
             .nvml
@@ -678,9 +796,15 @@ impl Collector {
             || ended_at.elapsed() >= self.settle
     }
 
+    /// Whether rows wait for CUPTI's records (the timeline and counters levels, and the offline
+    /// collector), rather than being written as soon as the iteration ends (the scopes level).
+    fn timeline_rules(&self) -> bool {
+        self.running.cupti.is_some() || self.offline_timeline
+    }
+
     /// Whether every counted call made before the iteration's end has its API record here.
     fn api_records_in(&self, it: &IterationState) -> bool {
-        self.running.cupti.is_none()
+        !self.timeline_rules()
             || self.counted_api_records_before + it.counted_api_records >= it.launches_by_end
     }
 
@@ -713,7 +837,7 @@ impl Collector {
             return;
         };
         let have = self.counted_api_records_before + it.counted_api_records;
-        if it.ended_at.is_some() && self.running.cupti.is_some() && have < it.launches_by_end {
+        if it.ended_at.is_some() && self.timeline_rules() && have < it.launches_by_end {
             it.missing_api_records = it.launches_by_end - have;
         }
         // A shortfall is reported in this row once; later rows start from the count at its end.

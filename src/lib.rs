@@ -22,7 +22,8 @@
 
 pub mod activity;
 pub mod analysis;
-mod collector;
+#[doc(hidden)]
+pub mod collector;
 pub mod counters;
 pub mod cupti;
 pub mod device;

@@ -304,6 +304,27 @@ impl Running {
     fn cupti_now(&self) -> Option<u64> {
         self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
     }
+    /// Shared state for a collector driven by hand ([`crate::collector::OfflineCollector`]): no
+    /// CUPTI library, no counters, an empty path table, and no collector listening to `step()`
+    /// (nothing here sends to it). Not registered as the current profiler, so scopes stay off.
+    pub(crate) fn offline() -> Arc<Running> {
+        let (control, _) = crossbeam_channel::unbounded();
+        Arc::new(Running {
+            origin: Instant::now(),
+            cupti: None,
+            iteration: AtomicU64::new(0),
+            paths: PathTable::default(),
+            events: EventPool::default(),
+            control,
+            thread_slots: parking_lot::Mutex::new(Vec::new()),
+            correlation_errors: AtomicU64::new(0),
+            launches: Arc::new(LaunchCounter::default()),
+            counters: parking_lot::Mutex::new(None),
+            counters_path: 0,
+            open: RwLock::new(false),
+            end_warnings: parking_lot::Mutex::new(Vec::new()),
+        })
+    }
     /// The trailer warnings shutdown added (the collector takes them when it writes the trailer).
     pub(crate) fn take_end_warnings(&self) -> Vec<String> {
         std::mem::take(&mut *self.end_warnings.lock())

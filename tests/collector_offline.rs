@@ -1,0 +1,148 @@
+//! The collector's attribution on synthetic records, through the hidden `OfflineCollector` hook
+//! (no GPU, no CUPTI): kernels land in the scope path their external-correlation record names and
+//! in the iteration their launch call's host time falls in, and a row waits for its records.
+
+use std::sync::Arc;
+
+use cupti_sys as sys;
+use gpu_ledger::activity::record::{ApiRecord, KernelRecord, Record};
+use gpu_ledger::collector::OfflineCollector;
+use gpu_ledger::ledger::schema::IterationRow;
+
+const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+
+fn kernel(corr: u32, start: u64, name: &str) -> Record {
+    Record::Kernel(KernelRecord {
+        name: Arc::from(name),
+        start,
+        end: start + 500,
+        device_id: 0,
+        context_id: 1,
+        stream_id: 7,
+        correlation_id: corr,
+        grid: [132, 1, 1],
+        block: [256, 1, 1],
+        cluster: [0, 0, 0],
+        registers_per_thread: 32,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        shared_executed_bytes: 65536,
+        local_bytes_per_thread: 0,
+        local_bytes_total: 0,
+        graph_id: 0,
+        graph_node_id: 0,
+        device_launched: false,
+    })
+}
+
+fn api(corr: u32, start: u64) -> Record {
+    Record::Api(ApiRecord {
+        runtime: false,
+        cbid: LAUNCH,
+        start,
+        end: start + 50,
+        thread_id: 1,
+        correlation_id: corr,
+        return_value: 0,
+    })
+}
+
+fn external(corr: u32, path_id: u32) -> Record {
+    Record::ExternalCorrelation {
+        correlation_id: corr,
+        external_id: u64::from(path_id),
+    }
+}
+
+/// Kernels per scope path in a row.
+fn kernels_of(row: &IterationRow, path: &str) -> u64 {
+    row.scopes
+        .iter()
+        .filter(|s| s.path == path)
+        .map(|s| s.kernels)
+        .sum()
+}
+
+#[test]
+fn kernels_are_attributed_to_their_scope_and_iteration() {
+    let mut c = OfflineCollector::new(1_000);
+    let fwd = c.intern_path("step/forward");
+    let bwd = c.intern_path("step/backward");
+    assert_ne!(fwd, bwd);
+    assert_eq!(c.intern_path("step/forward"), fwd);
+
+    // Iteration 0: CUPTI times [1000, 2000). Records arrive before its end (deferred), one kernel
+    // before its API record (waiting).
+    for r in [
+        external(1, fwd),
+        api(1, 1_100),
+        kernel(1, 1_150, "fwd_kernel"),
+        external(2, bwd),
+        kernel(2, 1_250, "bwd_kernel"),
+        api(2, 1_200),
+        api(3, 1_300),
+        kernel(3, 1_350, "loose_kernel"),
+    ] {
+        c.accept(r);
+    }
+    assert!(c.take_rows().is_empty(), "iteration 0 has not ended");
+    c.end_iteration(5_000, 2_000, 3);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.index, 0);
+    assert!(row.complete, "{:?}", row.warnings);
+    assert_eq!(row.missing_records, 0);
+    assert_eq!(kernels_of(row, "step/forward"), 1);
+    assert_eq!(kernels_of(row, "step/backward"), 1);
+    assert_eq!(kernels_of(row, "(unscoped)"), 1);
+    assert_eq!(row.kernels.iter().map(|k| k.count).sum::<u64>(), 3);
+    // Inclusive device time reaches the parent path.
+    let step = row.scopes.iter().find(|s| s.path == "step").unwrap();
+    assert_eq!(step.kernels, 0);
+    assert_eq!(step.device_ns_inclusive, 600); // [1150, 1650) and [1250, 1750)
+
+    // Iteration 1: [2000, 3000), ended before its records arrive (as after a CUPTI flush).
+    c.end_iteration(9_000, 3_000, 5);
+    c.accept(external(4, bwd));
+    c.accept(api(4, 2_100));
+    c.accept(kernel(4, 2_150, "bwd_kernel"));
+    assert!(
+        c.take_rows().is_empty(),
+        "5 counted calls by the end, 4 API records in: the row waits"
+    );
+    c.accept(external(5, fwd));
+    c.accept(api(5, 2_900));
+    assert!(
+        c.take_rows().is_empty(),
+        "the kernel of call 5 has not arrived: the row waits"
+    );
+    c.accept(kernel(5, 3_100, "fwd_kernel")); // runs after the iteration's end, launched in it
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.index, 1);
+    assert!(row.complete, "{:?}", row.warnings);
+    assert_eq!(kernels_of(row, "step/forward"), 1);
+    assert_eq!(kernels_of(row, "step/backward"), 1);
+    assert_eq!(kernels_of(row, "(unscoped)"), 0);
+
+    let (rest, trailer) = c.finish(10_000, 3_500);
+    assert!(rest.is_empty(), "nothing happened after the last end");
+    assert_eq!(trailer.iterations, 2);
+    assert_eq!(trailer.kernel_records, 5);
+    assert_eq!(trailer.api_records, 5);
+    assert_eq!(trailer.late_records, 0);
+    assert_eq!(trailer.unplaced_records, 0);
+}
+
+#[test]
+fn a_record_of_a_written_iteration_is_late() {
+    let mut c = OfflineCollector::new(1_000);
+    c.accept(api(1, 1_100));
+    c.accept(kernel(1, 1_150, "k"));
+    c.end_iteration(5_000, 2_000, 1);
+    assert_eq!(c.take_rows().len(), 1);
+    c.accept(api(2, 1_500)); // iteration 0's time, after its row
+    assert_eq!(c.trailer().late_records, 1);
+}
