@@ -69,6 +69,8 @@ unsafe extern "C" fn buffer_requested(
     let _ = std::panic::catch_unwind(|| {
         let shared = SHARED.read();
         let taken = shared.as_ref().and_then(|s| s.pool.take().map(|t| (s, t)));
+        // One lock of SHARED per callback (this may run on the launching thread).
+        let _timer = shared.as_deref().map(|s| CallbackTimer(s, t0));
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
             *max_records = 0;
@@ -91,7 +93,6 @@ unsafe extern "C" fn buffer_requested(
             }
         }
     });
-    add_callback_time(t0);
 }
 
 unsafe extern "C" fn buffer_completed(
@@ -105,6 +106,7 @@ unsafe extern "C" fn buffer_completed(
     let _ = std::panic::catch_unwind(|| {
         let shared = SHARED.read();
         let Some(s) = shared.as_ref() else { return };
+        let _timer = CallbackTimer(s, t0);
         if let Ok(lib) = cupti::api() {
             // SAFETY: ctx is the handle CUPTI passed to this callback.
             if let Ok(n) = unsafe { cupti::dropped_records(lib, ctx, stream_id) } {
@@ -122,14 +124,18 @@ unsafe extern "C" fn buffer_completed(
             s.stats.dropped_records.fetch_add(1, Ordering::Relaxed);
         }
     });
-    add_callback_time(t0);
 }
 
-fn add_callback_time(t0: Instant) {
-    if let Some(s) = SHARED.read().as_ref() {
-        s.stats
+/// Adds the time since its start to the callbacks' total when dropped, at the end of the
+/// callback's body, through the state the callback already holds.
+struct CallbackTimer<'a>(&'a ActivityShared, Instant);
+
+impl Drop for CallbackTimer<'_> {
+    fn drop(&mut self) {
+        self.0
+            .stats
             .callback_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            .fetch_add(self.1.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -247,15 +253,24 @@ unsafe extern "C" fn count_api_call(
         )
     };
     let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
-    let _ = RUNTIME_DEPTH.try_with(|depth| {
-        let d = depth.get();
-        if runtime {
-            depth.set(if enter { d + 1 } else { d.saturating_sub(1) });
-        }
-        if enter && (runtime || d == 0) {
-            counter.total.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    if outermost_call_entry(runtime, enter) {
+        counter.total.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Tracks the nesting of counted runtime calls on this thread (call it for every callback of a
+/// counted function, entry and exit) and says whether this is the entry of a call the
+/// application made: a runtime call, or a driver call not made inside one.
+pub(crate) fn outermost_call_entry(runtime: bool, enter: bool) -> bool {
+    RUNTIME_DEPTH
+        .try_with(|depth| {
+            let d = depth.get();
+            if runtime {
+                depth.set(if enter { d + 1 } else { d.saturating_sub(1) });
+            }
+            enter && (runtime || d == 0)
+        })
+        .unwrap_or(false)
 }
 
 /// True for the API classes whose calls are counted and awaited.

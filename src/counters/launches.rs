@@ -3,7 +3,6 @@
 //! gpu-ledger [`crate::Profiler`] the timeline's kernel records give that order (sort by
 //! correlation id); standalone, [`LaunchRecorder`] takes it from CUPTI launch callbacks.
 
-use std::cell::Cell;
 use std::ffi::CStr;
 use std::sync::Arc;
 
@@ -50,12 +49,6 @@ pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) 
     named
 }
 
-thread_local! {
-    /// Depth of runtime-API launches on this thread: the driver launch a runtime launch makes
-    /// internally is not counted a second time.
-    static IN_RUNTIME_LAUNCH: Cell<u32> = const { Cell::new(0) };
-}
-
 struct LaunchLog {
     driver_kernel: Vec<u32>,
     driver_graph: Vec<u32>,
@@ -76,18 +69,8 @@ impl LaunchSink for LaunchLog {
         if !is_kernel && !is_graph {
             return;
         }
-        if runtime {
-            IN_RUNTIME_LAUNCH.with(|d| {
-                d.set(if enter {
-                    d.get() + 1
-                } else {
-                    d.get().saturating_sub(1)
-                })
-            });
-        } else if IN_RUNTIME_LAUNCH.with(Cell::get) > 0 {
-            return;
-        }
-        if !enter {
+        // The driver launch a runtime launch makes inside is not a launch of its own.
+        if !crate::activity::outermost_call_entry(runtime, enter) {
             return;
         }
         let entry = if is_graph {
