@@ -244,8 +244,8 @@ pub(crate) struct HostObject {
     // are kept alive as long as the object: libnvperf_host keeps the pointers and reads them in
     // later calls (`ConfigAddMetrics`). Freeing them after initialization made those calls
     // crash once the process had reused the memory (docs/measurements.md, run 22).
-    _chip: CString,
-    _availability: Box<[u8]>,
+    chip: CString,
+    availability: Box<[u8]>,
 }
 
 // SAFETY: the host object is plain host memory CUPTI allocated; it is only used through `&self`
@@ -279,9 +279,16 @@ impl HostObject {
         Ok(HostObject {
             lib,
             ptr,
-            _chip: chip_c,
-            _availability: availability,
+            chip: chip_c,
+            availability,
         })
+    }
+
+    /// A second host object for the same chip and counter availability (one whose state a
+    /// refused configuration may leave behind can be thrown away).
+    pub(crate) fn fresh(&self) -> Result<Self> {
+        let chip = self.chip.to_str().unwrap_or_default();
+        HostObject::new(self.lib, chip, &self.availability)
     }
 
     /// `cuptiProfilerHostGetBaseMetrics` for one metric type.

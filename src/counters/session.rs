@@ -215,8 +215,6 @@ impl CounterConfig {
 pub struct ChipCatalog {
     chip: String,
     host: HostObject,
-    /// Kept to open fresh host objects that test single names (see [`ChipCatalog::accepts`]).
-    availability: Vec<u8>,
     /// Base metric name -> its CUPTI metric type.
     bases: BTreeMap<String, sys::CUpti_MetricType::Type>,
 }
@@ -250,12 +248,7 @@ impl ChipCatalog {
                 bases.entry(b).or_insert(t);
             }
         }
-        Ok(ChipCatalog {
-            chip,
-            host,
-            availability,
-            bases,
-        })
+        Ok(ChipCatalog { chip, host, bases })
     }
 
     /// The chip name CUPTI reports (`GH100` for H100 and H200).
@@ -283,12 +276,7 @@ impl ChipCatalog {
         let Ok(c) = CString::new(name) else {
             return false;
         };
-        let Some(lib) = cupti::api().ok() else {
-            return false;
-        };
-        HostObject::new(lib, &self.chip, &self.availability)
-            .and_then(|h| h.config_image(&[c]))
-            .is_ok()
+        self.host.fresh().and_then(|h| h.config_image(&[c])).is_ok()
     }
 
     /// The full names (`base.rollup[.submetric]`) CUPTI lists for a base metric.
