@@ -27,7 +27,8 @@ use crate::activity::record::{
 };
 use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
 use crate::analysis::intervals::union_busy;
-use crate::counters::IterationCounters;
+use crate::counters::launches::auto_range_launch;
+use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
 use crate::ledger::schema::*;
 use crate::profiler::Running;
@@ -1300,13 +1301,14 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
         })
         .collect();
     kernels.sort_by_key(|k| (k.correlation_id, k.start));
-    for r in &mut counters.ranges {
-        if r.kernel.is_some() {
-            continue;
-        }
-        if let Some(k) = r.name.parse::<usize>().ok().and_then(|i| kernels.get(i)) {
-            r.kernel = Some(k.name.to_string());
-            r.launch_index = r.name.parse().ok();
+    let launches: Vec<Launch> = kernels
+        .iter()
+        .map(|k| Launch::Kernel(k.name.to_string()))
+        .collect();
+    for r in counters.ranges.iter_mut().filter(|r| r.kernel.is_none()) {
+        if let Some((i, k)) = auto_range_launch(&r.name, &launches) {
+            r.kernel = Some(k.to_string());
+            r.launch_index = Some(i as u64);
         }
     }
 }

@@ -28,25 +28,37 @@ pub enum Launch {
 /// Names the auto ranges of a collection: range `"i"` is the `i`-th launch. Ranges after a graph
 /// launch, or past the end of `launches`, keep `kernel: None`. Returns how many were named.
 pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) -> usize {
-    let graph_at = launches
-        .iter()
-        .position(|l| matches!(l, Launch::Graph))
-        .unwrap_or(launches.len());
     let mut named = 0;
     for r in ranges.iter_mut() {
         r.kernel = None;
-        let Ok(i) = r.name.parse::<usize>() else {
-            continue;
-        };
-        if i < graph_at {
-            if let Some(Launch::Kernel(k)) = launches.get(i) {
-                r.kernel = Some(k.clone());
-                r.launch_index = Some(i as u64);
-                named += 1;
-            }
+        if let Some((i, k)) = auto_range_launch(&r.name, launches) {
+            r.kernel = Some(k.to_string());
+            r.launch_index = Some(i as u64);
+            named += 1;
         }
     }
     named
+}
+
+/// The launch auto range `range` (`"0"`, `"1"`, ...) stands for: its index and kernel name.
+/// `None` past the end of `launches` and at or after a graph launch, which runs an unknown
+/// number of kernels.
+pub(crate) fn auto_range_launch<'a>(
+    range: &str,
+    launches: &'a [Launch],
+) -> Option<(usize, &'a str)> {
+    let i = range.parse::<usize>().ok()?;
+    match launches
+        .get(..=i)?
+        .iter()
+        .position(|l| matches!(l, Launch::Graph))
+    {
+        Some(_) => None,
+        None => match &launches[i] {
+            Launch::Kernel(k) => Some((i, k.as_str())),
+            Launch::Graph => None,
+        },
+    }
 }
 
 struct LaunchLog {
