@@ -299,6 +299,10 @@ impl Running {
     /// and it emptied a kernel-replay iteration in run 25; the collector moves those kernels
     /// to [`COUNTERS_SCOPE`] by name instead.)
     fn with_counters<T>(&self, f: impl FnOnce(&mut CounterState) -> T) -> Option<T> {
+        // No lock on `step()` when counters were never set up (their scope path exists iff so).
+        if self.counters_path == 0 {
+            return None;
+        }
         self.counters.lock().as_mut().map(f)
     }
     fn cupti_now(&self) -> Option<u64> {
