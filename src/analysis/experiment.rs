@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::compare::{Comparison, SpeedupEstimate};
+use crate::export::text::csv_field;
 
 /// File name of the Markdown experiment ledger inside its directory.
 pub const MARKDOWN_FILE: &str = "experiments.md";
@@ -249,7 +250,7 @@ impl ExperimentEntry {
             self.ledger_b.clone(),
             self.warnings.to_string(),
         ];
-        let cells: Vec<String> = cells.iter().map(|c| csv_escape(c)).collect();
+        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
         cells.join(",")
     }
 }
@@ -277,15 +278,6 @@ fn md_escape(s: &str) -> String {
         }
     }
     out
-}
-
-/// An RFC 4180 CSV field; line breaks inside a field are kept, quoted.
-fn csv_escape(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// The two files of an experiment ledger.
@@ -357,11 +349,7 @@ fn append_line(path: &Path, header: &str, line: &str) -> io::Result<()> {
 
 /// Today's date, `YYYY-MM-DD` in UTC.
 pub fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    utc_date(secs)
+    utc_date(crate::util::unix_ns() / 1_000_000_000)
 }
 
 /// The UTC date `YYYY-MM-DD` of `unix_secs` seconds since the Unix epoch (Howard Hinnant's
@@ -420,8 +408,8 @@ mod tests {
     #[test]
     fn escaping() {
         assert_eq!(md_escape("a|b\nc<x>"), "a\\|b c&lt;x&gt;");
-        assert_eq!(csv_escape("a,\"b\""), "\"a,\"\"b\"\"\"");
-        assert_eq!(csv_escape("plain"), "plain");
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
 use gpu_ledger::analysis::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
+use gpu_ledger::export::text::md_cell;
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, merge_ranks, write_html_report, CsvLayout,
     IterationRange, LedgerStream, LedgerSummary, RankSeries, ReportOptions, StreamItem,
@@ -456,16 +457,10 @@ fn compare_cmd(
     })?;
     let mut text = String::new();
     if let Some(h) = hypothesis {
-        text.push_str(&format!(
-            "**Hypothesis:** {}\n\n",
-            gpu_ledger::export::text::md_cell(h)
-        ));
+        text.push_str(&format!("**Hypothesis:** {}\n\n", md_cell(h)));
     }
     if let Some(ch) = change {
-        text.push_str(&format!(
-            "**Change:** {}\n\n",
-            gpu_ledger::export::text::md_cell(ch)
-        ));
+        text.push_str(&format!("**Change:** {}\n\n", md_cell(ch)));
     }
     text.push_str(&markdown_comparison(&c, &display(a), &display(b)));
     print(&text)?;

@@ -107,6 +107,25 @@ fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     (n > 0).then(|| s / n as f64)
 }
 
+/// One series per GPU of `ids`, named `GPU n`: per bucket of `rows`, the mean of
+/// `value(row, gpu)` over the bucket's rows.
+fn per_gpu_series(
+    ids: &BTreeSet<u32>,
+    rows: &[IterationRow],
+    bks: &[std::ops::Range<usize>],
+    value: impl Fn(&IterationRow, u32) -> Option<f64>,
+) -> Vec<Series> {
+    ids.iter()
+        .map(|&d| Series {
+            name: format!("GPU {d}"),
+            values: bks
+                .iter()
+                .map(|r| mean_of(r.clone().map(|i| value(&rows[i], d))))
+                .collect(),
+        })
+        .collect()
+}
+
 /// The nearest ancestor of `path` present in `paths`.
 fn parent_in(path: &str, paths: &BTreeSet<&str>) -> Option<String> {
     let mut cur = path;
@@ -547,24 +566,12 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
         .iter()
         .map(|r| mean_of(r.clone().map(|i| Some(rows[i].index as f64))).unwrap_or(0.0))
         .collect();
-    let idle_series: Vec<Series> = device_ids
-        .iter()
-        .map(|&d| Series {
-            name: format!("GPU {d}"),
-            values: bks
-                .iter()
-                .map(|r| {
-                    mean_of(r.clone().map(|i| {
-                        rows[i]
-                            .devices
-                            .iter()
-                            .find(|x| x.device_id == d)
-                            .and_then(idle_share)
-                    }))
-                })
-                .collect(),
-        })
-        .collect();
+    let idle_series = per_gpu_series(&device_ids, rows, &bks, |row, d| {
+        row.devices
+            .iter()
+            .find(|x| x.device_id == d)
+            .and_then(idle_share)
+    });
     o.push_str(&line_chart(
         "chart-idle",
         "Idle share of the device's activity window per iteration",
@@ -622,20 +629,9 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
     } else {
         let nv_series =
             |f: &dyn Fn(&crate::nvml::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
-                nvml_ids
-                    .iter()
-                    .map(|&d| Series {
-                        name: format!("GPU {d}"),
-                        values: bks
-                            .iter()
-                            .map(|r| {
-                                mean_of(r.clone().map(|i| {
-                                    rows[i].nvml.iter().find(|n| n.device_id == d).and_then(f)
-                                }))
-                            })
-                            .collect(),
-                    })
-                    .collect()
+                per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
+                    row.nvml.iter().find(|n| n.device_id == d).and_then(f)
+                })
             };
         o.push_str(&line_chart(
             "chart-clocks",

@@ -268,24 +268,14 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
         "| rows / used | {} / {} | {} / {} |",
         c.a.rows, c.a.used, c.b.rows, c.b.used
     );
-    let _ = writeln!(
-        o,
-        "| median | {} | {} |",
-        fmt_ns(c.a.distribution.median),
-        fmt_ns(c.b.distribution.median)
-    );
-    let _ = writeln!(
-        o,
-        "| p90 | {} | {} |",
-        fmt_ns(c.a.distribution.p90),
-        fmt_ns(c.b.distribution.p90)
-    );
-    let _ = writeln!(
-        o,
-        "| p99 | {} | {} |",
-        fmt_ns(c.a.distribution.p99),
-        fmt_ns(c.b.distribution.p99)
-    );
+    let (da, db) = (&c.a.distribution, &c.b.distribution);
+    for (label, a, b) in [
+        ("median", da.median, db.median),
+        ("p90", da.p90, db.p90),
+        ("p99", da.p99, db.p99),
+    ] {
+        let _ = writeln!(o, "| {label} | {} | {} |", fmt_ns(a), fmt_ns(b));
+    }
     let _ = writeln!(
         o,
         "| left out (warm-up / perturbed / incomplete) | {} / {} / {} | {} / {} / {} |",

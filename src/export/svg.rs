@@ -264,6 +264,13 @@ fn y_axis(o: &mut String, lo: f64, hi: f64, fmt: AxisFormat, y_title: &str) -> i
             html_escape(&fmt.tick(t, step))
         );
     }
+    axes(o, y_title);
+    sy
+}
+
+/// The two axis lines of a plot and the y axis title, rotated along it.
+fn axes(o: &mut String, y_title: &str) {
+    let plot_h = H - MT - MB;
     let _ = write!(
         o,
         "<line x1=\"{ML}\" y1=\"{MT}\" x2=\"{ML}\" y2=\"{:.1}\" stroke=\"#888\"/>\
@@ -278,7 +285,6 @@ fn y_axis(o: &mut String, lo: f64, hi: f64, fmt: AxisFormat, y_title: &str) -> i
         MT + plot_h / 2.0,
         html_escape(y_title)
     );
-    sy
 }
 
 fn x_title(o: &mut String, t: &str) {
@@ -671,19 +677,7 @@ pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
             html_escape(&shorten(&p.label, 30))
         );
     }
-    let _ = write!(
-        o,
-        "<line x1=\"{ML}\" y1=\"{MT}\" x2=\"{ML}\" y2=\"{:.1}\" stroke=\"#888\"/>\
-         <line x1=\"{ML}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#888\"/>\
-         <text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\" \
-         fill=\"#333\">FLOP/s</text>",
-        H - MB,
-        H - MB,
-        W - MR,
-        H - MB,
-        MT + plot_h / 2.0,
-        MT + plot_h / 2.0
-    );
+    axes(&mut o, "FLOP/s");
     x_title(&mut o, "arithmetic intensity (FLOP/byte)");
     o.push_str("</svg>");
     figure(
