@@ -82,21 +82,23 @@ fn with_path<'a>(cmd: &[&'a str], path: &'a str) -> Vec<&'a str> {
         .collect()
 }
 
+/// Runs every [`READING_COMMANDS`] on `path`: each fails with status 1, without a panic, and
+/// says `message` on stderr.
+fn assert_every_command_fails(path: &str, message: &str) {
+    for cmd in READING_COMMANDS {
+        let args = with_path(cmd, path);
+        let o = run(&args);
+        assert_no_panic(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn corrupt_ledgers_fail_with_their_line() {
     let (name, line) = ("v1-corrupt.jsonl", 3);
     let path = d(name);
-    for cmd in READING_COMMANDS {
-        let args = with_path(cmd, &path);
-        let o = run(&args);
-        assert_no_panic(&o);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("{path}:{line}: ")),
-            "{args:?}: {}",
-            stderr(&o)
-        );
-    }
+    assert_every_command_fails(&path, &format!("{path}:{line}: "));
 }
 
 #[test]
@@ -149,17 +151,7 @@ fn a_cut_line_that_is_not_the_last_stays_an_error() {
     std::fs::write(&middle, format!("{text}\n{row}\n")).unwrap();
     for file in [&ended, &middle] {
         let path = file.display().to_string();
-        for cmd in READING_COMMANDS {
-            let args = with_path(cmd, &path);
-            let o = run(&args);
-            assert_no_panic(&o);
-            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
-            assert!(
-                stderr(&o).contains(&format!("{path}:5: truncated line")),
-                "{args:?}: {}",
-                stderr(&o)
-            );
-        }
+        assert_every_command_fails(&path, &format!("{path}:5: truncated line"));
     }
 }
 

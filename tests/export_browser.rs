@@ -9,17 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use gpu_ledger::export::{write_html_report, ReportOptions};
-use gpu_ledger::ledger::reader::read_ledger;
 
-const CHARTS: [&str; 7] = [
-    "chart-families",
-    "chart-scopes-host",
-    "chart-scopes-device",
-    "chart-idle",
-    "chart-clocks",
-    "chart-power",
-    "chart-roofline",
-];
+mod export_common;
+use export_common::{read, CHARTS};
 
 fn chromium() -> PathBuf {
     let candidates = [
@@ -112,7 +104,7 @@ fn report_renders_in_headless_chromium() {
         "v1-graph-kernels",
         "v1-missing-nvml",
     ] {
-        let ledger = read_ledger(&root.join(format!("tests/data/{name}.jsonl"))).unwrap();
+        let ledger = read(&format!("{name}.jsonl"));
         let html_path = out_dir.join(format!("{name}.html"));
         let mut f = std::fs::File::create(&html_path).unwrap();
         write_html_report(&ledger, name, &ReportOptions::default(), &mut f).unwrap();

@@ -10,9 +10,8 @@ use gpu_ledger::export::stream::{LedgerStream, StreamItem};
 use gpu_ledger::ledger::reader::{read_ledger, Ledger};
 use gpu_ledger::ledger::schema::SCHEMA_VERSION;
 
-fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
-}
+mod export_common;
+use export_common::{data, read};
 
 fn golden_files() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(data())
@@ -33,10 +32,6 @@ const BROKEN: [(&str, usize); 1] = [("v1-corrupt.jsonl", 3)];
 /// Golden files whose last line was cut while being written: they read, without that line,
 /// and name it in `truncated_last_line`.
 const CUT_LAST_LINE: [(&str, usize); 1] = [("v1-truncated.jsonl", 5)];
-
-fn read(name: &str) -> Ledger {
-    read_ledger(&data().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
 
 fn stream_all(path: &Path) -> gpu_ledger::Result<Ledger> {
     LedgerStream::open(path)?.into_ledger(|_| {})

@@ -1,35 +1,17 @@
 //! The HTML report without a browser: self-contained (no script, no external resource), every
 //! chart present, text escaped, balanced SVG. `export_browser.rs` renders it in Chromium.
 
-use std::path::Path;
-
 use gpu_ledger::export::{roofline_svg, write_html_report, ReportOptions, Roofline, RooflinePoint};
-use gpu_ledger::ledger::reader::{read_ledger, Ledger};
+use gpu_ledger::ledger::reader::Ledger;
 
-fn read(name: &str) -> Ledger {
-    read_ledger(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(name),
-    )
-    .unwrap()
-}
+mod export_common;
+use export_common::{read, CHARTS};
 
 fn report(l: &Ledger, opts: &ReportOptions) -> String {
     let mut out = Vec::new();
     write_html_report(l, "golden.jsonl", opts, &mut out).unwrap();
     String::from_utf8(out).unwrap()
 }
-
-const CHARTS: [&str; 7] = [
-    "chart-families",
-    "chart-scopes-host",
-    "chart-scopes-device",
-    "chart-idle",
-    "chart-clocks",
-    "chart-power",
-    "chart-roofline",
-];
 
 fn assert_self_contained(html: &str) {
     let lower = html.to_ascii_lowercase();

@@ -1,29 +1,21 @@
 //! CSV, Markdown, merge and experiment-ledger exports on the golden ledgers.
 
-use std::path::Path;
-
 use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
 use gpu_ledger::analysis::experiment::{ExperimentEntry, ExperimentLog, Verdict, CSV_COLUMNS};
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, merge_ranks, write_csv, CsvLayout, LedgerSummary,
     MergeError, RankSeries, SummaryOptions,
 };
-use gpu_ledger::ledger::reader::{read_ledger, Ledger};
+use gpu_ledger::ledger::reader::Ledger;
+
+mod export_common;
+use export_common::read;
 
 fn view(l: &Ledger) -> LedgerView<'_> {
     LedgerView {
         header: &l.header,
         rows: &l.iterations,
     }
-}
-
-fn read(name: &str) -> Ledger {
-    read_ledger(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(name),
-    )
-    .unwrap()
 }
 
 /// Splits one CSV line into fields (RFC 4180 quoting).

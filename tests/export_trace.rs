@@ -3,24 +3,17 @@
 //! iteration ranges, and the summary form when activities were not recorded.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use gpu_ledger::export::trace::{
     device_pid, write_trace, IterationRange, TraceOptions, TraceWriter, DEVICE_SUMMARY_TID,
     HOST_PID, ITERATION_TID, LANE_STRIDE,
 };
-use gpu_ledger::ledger::reader::{read_ledger, Ledger};
+use gpu_ledger::ledger::reader::Ledger;
 use gpu_ledger::ledger::schema::ActivityEntry;
 use serde_json::Value;
 
-fn read(name: &str) -> Ledger {
-    read_ledger(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(name),
-    )
-    .unwrap()
-}
+mod export_common;
+use export_common::read;
 
 fn trace(l: &Ledger, opts: &TraceOptions) -> Value {
     let mut out = Vec::new();
