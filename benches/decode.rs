@@ -33,41 +33,20 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::{verdict, wall_and_cpu_medians, KERNEL_NAMES};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
 use gpu_ledger::activity::record::{decode, NameCache, Record};
 use gpu_ledger::collector::OfflineCollector;
 use gpu_ledger::ledger::schema::IterationRow;
 
+mod common;
+
 /// Bytes per synthetic buffer: the profiler's default CUPTI buffer size.
 const BUFFER_BYTES: usize = 4 << 20;
 
 /// The target from issue 7, records per second on one core.
 const TARGET_RECORDS_PER_S: f64 = 10e6;
-
-/// Kernel names as CUPTI reports them: mangled, of typical length for templated C++ kernels.
-const KERNEL_NAMES: [&str; 20] = [
-    "_Z10vector_addPKfS0_Pfy",
-    "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock13MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEEEEEEvNT_6ParamsE",
-    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
-    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffEEjfLi4EEEEEvT1_",
-    "_ZN4cuda3std3__48__detail15__softmax_fwd_kernelIfLi256ELi8EEEvPKT_PS4_ii",
-    "_Z19flash_fwd_kernel_v2ILi128ELi64ELi64ELi4ELb0ELb1EEv16Flash_fwd_params",
-    "_ZN5cudnn19engines_precompiled16nchwToNhwcKernelIfLi32ELi8EEEvNS0_20nchw2nhwc_params_tIT_EE",
-    "_ZN2at6native27unrolled_elementwise_kernelINS0_15CUDAFunctor_addIfEENS_6detail5ArrayIPcLi3EEEEEviT_T0_",
-    "_Z22layer_norm_fwd_kernelIfLi1024ELi4EEvPKT_S2_S2_PS0_PfS4_fi",
-    "_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalINS1_11threadblock19MmaMultistageINS1_9GemmShapeILi256ELi128ELi32EEEEEEEEvNT_6ParamsE",
-    "_Z15transpose_naivePKfPfii",
-    "_Z14transpose_smemILi32ELi8EEvPKfPfii",
-    "_Z6reduceILj256EEvPKfPfj",
-    "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
-    "_Z12gelu_forwardIfEvPKT_PS0_l",
-    "_Z24adam_update_fused_kernelIfLi4EEvPT_S1_S1_PKS0_fffffl",
-    "_Z16embedding_gatherIfEvPKlPKT_PS2_ll",
-    "_Z21cross_entropy_forwardIfLi256EEvPKT_PKlPS0_ii",
-    "_Z9rope_fwdIfLi64EEvPT_PKfS3_iii",
-    "_Z17all_reduce_kernelIfLi8EEvPT_PKS0_m",
-];
 
 /// What one buffer holds.
 #[derive(Clone, Copy)]
@@ -568,49 +547,30 @@ fn bench_decode(c: &mut Criterion) {
 
 criterion_group!(benches, bench_decode);
 
-/// CPU time of the calling thread so far, ns, from `/proc/thread-self/schedstat` (Linux); unlike
-/// wall time it does not count the time the thread waited for a core on a loaded machine.
-fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// Wall time of one summary sample: the thread CPU clock advances in scheduler ticks (1 to 4 ms),
 /// so a sample must be long for it to be read to about 1 %.
 const SAMPLE: Duration = Duration::from_millis(250);
 
-/// Median records per second over 11 samples of repeated passes of `f` over `buf` (each sample
-/// about [`SAMPLE`] long): by wall time, and by the thread's CPU time when it is available.
+/// Median records per second over [`common::SAMPLES`] samples of repeated passes of `f` over
+/// `buf` (each sample about [`SAMPLE`] long): by wall time, and by the thread's CPU time when it
+/// is available.
 fn rate(buf: &Buffer, mut f: impl FnMut(&Buffer) -> u64) -> (f64, Option<f64>) {
     let t0 = Instant::now();
     f(buf); // also warms the name cache and the buffer
     let one = t0.elapsed().max(Duration::from_micros(1));
     let passes = (SAMPLE.as_secs_f64() / one.as_secs_f64()).ceil().max(1.0) as u64;
     let n = (buf.records.len() as u64 * passes) as f64;
-    let mut wall = Vec::new();
-    let mut cpu = Vec::new();
-    for _ in 0..11 {
-        let c0 = thread_cpu_ns();
-        let t0 = Instant::now();
-        for _ in 0..passes {
-            black_box(f(buf));
-        }
-        let d = t0.elapsed().max(Duration::from_nanos(1));
-        wall.push(n / d.as_secs_f64());
-        if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
-            cpu.push(n / (c1.saturating_sub(c0).max(1) as f64 / 1e9));
-        }
-    }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let cpu = (cpu.len() == wall.len()).then(|| median(cpu));
-    (median(wall), cpu)
+    wall_and_cpu_medians(
+        || {
+            let t0 = Instant::now();
+            for _ in 0..passes {
+                black_box(f(buf));
+            }
+            t0.elapsed()
+        },
+        // Records per second; at least 1 ns per sample, by either clock.
+        |ns| n / (ns.max(1.0) / 1e9),
+    )
 }
 
 fn summary() {
@@ -639,11 +599,7 @@ fn summary() {
     let mut cache = NameCache::default();
     let row = |case: &str, (wall, cpu): (f64, Option<f64>), target: Option<f64>| {
         let judged = cpu.unwrap_or(wall);
-        let verdict = match target {
-            Some(t) if judged >= t => "ok",
-            Some(_) => "MISSED",
-            None => "",
-        };
+        let verdict = target.map_or("", |t| verdict(judged >= t));
         let t = target.map_or(String::from("-"), |t| format!("{:.0} M/s", t / 1e6));
         println!(
             "{case:<46} {:>9.1} M {:>9} M {:>10.1} {t:>9} {verdict:>7}",
@@ -703,12 +659,5 @@ fn summary() {
 }
 
 fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-    let args: Vec<String> = std::env::args().collect();
-    let benchmarking =
-        args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test" || a == "--list");
-    if benchmarking {
-        summary();
-    }
+    common::run(benches, summary);
 }

@@ -18,7 +18,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::{verdict, KERNEL_NAMES};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
+use gpu_ledger::analysis::median;
 use gpu_ledger::ledger::schema::{
     CopyGroup, DeviceIteration, IterationRow, KernelGroup, LedgerLine, ScopeRow, SyncGroup,
 };
@@ -26,6 +28,8 @@ use gpu_ledger::ledger::writer::LedgerWriter;
 use gpu_ledger::nvml::{
     ClockStats, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind, PowerStats,
 };
+
+mod common;
 
 /// Iterations per second the writer must sustain.
 const TARGET_ROWS_PER_S: f64 = 10_000.0;
@@ -44,29 +48,6 @@ const SCOPES: [&str; 10] = [
     "step/backward/attention",
     "step/backward/mlp",
     "step/optimizer",
-];
-
-const KERNELS: [&str; 20] = [
-    "_Z10vector_addPKfS0_Pfy",
-    "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock13MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEEEEEEvNT_6ParamsE",
-    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
-    "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffEEjfLi4EEEEEvT1_",
-    "_ZN4cuda3std3__48__detail15__softmax_fwd_kernelIfLi256ELi8EEEvPKT_PS4_ii",
-    "_Z19flash_fwd_kernel_v2ILi128ELi64ELi64ELi4ELb0ELb1EEv16Flash_fwd_params",
-    "_ZN5cudnn19engines_precompiled16nchwToNhwcKernelIfLi32ELi8EEEvNS0_20nchw2nhwc_params_tIT_EE",
-    "_ZN2at6native27unrolled_elementwise_kernelINS0_15CUDAFunctor_addIfEENS_6detail5ArrayIPcLi3EEEEEviT_T0_",
-    "_Z22layer_norm_fwd_kernelIfLi1024ELi4EEvPKT_S2_S2_PS0_PfS4_fi",
-    "_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalINS1_11threadblock19MmaMultistageINS1_9GemmShapeILi256ELi128ELi32EEEEEEEEvNT_6ParamsE",
-    "_Z15transpose_naivePKfPfii",
-    "_Z14transpose_smemILi32ELi8EEvPKfPfii",
-    "_Z6reduceILj256EEvPKfPfj",
-    "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEEEEvRNS_18TensorIteratorBaseERKT_EUliE_EEviT1_",
-    "_Z12gelu_forwardIfEvPKT_PS0_l",
-    "_Z24adam_update_fused_kernelIfLi4EEvPT_S1_S1_PKS0_fffffl",
-    "_Z16embedding_gatherIfEvPKlPKT_PS2_ll",
-    "_Z21cross_entropy_forwardIfLi256EEvPKT_PKlPS0_ii",
-    "_Z9rope_fwdIfLi64EEvPT_PKfS3_iii",
-    "_Z17all_reduce_kernelIfLi8EEvPT_PKS0_m",
 ];
 
 /// A realistic iteration row.
@@ -89,7 +70,7 @@ fn row(index: u64) -> IterationRow {
             }
         })
         .collect();
-    let kernels = KERNELS
+    let kernels = KERNEL_NAMES
         .iter()
         .enumerate()
         .map(|(i, name)| {
@@ -274,9 +255,10 @@ fn bench_rows(c: &mut Criterion) {
 
 criterion_group!(benches, bench_rows);
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// Median over `runs` runs of `rate()`, rows per second.
+fn median_rate(runs: usize, mut rate: impl FnMut() -> f64) -> f64 {
+    let rates: Vec<f64> = (0..runs).map(|_| rate()).collect();
+    median(&rates).expect("finite rates")
 }
 
 fn summary() {
@@ -285,36 +267,23 @@ fn summary() {
     serialize_into(&mut buf, &line);
     let bytes = buf.len();
     let n = 20_000;
-    let serialize = median(
-        (0..11)
-            .map(|_| {
-                let t0 = Instant::now();
-                for _ in 0..n {
-                    serialize_into(&mut buf, black_box(&line));
-                }
-                n as f64 / t0.elapsed().as_secs_f64()
-            })
-            .collect(),
-    );
+    let serialize = median_rate(11, || {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            serialize_into(&mut buf, black_box(&line));
+        }
+        n as f64 / t0.elapsed().as_secs_f64()
+    });
     let dir = tempfile::tempdir().expect("a temporary directory");
     let template = row(0);
-    let writer = median(
-        (0..5)
-            .map(|_| {
-                let rows = vec![template.clone(); WRITER_ROWS];
-                WRITER_ROWS as f64 / through_writer(&dir, rows).as_secs_f64()
-            })
-            .collect(),
-    );
+    let writer = median_rate(5, || {
+        let rows = vec![template.clone(); WRITER_ROWS];
+        WRITER_ROWS as f64 / through_writer(&dir, rows).as_secs_f64()
+    });
     let inline = |batch: usize| {
-        median(
-            (0..5)
-                .map(|_| {
-                    WRITER_ROWS as f64
-                        / inline_writes(&dir, &line, WRITER_ROWS, batch).as_secs_f64()
-                })
-                .collect(),
-        )
+        median_rate(5, || {
+            WRITER_ROWS as f64 / inline_writes(&dir, &line, WRITER_ROWS, batch).as_secs_f64()
+        })
     };
     let per_line = inline(1);
     let batched = inline(64);
@@ -337,11 +306,7 @@ fn summary() {
             rate,
             1e6 / rate,
             TARGET_ROWS_PER_S,
-            if rate >= TARGET_ROWS_PER_S {
-                "ok"
-            } else {
-                "MISSED"
-            }
+            verdict(rate >= TARGET_ROWS_PER_S)
         );
     }
     println!(
@@ -352,12 +317,5 @@ fn summary() {
 }
 
 fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-    let args: Vec<String> = std::env::args().collect();
-    let benchmarking =
-        args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test" || a == "--list");
-    if benchmarking {
-        summary();
-    }
+    common::run(benches, summary);
 }

@@ -26,8 +26,11 @@ use std::borrow::Cow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::{verdict, wall_and_cpu_medians};
 use criterion::{criterion_group, Criterion};
 use gpu_ledger::{Level, Profiler};
+
+mod common;
 
 /// Scopes timed between two `step()` calls.
 const CHUNK: u64 = 2_000;
@@ -176,50 +179,22 @@ fn bench_scopes(c: &mut Criterion) {
 
 criterion_group!(benches, bench_scopes);
 
-/// CPU time of the calling thread so far, ns, from `/proc/thread-self/schedstat` (Linux); unlike
-/// wall time it does not count the time the thread waited for a core on a loaded machine. The
-/// kernel updates it at scheduler ticks, hence the long runs ([`RUN`]).
-fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// Wall time of one summary run: the thread CPU clock above advances in scheduler ticks (1 to
-/// 4 ms), so a run must be long for it to be read to about 1 %.
+/// Wall time of one summary run: the thread CPU clock advances in scheduler ticks (1 to 4 ms), so
+/// a run must be long for it to be read to about 1 % (see [`common::thread_cpu_ns`]).
 const RUN: Duration = Duration::from_millis(300);
 
 /// Most scopes in one Scopes-level summary run (bounds the pauses and the collector's backlog).
 const MAX_SCOPES_RUN: u64 = 3_000_000;
 
-/// Median wall ns and median thread-CPU ns per scope over 11 runs, each sized to last about
-/// [`RUN`] and at most `max_run` scopes; `run(n)` does `n` scopes and returns the wall time of
-/// its timed part.
+/// Median wall ns and median thread-CPU ns per scope over [`common::SAMPLES`] runs, each sized
+/// to last about [`RUN`] and at most `max_run` scopes; `run(n)` does `n` scopes and returns the
+/// wall time of its timed part.
 fn medians(max_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f64>) {
     let probe = 20_000;
     let t = run(probe).max(Duration::from_micros(1));
     let per_run = ((probe as f64 * RUN.as_secs_f64() / t.as_secs_f64()) as u64).max(probe);
     let per_run = per_run.min(max_run);
-    let mut wall = Vec::new();
-    let mut cpu = Vec::new();
-    for _ in 0..11 {
-        let c0 = thread_cpu_ns();
-        let d = run(per_run);
-        let c1 = thread_cpu_ns();
-        wall.push(d.as_nanos() as f64 / per_run as f64);
-        if let (Some(c0), Some(c1)) = (c0, c1) {
-            cpu.push(c1.saturating_sub(c0) as f64 / per_run as f64);
-        }
-    }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let cpu = (cpu.len() == wall.len()).then(|| median(cpu));
-    (median(wall), cpu)
+    wall_and_cpu_medians(|| run(per_run), |ns| ns / per_run as f64)
 }
 
 /// Measured ns next to the targets, from a timing loop independent of criterion's analysis.
@@ -262,7 +237,7 @@ fn summary() {
             wall,
             cpu.map_or("-".into(), |c| format!("{c:.1}")),
             target,
-            if judged <= target { "ok" } else { "MISSED" }
+            verdict(judged <= target)
         );
     }
     println!(
@@ -284,13 +259,5 @@ fn summary() {
 }
 
 fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-    // `cargo test --benches` runs each benchmark once as a test; the summary is for `cargo bench`.
-    let args: Vec<String> = std::env::args().collect();
-    let benchmarking =
-        args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test" || a == "--list");
-    if benchmarking {
-        summary();
-    }
+    common::run(benches, summary);
 }
