@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::gb_per_s;
 use gpu_ledger::kernels::suite::vadd::{
@@ -16,17 +16,7 @@ use gpu_ledger::kernels::suite::vadd::{
 };
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex1_vector_add: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex1_vector_add: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex1_vector_add", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

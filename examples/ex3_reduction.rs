@@ -8,24 +8,14 @@
 use std::process::ExitCode;
 
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::reduce::{
     ReduceKernels, ReduceMode, ReduceVariant, ReductionGpu, ReductionSpec,
 };
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex3_reduction: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex3_reduction: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex3_reduction", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

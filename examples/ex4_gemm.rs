@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::gemm::{
     CublasGemmGpu, CublasGemmSpec, GemmGpu, GemmKernel, GemmKernels, GemmSpec,
@@ -16,17 +16,7 @@ use gpu_ledger::kernels::suite::gemm::{
 use gpu_ledger::kernels::suite::Workload;
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex4_gemm: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex4_gemm: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex4_gemm", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

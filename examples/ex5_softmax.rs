@@ -8,23 +8,13 @@
 use std::process::ExitCode;
 
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::softmax::{SoftmaxGpu, SoftmaxKernels, SoftmaxSpec};
 use gpu_ledger::kernels::suite::Workload;
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex5_softmax: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex5_softmax: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex5_softmax", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

@@ -12,21 +12,11 @@ use gpu_ledger::kernels::suite::attention::{
     AttentionGpu, AttentionKernels, AttentionSpec, AttentionVariant,
 };
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex6_attention: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex6_attention: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex6_attention", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

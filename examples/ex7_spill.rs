@@ -9,22 +9,12 @@
 use std::process::ExitCode;
 
 use gpu_ledger::kernels::suite::experiment::{
-    device_line, measure, open_device, ExperimentConfig, ExperimentPage, Side,
+    device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::spill::{SpillGpu, SpillKernels, SpillSpec};
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("ex7_spill: a kernel's output did not match its CPU reference");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("ex7_spill: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code("ex7_spill", run())
 }
 
 fn run() -> Result<bool, Box<dyn std::error::Error>> {

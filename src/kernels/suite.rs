@@ -347,20 +347,37 @@ pub fn upload<T: cudarc::driver::DeviceRepr>(
     Ok(stream.clone_htod(host)?)
 }
 
-/// Loads the functions `names` of `kernels/<module>.cu`, compiled for `ctx`'s device.
+/// Synchronizes `stream` and returns the first `len` values of `buf`.
+///
+/// # Errors
+/// The driver's error.
+pub fn download<T: cudarc::driver::DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    buf: &CudaSlice<T>,
+    len: usize,
+) -> SuiteResult<Vec<T>> {
+    let mut v = stream.clone_dtoh(buf)?;
+    stream.synchronize()?;
+    v.truncate(len);
+    Ok(v)
+}
+
+/// Loads the functions `names` of `kernels/<module>.cu`, compiled for `ctx`'s device, in the
+/// order of `names`.
 ///
 /// # Errors
 /// As [`super::compile`], or a missing function.
-pub fn load_functions(
+pub fn load_functions<const N: usize>(
     ctx: &Arc<CudaContext>,
     module: &str,
-    names: &[&str],
-) -> SuiteResult<Vec<CudaFunction>> {
+    names: [&str; N],
+) -> SuiteResult<[CudaFunction; N]> {
     let m = compile(ctx, module)?;
-    names
+    let functions = names
         .iter()
-        .map(|n| m.load_function(n).map_err(SuiteError::from))
-        .collect()
+        .map(|n| m.load_function(n))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(functions.try_into().expect("one function loaded per name"))
 }
 
 /// BF16 bits of `x` (round to nearest even), as the GPU buffers hold them.

@@ -178,42 +178,25 @@ pub fn reference(
     let mut out = vec![0.0f64; bh * seq * d];
     let mut scores = vec![0.0f64; seq];
     for h in 0..bh {
-        let base = h * seq * d;
         for i in 0..seq {
-            let qi = &q[base + i * d..base + (i + 1) * d];
-            let mut m = f64::NEG_INFINITY;
-            for (j, s) in scores.iter_mut().enumerate() {
-                let kj = &k[base + j * d..base + (j + 1) * d];
-                let dot: f64 = qi
-                    .iter()
-                    .zip(kj)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum();
-                *s = dot * scale;
-                m = m.max(*s);
-            }
-            let mut sum = 0.0;
-            for s in scores.iter_mut() {
-                *s = (*s - m).exp();
-                sum += *s;
-            }
-            let oi = &mut out[base + i * d..base + (i + 1) * d];
-            for (j, &p) in scores.iter().enumerate() {
-                let vj = &v[base + j * d..base + (j + 1) * d];
-                for (o, &x) in oi.iter_mut().zip(vj) {
-                    *o += p * f64::from(x);
-                }
-            }
-            for o in oi.iter_mut() {
-                *o /= sum;
-            }
+            let row = (h * seq + i) * d;
+            attend_row(
+                q,
+                k,
+                v,
+                seq,
+                d,
+                scale,
+                (h, i),
+                &mut scores,
+                &mut out[row..row + d],
+            );
         }
     }
     out
 }
 
 /// CPU reference of selected output rows `(head, query)`, in float64, concatenated in order.
-#[allow(clippy::too_many_arguments)]
 pub fn reference_rows(
     q: &[f32],
     k: &[f32],
@@ -223,37 +206,55 @@ pub fn reference_rows(
     scale: f64,
     rows: &[(usize, usize)],
 ) -> Vec<f64> {
-    let mut out = Vec::with_capacity(rows.len() * d);
+    let mut out = vec![0.0f64; rows.len() * d];
     let mut scores = vec![0.0f64; seq];
-    for &(h, i) in rows {
-        let base = h * seq * d;
-        let qi = &q[base + i * d..base + (i + 1) * d];
-        let mut m = f64::NEG_INFINITY;
-        for (j, s) in scores.iter_mut().enumerate() {
-            let kj = &k[base + j * d..base + (j + 1) * d];
-            let dot: f64 = qi
-                .iter()
-                .zip(kj)
-                .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum();
-            *s = dot * scale;
-            m = m.max(*s);
-        }
-        let mut sum = 0.0;
-        for s in scores.iter_mut() {
-            *s = (*s - m).exp();
-            sum += *s;
-        }
-        let mut o = vec![0.0f64; d];
-        for (j, &p) in scores.iter().enumerate() {
-            let vj = &v[base + j * d..base + (j + 1) * d];
-            for (x, &y) in o.iter_mut().zip(vj) {
-                *x += p * f64::from(y);
-            }
-        }
-        out.extend(o.iter().map(|x| x / sum));
+    for (&row, o) in rows.iter().zip(out.chunks_exact_mut(d.max(1))) {
+        attend_row(q, k, v, seq, d, scale, row, &mut scores, o);
     }
     out
+}
+
+/// One output row `(head h, query i)` of the reference into `o` (zeroed, `d` long), with
+/// `scores` (`seq` long) as scratch.
+#[allow(clippy::too_many_arguments)]
+fn attend_row(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    seq: usize,
+    d: usize,
+    scale: f64,
+    (h, i): (usize, usize),
+    scores: &mut [f64],
+    o: &mut [f64],
+) {
+    let base = h * seq * d;
+    let qi = &q[base + i * d..base + (i + 1) * d];
+    let mut m = f64::NEG_INFINITY;
+    for (j, s) in scores.iter_mut().enumerate() {
+        let kj = &k[base + j * d..base + (j + 1) * d];
+        let dot: f64 = qi
+            .iter()
+            .zip(kj)
+            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+            .sum();
+        *s = dot * scale;
+        m = m.max(*s);
+    }
+    let mut sum = 0.0;
+    for s in scores.iter_mut() {
+        *s = (*s - m).exp();
+        sum += *s;
+    }
+    for (j, &p) in scores.iter().enumerate() {
+        let vj = &v[base + j * d..base + (j + 1) * d];
+        for (x, &y) in o.iter_mut().zip(vj) {
+            *x += p * f64::from(y);
+        }
+    }
+    for x in o.iter_mut() {
+        *x /= sum;
+    }
 }
 
 /// `bh · seq² · d` above which verification checks [`SAMPLED_ROWS`] random output rows instead
@@ -266,7 +267,7 @@ pub const SAMPLED_ROWS: usize = 256;
 /// Every attention variant, compiled, with the shared-memory opt-in each needs.
 #[derive(Debug, Clone)]
 pub struct AttentionKernels {
-    functions: Vec<CudaFunction>,
+    functions: [CudaFunction; VARIANTS.len()],
 }
 
 impl AttentionKernels {
@@ -276,8 +277,7 @@ impl AttentionKernels {
     /// # Errors
     /// As [`super::load_functions`], or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
-        let names: Vec<&str> = VARIANTS.iter().map(|v| v.kernel).collect();
-        let functions = load_functions(ctx, MODULE, &names)?;
+        let functions = load_functions(ctx, MODULE, VARIANTS.map(|v| v.kernel))?;
         for (f, v) in functions.iter().zip(VARIANTS.iter()) {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -442,6 +442,22 @@ pub fn device_line(gpu: &GpuRecord) -> String {
     )
 }
 
+/// An example's exit status: success when every output matched its CPU reference; otherwise
+/// one line on stderr, prefixed with `example`, and failure.
+pub fn exit_code(
+    example: &str,
+    result: Result<bool, Box<dyn std::error::Error>>,
+) -> std::process::ExitCode {
+    match result {
+        Ok(true) => return std::process::ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("{example}: a kernel's output did not match its CPU reference")
+        }
+        Err(e) => eprintln!("{example}: {e}"),
+    }
+    std::process::ExitCode::FAILURE
+}
+
 /// The GPU an example runs on.
 pub struct Device {
     /// CUDA context of device 0.

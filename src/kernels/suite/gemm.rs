@@ -9,8 +9,8 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::{
-    from_bf16_bits, load_functions, poison, round_up, to_bf16_bits, upload, GpuWorkload, Launch,
-    Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
+    download, from_bf16_bits, load_functions, poison, round_up, to_bf16_bits, upload, GpuWorkload,
+    Launch, Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -178,7 +178,6 @@ pub fn reference_entry(a: &[f32], b: &[f32], n: usize, k: usize, i: usize, j: us
 
 /// Compares `c` (M × N) with the reference: all of it when `M·N·K` ≤ [`FULL_CHECK_LIMIT`], else
 /// [`SAMPLED_ENTRIES`] entries chosen by `seed`.
-#[allow(clippy::too_many_arguments)]
 pub fn compare_product(
     what: String,
     c: &[f32],
@@ -216,10 +215,7 @@ impl GemmKernels {
     /// As [`super::load_functions`].
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = GemmKernel::ALL.map(GemmKernel::kernel);
-        let f = load_functions(ctx, MODULE, &names)?;
-        let functions: [CudaFunction; 3] = f
-            .try_into()
-            .map_err(|_| SuiteError::Shape("gemm: expected three functions".into()))?;
+        let functions = load_functions(ctx, MODULE, names)?;
         Ok(GemmKernels { functions })
     }
 
@@ -246,18 +242,9 @@ impl GemmKernels {
         if spec.kernel == GemmKernel::WmmaBf16 {
             return Err(SuiteError::Shape("launch_f32 runs the FP32 kernels".into()));
         }
-        check_lengths(spec, a.len(), b.len(), c.len())?;
-        let mut l = stream.launch_builder(self.function(spec.kernel));
-        l.arg(a)
-            .arg(b)
-            .arg(c)
-            .arg(&spec.m)
-            .arg(&spec.n)
-            .arg(&spec.k);
-        // SAFETY: matches `(const float*, const float*, float*, unsigned, unsigned, unsigned)`;
-        // A, B and C hold M·K, K·N and M·N floats, the most the kernel indexes.
-        unsafe { l.launch(spec.launches()[0].config()) }?;
-        Ok(())
+        // SAFETY: the FP32 kernels take `(const float*, const float*, float*, unsigned,
+        // unsigned, unsigned)`.
+        unsafe { self.launch(stream, spec, a, b, c) }
     }
 
     /// Enqueues the tensor-core GEMM: A and B as BF16 bits, C in FP32.
@@ -275,6 +262,24 @@ impl GemmKernels {
         if spec.kernel != GemmKernel::WmmaBf16 {
             return Err(SuiteError::Shape("launch_bf16 runs gemm_wmma_bf16".into()));
         }
+        // SAFETY: gemm_wmma_bf16 takes `(const unsigned short*, const unsigned short*, float*,
+        // unsigned, unsigned, unsigned)`; cudarc allocations are 256-byte aligned, as its 16-byte
+        // loads need when K and N are multiples of 8 (it checks that itself).
+        unsafe { self.launch(stream, spec, a, b, c) }
+    }
+
+    /// Enqueues `spec.kernel` with `(a, b, c, m, n, k)` after checking the buffers' lengths.
+    ///
+    /// # Safety
+    /// `spec.kernel` must take `(const T*, const T*, float*, unsigned, unsigned, unsigned)`.
+    unsafe fn launch<T>(
+        &self,
+        stream: &Arc<CudaStream>,
+        spec: &GemmSpec,
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<f32>,
+    ) -> SuiteResult<()> {
         check_lengths(spec, a.len(), b.len(), c.len())?;
         let mut l = stream.launch_builder(self.function(spec.kernel));
         l.arg(a)
@@ -283,10 +288,8 @@ impl GemmKernels {
             .arg(&spec.m)
             .arg(&spec.n)
             .arg(&spec.k);
-        // SAFETY: matches `(const unsigned short*, const unsigned short*, float*, unsigned,
-        // unsigned, unsigned)`; A, B and C hold M·K, K·N and M·N elements; cudarc allocations are
-        // 256-byte aligned, as the kernel's 16-byte loads need when K and N are multiples of 8
-        // (it checks that itself).
+        // SAFETY: the caller vouches for the signature; A, B and C hold M·K, K·N and M·N
+        // elements, the most the kernel indexes.
         unsafe { l.launch(spec.launches()[0].config()) }?;
         Ok(())
     }
@@ -300,6 +303,18 @@ fn check_lengths(spec: &GemmSpec, a: usize, b: usize, c: usize) -> SuiteResult<(
         )));
     }
     Ok(())
+}
+
+/// Rounds `values` to BF16 in place and returns their BF16 bits.
+fn round_to_bf16(values: &mut [f32]) -> Vec<u16> {
+    values
+        .iter_mut()
+        .map(|x| {
+            let bits = to_bf16_bits(*x);
+            *x = from_bf16_bits(bits);
+            bits
+        })
+        .collect()
 }
 
 enum Operands {
@@ -342,10 +357,8 @@ impl GemmGpu {
         let mut a_host = rng.vec(m * k, -1.0, 1.0);
         let mut b_host = rng.vec(k * n, -1.0, 1.0);
         let operands = if spec.kernel == GemmKernel::WmmaBf16 {
-            let a_bits: Vec<u16> = a_host.iter().map(|&x| to_bf16_bits(x)).collect();
-            let b_bits: Vec<u16> = b_host.iter().map(|&x| to_bf16_bits(x)).collect();
-            a_host = a_bits.iter().map(|&x| from_bf16_bits(x)).collect();
-            b_host = b_bits.iter().map(|&x| from_bf16_bits(x)).collect();
+            let a_bits = round_to_bf16(&mut a_host);
+            let b_bits = round_to_bf16(&mut b_host);
             Operands::Bf16 {
                 a: upload(stream, &a_bits)?,
                 b: upload(stream, &b_bits)?,
@@ -404,14 +417,12 @@ impl GpuWorkload for GemmGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let mut out = self.stream.clone_dtoh(&self.c)?;
-        self.stream.synchronize()?;
         let (m, n, k) = (
             self.spec.m as usize,
             self.spec.n as usize,
             self.spec.k as usize,
         );
-        out.truncate(m * n);
+        let out = download(&self.stream, &self.c, m * n)?;
         Ok(compare_product(
             self.spec.name(),
             &out,
@@ -493,12 +504,10 @@ impl CublasGemmGpu {
         let blas = CudaBlas::new(stream.clone())?;
         let (m, n, k) = (spec.m as usize, spec.n as usize, spec.k as usize);
         let mut rng = Rng::new(seed);
-        let a_bits: Vec<u16> = (0..m * k)
-            .map(|_| to_bf16_bits(rng.uniform(-1.0, 1.0)))
-            .collect();
-        let b_bits: Vec<u16> = (0..k * n)
-            .map(|_| to_bf16_bits(rng.uniform(-1.0, 1.0)))
-            .collect();
+        let mut a_host = rng.vec(m * k, -1.0, 1.0);
+        let mut b_host = rng.vec(k * n, -1.0, 1.0);
+        let a_bits = round_to_bf16(&mut a_host);
+        let b_bits = round_to_bf16(&mut b_host);
         let a = upload(stream, &a_bits)?;
         let b = upload(stream, &b_bits)?;
         let c = stream.alloc_zeros::<u16>((m * n).max(1))?;
@@ -507,8 +516,8 @@ impl CublasGemmGpu {
             blas,
             spec,
             seed,
-            a_host: a_bits.iter().map(|&x| from_bf16_bits(x)).collect(),
-            b_host: b_bits.iter().map(|&x| from_bf16_bits(x)).collect(),
+            a_host,
+            b_host,
             a,
             b,
             c,
@@ -570,14 +579,13 @@ impl GpuWorkload for CublasGemmGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let bits = self.stream.clone_dtoh(&self.c)?;
-        self.stream.synchronize()?;
         let (m, n, k) = (
             self.spec.m as usize,
             self.spec.n as usize,
             self.spec.k as usize,
         );
-        let out: Vec<f32> = bits[..m * n].iter().map(|&x| from_bf16_bits(x)).collect();
+        let bits = download(&self.stream, &self.c, m * n)?;
+        let out: Vec<f32> = bits.iter().map(|&x| from_bf16_bits(x)).collect();
         Ok(compare_product(
             self.spec.name(),
             &out,

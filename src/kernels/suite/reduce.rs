@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    download, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
     Verification, Workload,
 };
 use crate::kernels::Work;
@@ -175,25 +175,23 @@ impl ReduceKernels {
     /// # Errors
     /// As [`super::load_functions`].
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
-        let mut f = load_functions(
+        let [tree, shuffle, second, scale_total, scale_partials] = load_functions(
             ctx,
             MODULE,
-            &[
+            [
                 "reduce_tree_partials",
                 "reduce_shuffle_partials",
                 "reduce_second_pass",
                 "scale_by_total",
                 "scale_by_partials",
             ],
-        )?
-        .into_iter();
-        let mut next = || f.next().expect("five functions loaded");
+        )?;
         Ok(ReduceKernels {
-            tree: next(),
-            shuffle: next(),
-            second: next(),
-            scale_total: next(),
-            scale_partials: next(),
+            tree,
+            shuffle,
+            second,
+            scale_total,
+            scale_partials,
         })
     }
 }
@@ -224,12 +222,22 @@ impl ReduceKernels {
         };
         let launches = sum.launches();
         self.first_pass(stream, spec, x, partials, &launches[0])?;
-        let count = spec.blocks;
+        self.second_pass(stream, spec.blocks, partials, total, &launches[1])
+    }
+
+    fn second_pass(
+        &self,
+        stream: &Arc<CudaStream>,
+        count: u32,
+        partials: &CudaSlice<f32>,
+        total: &mut CudaSlice<f32>,
+        launch: &Launch,
+    ) -> SuiteResult<()> {
         let mut l = stream.launch_builder(&self.second);
-        l.arg(&*partials).arg(&count).arg(total);
+        l.arg(partials).arg(&count).arg(total);
         // SAFETY: matches `(const float*, unsigned int, float*)`; partials holds `count` floats
-        // and total at least one.
-        unsafe { l.launch(launches[1].config()) }?;
+        // and total at least one (checked by the callers).
+        unsafe { l.launch(launch.config()) }?;
         Ok(())
     }
 
@@ -315,9 +323,7 @@ impl ReductionGpu {
     /// # Errors
     /// A driver error.
     pub fn total(&self) -> SuiteResult<f32> {
-        let v = self.stream.clone_dtoh(&self.total)?;
-        self.stream.synchronize()?;
-        Ok(v[0])
+        Ok(download(&self.stream, &self.total, 1)?[0])
     }
 
     /// The float64 reference sum.
@@ -354,11 +360,13 @@ impl GpuWorkload for ReductionGpu {
         )?;
         match self.spec.mode {
             ReduceMode::Sum | ReduceMode::Unfused => {
-                let mut l = self.stream.launch_builder(&self.kernels.second);
-                l.arg(&self.partials).arg(&count).arg(&mut self.total);
-                // SAFETY: matches `(const float*, unsigned int, float*)`; partials holds `count`
-                // floats and total one.
-                unsafe { l.launch(launches[1].config()) }?;
+                self.kernels.second_pass(
+                    &self.stream,
+                    count,
+                    &self.partials,
+                    &mut self.total,
+                    &launches[1],
+                )?;
                 if self.spec.mode == ReduceMode::Unfused {
                     let mut l = self.stream.launch_builder(&self.kernels.scale_total);
                     l.arg(&self.x).arg(&self.total).arg(&mut self.y).arg(&n);
@@ -395,9 +403,7 @@ impl GpuWorkload for ReductionGpu {
                 ))
             }
             ReduceMode::Unfused | ReduceMode::Fused => {
-                let mut out = self.stream.clone_dtoh(&self.y)?;
-                self.stream.synchronize()?;
-                out.truncate(self.spec.n as usize);
+                let out = download(&self.stream, &self.y, self.spec.n as usize)?;
                 let mut v = Verification::compare(
                     self.spec.name(),
                     &out,

@@ -181,18 +181,26 @@ impl SoftmaxKernels {
     /// # Errors
     /// As [`super::load_functions`], or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
-        let mut names: Vec<&str> = COMPOSED.to_vec();
-        names.push(FUSED);
-        let mut f = load_functions(ctx, MODULE, &names)?;
-        let fused = f.pop().expect("six functions loaded");
+        let [max, subtract, exp, sum, divide, fused] = load_functions(
+            ctx,
+            MODULE,
+            [
+                COMPOSED[0],
+                COMPOSED[1],
+                COMPOSED[2],
+                COMPOSED[3],
+                COMPOSED[4],
+                FUSED,
+            ],
+        )?;
         fused.set_attribute(
             CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             (MAX_FUSED_COLS * 4) as i32,
         )?;
-        let composed: [CudaFunction; 5] = f
-            .try_into()
-            .map_err(|_| SuiteError::Shape("softmax: expected five functions".into()))?;
-        Ok(SoftmaxKernels { composed, fused })
+        Ok(SoftmaxKernels {
+            composed: [max, subtract, exp, sum, divide],
+            fused,
+        })
     }
 }
 

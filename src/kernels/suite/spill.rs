@@ -7,8 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    grid_dim, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Rng, SuiteResult,
-    Verification, Workload,
+    download, grid_dim, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Rng,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -102,9 +102,7 @@ impl SpillKernels {
     /// # Errors
     /// As [`super::load_functions`].
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
-        let mut f = load_functions(ctx, MODULE, &["spill_dynamic_index", "spill_free"])?;
-        let free = f.pop().expect("two functions loaded");
-        let dynamic = f.pop().expect("two functions loaded");
+        let [dynamic, free] = load_functions(ctx, MODULE, ["spill_dynamic_index", "spill_free"])?;
         Ok(SpillKernels { dynamic, free })
     }
 
@@ -191,9 +189,7 @@ impl GpuWorkload for SpillGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let mut out = self.stream.clone_dtoh(&self.out)?;
-        self.stream.synchronize()?;
-        out.truncate(self.spec.threads as usize);
+        let out = download(&self.stream, &self.out, self.spec.threads as usize)?;
         Ok(Verification::compare(
             self.spec.name(),
             &out,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    load_functions, poison, to_u32, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Padding, Rng,
+    SuiteError, SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -146,10 +146,7 @@ impl TransposeKernels {
     /// As [`super::load_functions`].
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = TransposeVariant::ALL.map(TransposeVariant::kernel);
-        let f = load_functions(ctx, MODULE, &names)?;
-        let functions: [CudaFunction; 3] = f
-            .try_into()
-            .map_err(|_| SuiteError::Shape("transpose: expected three functions".into()))?;
+        let functions = load_functions(ctx, MODULE, names)?;
         Ok(TransposeKernels { functions })
     }
 
@@ -245,9 +242,7 @@ impl GpuWorkload for TransposeGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let mut out = self.stream.clone_dtoh(&self.output)?;
-        self.stream.synchronize()?;
-        out.truncate(self.spec.elements() as usize);
+        let out = download(&self.stream, &self.output, self.spec.elements() as usize)?;
         Ok(Verification::compare(
             self.spec.name(),
             &out,

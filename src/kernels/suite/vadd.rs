@@ -6,8 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
-    Verification, Workload,
+    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -83,10 +83,7 @@ impl VectorAddSpec {
 
     /// Analytic work: 8n bytes read, 4n written, n additions.
     pub fn work_for(n: u64) -> Work {
-        Work {
-            bytes: 12 * n,
-            flops: n,
-        }
+        crate::kernels::VectorAdd::work(n)
     }
 }
 
@@ -136,23 +133,21 @@ impl VaddKernels {
     /// # Errors
     /// As [`super::load_functions`].
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
-        let mut f = load_functions(
+        let [scalar, vec4, scalar_gs, vec4_gs] = load_functions(
             ctx,
             MODULE,
-            &[
+            [
                 "vadd_scalar",
                 "vadd_vec4",
                 "vadd_scalar_grid_stride",
                 "vadd_vec4_grid_stride",
             ],
-        )?
-        .into_iter();
-        let mut next = || f.next().expect("four functions loaded");
+        )?;
         Ok(VaddKernels {
-            scalar: next(),
-            vec4: next(),
-            scalar_gs: next(),
-            vec4_gs: next(),
+            scalar,
+            vec4,
+            scalar_gs,
+            vec4_gs,
         })
     }
 
@@ -253,9 +248,7 @@ impl GpuWorkload for VectorAddGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let mut out = self.stream.clone_dtoh(&self.c)?;
-        self.stream.synchronize()?;
-        out.truncate(self.spec.n as usize);
+        let out = download(&self.stream, &self.c, self.spec.n as usize)?;
         Ok(Verification::compare(
             self.spec.name(),
             &out,
@@ -342,9 +335,7 @@ impl GpuWorkload for DeviceCopyGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let mut out = self.stream.clone_dtoh(&self.dst)?;
-        self.stream.synchronize()?;
-        out.truncate(self.spec.n as usize);
+        let out = download(&self.stream, &self.dst, self.spec.n as usize)?;
         let reference: Vec<f64> = self.src_host.iter().map(|&x| f64::from(x)).collect();
         Ok(Verification::compare(
             self.spec.name(),
