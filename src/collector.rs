@@ -328,7 +328,6 @@ struct Collector {
     future_scopes: std::collections::BTreeMap<u64, Vec<ScopeRecord>>,
     /// Reused vectors for draining the threads' scope slots.
     scope_batch: Vec<ScopeRecord>,
-    scope_spares: Vec<Vec<ScopeRecord>>,
     /// API records and host-side activities that fall in the open iteration: placed once the
     /// iteration's end is known, since buffers can be decoded before the `step()` message that
     /// ended it.
@@ -395,7 +394,6 @@ impl Collector {
             trailer: Trailer::default(),
             future_scopes: std::collections::BTreeMap::new(),
             scope_batch: Vec::new(),
-            scope_spares: Vec::new(),
             deferred: Vec::new(),
             finishing: false,
             counted_api_records_before: 0,
@@ -700,8 +698,7 @@ impl Collector {
     /// Takes the scopes every thread closed since the last call.
     fn drain_scopes(&mut self) {
         let mut batch = std::mem::take(&mut self.scope_batch);
-        self.running
-            .drain_scopes(&mut batch, &mut self.scope_spares);
+        self.running.drain_scopes(&mut batch);
         self.add_scopes(batch);
     }
 

@@ -21,7 +21,7 @@ use crate::events::EventPool;
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
 use crate::loader::LoadedCupti;
-use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord, ScopeSlot};
+use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord, ScopeSender, ScopeSlot};
 
 /// How much the profiler records (book ch. 1, 3, 6: cheap first, expensive on request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -265,25 +265,18 @@ impl Running {
             }
         }
     }
-    /// A slot for the calling thread's closed scopes, registered for the collector to drain.
-    pub(crate) fn register_thread(&self) -> Arc<ScopeSlot> {
-        let slot = Arc::new(ScopeSlot::new(Vec::with_capacity(256)));
-        self.thread_slots.lock().push(slot.clone());
-        slot
+    /// A slot for the calling thread's closed scopes, registered for the collector to drain;
+    /// returns its sending end.
+    pub(crate) fn register_thread(&self) -> ScopeSender {
+        let (slot, sender) = ScopeSlot::new();
+        self.thread_slots.lock().push(slot);
+        sender
     }
-    /// Takes every thread's closed scopes, leaving each slot an empty vector with capacity from
-    /// `spare` so that threads do not allocate in steady state.
-    pub(crate) fn drain_scopes(
-        &self,
-        out: &mut Vec<ScopeRecord>,
-        spare: &mut Vec<Vec<ScopeRecord>>,
-    ) {
+    /// Takes every thread's closed scopes.
+    pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
         let slots: Vec<Arc<ScopeSlot>> = self.thread_slots.lock().clone();
         for slot in slots {
-            let mut fresh = spare.pop().unwrap_or_default();
-            std::mem::swap(&mut *slot.lock(), &mut fresh);
-            out.append(&mut fresh);
-            spare.push(fresh);
+            slot.drain_into(out);
         }
     }
     /// A scope was entered: a user range when a counters pass runs on this thread. Returns the
