@@ -22,7 +22,11 @@
 //!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
 //!   the timeline level enables). `raw+all` is the timeline level's whole CUPTI configuration
 //!   with trivial consumers, so `timeline` minus `raw+all` is gpu-ledger's own share (decoding,
-//!   attribution, scopes' external-correlation push/pop, `step()`, NVML sampling, the ledger).
+//!   attribution, scopes' external-correlation push/pop, `step()`, NVML sampling, the ledger);
+//!   and two ablations of the timeline level that split that share: `tl-noscope` (the workload
+//!   code without its scope guards: what the scopes cost at the timeline level) and `tl-fewsteps`
+//!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
+//!   between a step's synchronize and the next step's first launch).
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) a
@@ -82,6 +86,8 @@ const VADD_LARGE: u64 = 16 << 20;
 const LAUNCHES_PER_STEP: u64 = (FORWARD_US.len() + 2 + BACKWARD_US.len() + 2) as u64;
 /// Launches before the timed workloads of each configuration (first buffers, lazy loading).
 const WARMUP_LAUNCHES: u64 = 2000;
+/// How many times less often `tl-fewsteps` calls `profiler.step()`.
+const FEW_STEPS: u64 = 50;
 
 #[derive(Parser, Debug)]
 #[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI (issue 7)")]
@@ -272,18 +278,20 @@ fn scope<const SCOPED: bool>(name: &'static str) -> Option<ScopeGuard> {
     SCOPED.then(|| Profiler::scope(name))
 }
 
-/// Workloads (a) and (b): `n` back-to-back empty-kernel launches, one scope each when `SCOPED`.
+/// Workloads (a) and (b): `n` back-to-back empty-kernel launches, one scope each when `SCOPED`;
+/// `profiler.step()` every `LAUNCHES_PER_ITERATION * step_every` launches.
 fn run_launches<const SCOPED: bool>(
     gpu: &Gpu,
     n: u64,
     profiler: Option<&Profiler>,
+    step_every: u64,
 ) -> Result<Duration> {
     let t0 = Instant::now();
     for i in 0..n {
         let guard = scope::<SCOPED>("launch");
         gpu.launch_empty()?;
         drop(guard);
-        if (i + 1) % LAUNCHES_PER_ITERATION == 0 {
+        if (i + 1) % (LAUNCHES_PER_ITERATION * step_every) == 0 {
             if let Some(p) = profiler {
                 p.step();
             }
@@ -293,14 +301,15 @@ fn run_launches<const SCOPED: bool>(
     Ok(t0.elapsed())
 }
 
-/// Workload (c): `steps` realistic steps.
+/// Workload (c): `steps` realistic steps; `profiler.step()` after every `step_every`-th.
 fn run_steps<const SCOPED: bool>(
     gpu: &mut Gpu,
     steps: u64,
     profiler: Option<&Profiler>,
+    step_every: u64,
 ) -> Result<Duration> {
     let t0 = Instant::now();
-    for _ in 0..steps {
+    for i in 0..steps {
         {
             let _step = scope::<SCOPED>("step");
             {
@@ -325,8 +334,10 @@ fn run_steps<const SCOPED: bool>(
             // The step's result is read on the host (a loss value): one synchronize per step.
             gpu.stream.synchronize()?;
         }
-        if let Some(p) = profiler {
-            p.step();
+        if (i + 1) % step_every == 0 {
+            if let Some(p) = profiler {
+                p.step();
+            }
         }
     }
     Ok(t0.elapsed())
@@ -382,6 +393,10 @@ enum Config {
     Scopes,
     Timeline,
     Raw(RawMode),
+    /// The timeline level, the workload code without its scope guards.
+    TimelineNoScopes,
+    /// The timeline level, `step()` [`FEW_STEPS`] times less often.
+    TimelineFewSteps,
 }
 
 impl Config {
@@ -395,11 +410,24 @@ impl Config {
             Config::Raw(RawMode::KernelApi) => "raw+api",
             Config::Raw(RawMode::KernelApiCallback) => "raw+api+cb",
             Config::Raw(RawMode::All) => "raw+all",
+            Config::TimelineNoScopes => "tl-noscope",
+            Config::TimelineFewSteps => "tl-fewsteps",
         }
     }
     /// Whether the workload code contains its scope guards.
     fn scoped(self) -> bool {
-        matches!(self, Config::Disabled | Config::Scopes | Config::Timeline)
+        matches!(
+            self,
+            Config::Disabled | Config::Scopes | Config::Timeline | Config::TimelineFewSteps
+        )
+    }
+    /// Calls of `profiler.step()` are made every this many of the workload's iterations.
+    fn step_every(self) -> u64 {
+        if self == Config::TimelineFewSteps {
+            FEW_STEPS
+        } else {
+            1
+        }
     }
 }
 
@@ -476,7 +504,7 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         Config::None | Config::Disabled => return Ok(Active::Nothing),
         Config::Raw(mode) => return Ok(Active::Raw(RawSession::start(lib, mode)?)),
         Config::Scopes => Level::Scopes,
-        Config::Timeline => Level::Timeline,
+        Config::Timeline | Config::TimelineNoScopes | Config::TimelineFewSteps => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -838,12 +866,15 @@ fn run_workload(
     args: &Args,
     profiler: Option<&Profiler>,
 ) -> Result<Duration> {
+    let every = config.step_every();
     match (w, config.scoped()) {
-        (Workload::Launch, _) => run_launches::<false>(gpu, args.launches, profiler),
-        (Workload::ScopedLaunch, false) => run_launches::<false>(gpu, args.launches, profiler),
-        (Workload::ScopedLaunch, true) => run_launches::<true>(gpu, args.launches, profiler),
-        (Workload::Step, false) => run_steps::<false>(gpu, args.steps, profiler),
-        (Workload::Step, true) => run_steps::<true>(gpu, args.steps, profiler),
+        (Workload::Launch, _) => run_launches::<false>(gpu, args.launches, profiler, every),
+        (Workload::ScopedLaunch, false) => {
+            run_launches::<false>(gpu, args.launches, profiler, every)
+        }
+        (Workload::ScopedLaunch, true) => run_launches::<true>(gpu, args.launches, profiler, every),
+        (Workload::Step, false) => run_steps::<false>(gpu, args.steps, profiler, every),
+        (Workload::Step, true) => run_steps::<true>(gpu, args.steps, profiler, every),
     }
 }
 
@@ -860,6 +891,8 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
         configs.push(Config::Raw(RawMode::KernelApi));
         configs.push(Config::Raw(RawMode::KernelApiCallback));
         configs.push(Config::Raw(RawMode::All));
+        configs.push(Config::TimelineNoScopes);
+        configs.push(Config::TimelineFewSteps);
     }
     eprintln!(
         "overhead: {} ({} SMs, {:.0} MHz SM clock by calibration); {} rounds of {} configurations",
@@ -881,8 +914,8 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
             Active::Profiler(p) => Some(p),
             _ => None,
         };
-        run_launches::<false>(gpu, WARMUP_LAUNCHES, p)?;
-        run_steps::<false>(gpu, 2, p)?;
+        run_launches::<false>(gpu, WARMUP_LAUNCHES, p, 1)?;
+        run_steps::<false>(gpu, 2, p, 1)?;
         stop(active, 0)?;
     }
     for round in 0..args.rounds {
@@ -896,7 +929,7 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
                 Active::Profiler(p) => Some(p),
                 _ => None,
             };
-            run_launches::<false>(gpu, WARMUP_LAUNCHES, profiler)?;
+            run_launches::<false>(gpu, WARMUP_LAUNCHES, profiler, 1)?;
             let mut launches = WARMUP_LAUNCHES;
             for j in 0..Workload::ALL.len() {
                 let wi = (j + round) % Workload::ALL.len();
@@ -1035,6 +1068,38 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
          benches/scope_overhead.rs)",
         dis_scope_b * 1e3
     );
+    print_split(configs, series);
+}
+
+/// With `--decompose`: gpu-ledger's own share of the realistic step's slowdown (timeline minus
+/// raw+all), and the parts of it the two ablations isolate.
+fn print_split(configs: &[Config], series: &[Vec<Series>]) {
+    let slow = |c| {
+        median_of(series, configs, Workload::Step, c)
+            .zip(median_of(series, configs, Workload::Step, Config::None))
+            .map(|(x, none)| 100.0 * (x / none - 1.0))
+    };
+    let (Some(tl), Some(all), Some(noscope), Some(few)) = (
+        slow(Config::Timeline),
+        slow(Config::Raw(RawMode::All)),
+        slow(Config::TimelineNoScopes),
+        slow(Config::TimelineFewSteps),
+    ) else {
+        return;
+    };
+    // step() runs FEW_STEPS times less often in tl-fewsteps: the difference is
+    // (1 - 1/FEW_STEPS) of its whole cost.
+    let steps = (tl - few) * FEW_STEPS as f64 / (FEW_STEPS - 1) as f64;
+    let scopes = tl - noscope;
+    println!(
+        "
+split of the realistic step's slowdown (c), percentage points"
+    );
+    println!(
+        "  timeline {tl:+.2} % = raw+all (CUPTI itself) {all:+.2} + gpu-ledger's own {:+.2}",
+        tl - all
+    );
+    println!("  of gpu-ledger's own: scopes (timeline - tl-noscope) {scopes:+.2}, step() ((timeline - tl-fewsteps) x {FEW_STEPS}/{}) {steps:+.2}, the rest (collector, NVML, flushes, ledger) {:+.2}", FEW_STEPS - 1, tl - all - scopes - steps);
 }
 
 fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport], args: &Args) {
