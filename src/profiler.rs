@@ -221,7 +221,10 @@ pub(crate) struct Running {
     iteration: AtomicU64,
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
+    /// `step()`'s messages; the collector polls them (see [`Control`]).
     control: crossbeam_channel::Sender<Control>,
+    /// The one `Finish` message; the collector sleeps on this channel.
+    finish: crossbeam_channel::Sender<Control>,
     thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
     pub(crate) correlation_errors: AtomicU64,
     /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
@@ -306,6 +309,7 @@ impl Running {
     /// (nothing here sends to it). Not registered as the current profiler, so scopes stay off.
     pub(crate) fn offline() -> Arc<Running> {
         let (control, _) = crossbeam_channel::unbounded();
+        let (finish, _) = crossbeam_channel::bounded(1);
         Arc::new(Running {
             origin: Instant::now(),
             cupti: None,
@@ -313,6 +317,7 @@ impl Running {
             paths: PathTable::default(),
             events: EventPool::default(),
             control,
+            finish,
             thread_slots: parking_lot::Mutex::new(Vec::new()),
             correlation_errors: AtomicU64::new(0),
             launches: Arc::new(LaunchCounter::default()),
@@ -648,7 +653,7 @@ fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<E
             first_err = Some(e);
         }
     }
-    let _ = running.control.send(Control::Finish {
+    let _ = running.finish.send(Control::Finish {
         host_end_ns,
         cupti_end,
         open_scopes: open,
@@ -801,6 +806,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     let start_time = std::time::SystemTime::now();
     let start_unix_ns = crate::util::unix_ns();
     let (control_tx, control_rx) = crossbeam_channel::unbounded();
+    let (finish_tx, finish_rx) = crossbeam_channel::bounded(1);
     let (buffer_tx, buffer_rx) = crossbeam_channel::unbounded();
     let paths = PathTable::default();
     let counters_path = if counter_state.is_some() {
@@ -815,6 +821,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         paths,
         events: EventPool::default(),
         control: control_tx,
+        finish: finish_tx,
         thread_slots: parking_lot::Mutex::new(Vec::new()),
         correlation_errors: AtomicU64::new(0),
         launches: Arc::new(LaunchCounter::default()),
@@ -881,6 +888,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         running: running.clone(),
         activity,
         control: control_rx,
+        finish: finish_rx,
         buffers: buffer_rx,
         lines: line_tx,
         trailer: trailer_tx,
