@@ -49,7 +49,8 @@ if [[ $mode != quick ]]; then
       done
     done
   fi
-  [[ -x $here/overhead ]] && { timeout 300 "$here/overhead" > "$logs/overhead.log" 2>&1 || status=1; }
+  # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
+  [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
 fi
 grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log 2>/dev/null | head -40
 exit $status
