@@ -67,6 +67,57 @@ fn nested_scopes_from_two_threads_make_one_row_per_iteration() {
 }
 
 #[test]
+fn a_burst_of_scopes_larger_than_a_thread_ring_is_counted_whole() {
+    // A thread's ring holds 4 096 closed scopes; the collector drains it every 2 ms. Tens of
+    // thousands closed back to back spill into the overflow vector, and every one must still be
+    // in its row, in the right iteration.
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = scopes_profiler(&path);
+    let bursts = [30_000u64, 5, 20_000];
+    for n in bursts {
+        for _ in 0..n {
+            let _s = Profiler::scope("tiny");
+        }
+        profiler.step();
+    }
+    let summary = profiler.finish().unwrap();
+    assert_eq!(summary.trailer.late_records, 0);
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), bursts.len());
+    for (row, n) in ledger.iterations.iter().zip(bursts) {
+        assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
+        assert_eq!(row.scopes.len(), 1, "row {}", row.index);
+        assert_eq!(row.scopes[0].calls, n, "row {}", row.index);
+    }
+}
+
+#[test]
+fn many_iterations_between_two_collector_ticks_each_get_their_row() {
+    // step() does not wake the collector; it sees iteration ends at its next tick (2 ms). A
+    // thousand iterations inside one tick must still be a thousand rows with their own scopes.
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = scopes_profiler(&path);
+    for i in 0..1000u64 {
+        for _ in 0..=(i % 3) {
+            let _s = Profiler::scope("work");
+        }
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 1000);
+    for (i, row) in ledger.iterations.iter().enumerate() {
+        assert_eq!(row.index, i as u64);
+        assert!(row.complete, "row {i}: {:?}", row.warnings);
+        assert_eq!(row.scopes[0].calls, i as u64 % 3 + 1, "row {i}");
+    }
+}
+
+#[test]
 fn scope_open_across_step_is_reported_not_lost() {
     let _g = SERIAL.lock();
     let dir = tempfile::tempdir().unwrap();
