@@ -14,8 +14,18 @@ for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="gpu": print(m["executable"])')
 cp "$test_bin" "$out/gpu-tests"
+# The CPU-side benchmarks, so that their figures can be read on the GPU host as well.
+cargo bench --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]: print(m["target"]["name"], m["executable"])' \
+  | while read -r name exe; do cp "$exe" "$out/bench-$name"; done
 for ex in "$target"/release/examples/*; do
-  name=$(basename "$ex"); [[ -f "$ex" && -x "$ex" && "$name" != *-* ]] && cp "$ex" "$out/"
+  name=$(basename "$ex")
+  # Only examples that still have a source (target/ keeps binaries of removed ones).
+  [[ -f examples/$name.rs || -f examples/$name/main.rs ]] || continue
+  [[ -f "$ex" && -x "$ex" && "$name" != *-* ]] && cp "$ex" "$out/"
 done
 cp "$target/release/gpu-ledger" "$out/" 2>/dev/null || true
 strip "$out"/* 2>/dev/null || true
@@ -49,6 +59,10 @@ if [[ $mode != quick ]]; then
       done
     done
   fi
+  # The CPU benchmarks' summaries on this host (scope and step() costs, decode rates).
+  for b in scope_overhead decode; do
+    [[ -x $here/bench-$b ]] && { timeout 300 "$here/bench-$b" --bench --quick > "$logs/bench-$b.log" 2>&1 || status=1; }
+  done
   # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
   [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
 fi
