@@ -94,7 +94,7 @@ pub(crate) fn spawn(setup: CollectorSetup) -> Result<JoinHandle<()>> {
 /// made before its end (the `launches` given to [`end_iteration`](Self::end_iteration)) has its
 /// API record, and every such call has its GPU record. Handing records to
 /// [`accept`](Self::accept) stands for CUPTI's flush, so no flush is awaited. What it skips:
-/// decoding from a CUPTI buffer (the caller decodes), scope slots (no thread records scopes
+/// decoding from a CUPTI buffer (the caller decodes), scope rings (no thread records scopes
 /// here), scope timing events, NVML and hardware counters. The settle time is unbounded: a row
 /// whose records never come is not written by time, only by [`finish`](Self::finish).
 #[doc(hidden)]
@@ -334,7 +334,7 @@ struct Collector {
     /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
     /// raced the stepping thread's message).
     future_scopes: std::collections::BTreeMap<u64, Vec<ScopeRecord>>,
-    /// Reused vectors for draining the threads' scope slots.
+    /// Reused vector for draining the threads' scope rings.
     scope_batch: Vec<ScopeRecord>,
     /// API records and host-side activities that fall in the open iteration: placed once the
     /// iteration's end is known, since buffers can be decoded before the `step()` message that

@@ -3,7 +3,7 @@
 //! Entering a scope looks up its path id in a thread-local cache, pushes that id onto CUPTI's
 //! per-thread external-correlation stack (at the timeline level) and notes the host time; leaving
 //! pops it and pushes a [`ScopeRecord`] onto the thread's own single-producer ring, which the
-//! collector drains every few milliseconds: no lock, no atomic read-modify-write and no
+//! collector drains every 2 ms: no lock, no atomic read-modify-write and no
 //! allocation per scope. A disabled profiler costs one relaxed atomic load per scope.
 
 use std::borrow::Cow;
