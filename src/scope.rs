@@ -404,11 +404,14 @@ mod tests {
         let mut ids: Vec<u32> = out.iter().map(|r| r.path_id).collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..n).collect::<Vec<_>>());
-        // Drained: the ring takes records again, and a second drain gives only those.
-        sender.send(record(n));
+        // Drained: the whole ring takes records again, and a second drain gives only those.
+        for id in 0..RING_CAPACITY as u32 {
+            sender.send(record(n + id));
+        }
+        assert!(slot.overflow.lock().is_empty());
         out.clear();
         slot.drain_into(&mut out);
-        assert_eq!(out.len(), 1);
+        assert_eq!(out.len(), RING_CAPACITY);
         assert_eq!(out[0].path_id, n);
     }
 
