@@ -488,6 +488,7 @@ impl SelfReport {
             s.buffer_callback_ns += o.buffer_callback_ns;
             s.collector_cpu_ns += o.collector_cpu_ns;
             s.writer_cpu_ns += o.writer_cpu_ns;
+            s.step_ns += o.step_ns;
             s.buffers_used += o.buffers_used;
             s.buffer_requests_refused += o.buffer_requests_refused;
         }
@@ -970,7 +971,7 @@ fn idx(configs: &[Config], c: Config) -> Option<usize> {
 fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
     println!("\nself-reported overhead (ledger trailers, summed over rounds; ns per launch made while running)");
     println!(
-        "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
+        "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>8}",
         "config",
         "launches",
         "kernel recs",
@@ -978,6 +979,7 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
         "buffer cb",
         "collector",
         "writer",
+        "step()",
         "dropped",
         "late"
     );
@@ -985,7 +987,7 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
         let per = |ns: u64| ns as f64 / r.launches.max(1) as f64;
         match &r.overhead {
             Some(o) => println!(
-                "{:<12} {:>10} {:>14} {:>9.1} ns {:>9.1} ns {:>9.1} ns {:>7.1} ns {:>9} {:>8}",
+                "{:<12} {:>10} {:>14} {:>9.1} ns {:>9.1} ns {:>9.1} ns {:>7.1} ns {:>7.1} ns {:>9} {:>8}",
                 c.label(),
                 r.launches,
                 r.kernel_records,
@@ -993,14 +995,16 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
                 per(o.buffer_callback_ns),
                 per(o.collector_cpu_ns),
                 per(o.writer_cpu_ns),
+                per(o.step_ns),
                 r.dropped,
                 r.late
             ),
             None if matches!(c, Config::Raw(_)) => println!(
-                "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>9} {:>8}",
+                "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>8}",
                 c.label(),
                 r.launches,
                 r.kernel_records,
+                "-",
                 "-",
                 "-",
                 "-",

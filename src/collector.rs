@@ -1017,6 +1017,8 @@ impl Collector {
             }
         }
         self.trailer.overhead.collector_cpu_ns = crate::util::thread_cpu_ns();
+        // Final: shutdown closed step() (the `open` lock) before sending Finish.
+        self.trailer.overhead.step_ns = self.running.step_ns.load(Ordering::Relaxed);
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
         let _ = self.trailer_tx.send(self.trailer.clone());
     }

@@ -227,6 +227,8 @@ pub(crate) struct Running {
     finish: crossbeam_channel::Sender<Control>,
     thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
     pub(crate) correlation_errors: AtomicU64,
+    /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
+    pub(crate) step_ns: AtomicU64,
     /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
     launches: Arc<LaunchCounter>,
     /// The counters level, when it was set up; taken at shutdown.
@@ -320,6 +322,7 @@ impl Running {
             finish,
             thread_slots: parking_lot::Mutex::new(Vec::new()),
             correlation_errors: AtomicU64::new(0),
+            step_ns: AtomicU64::new(0),
             launches: Arc::new(LaunchCounter::default()),
             counters: parking_lot::Mutex::new(None),
             counters_path: 0,
@@ -566,6 +569,7 @@ impl Profiler {
         if !*open {
             return;
         }
+        let entered_ns = running.now_ns();
         // Counters first: ending a pass synchronizes and may decode, which belongs to the
         // (perturbed) iteration that ends here, not to the next one.
         let counters = running
@@ -587,6 +591,10 @@ impl Profiler {
             counters,
         });
         running.with_counters(|c| c.begin_iteration(index + 1));
+        running.step_ns.fetch_add(
+            running.now_ns().saturating_sub(entered_ns),
+            Ordering::Relaxed,
+        );
         drop(open);
     }
 
@@ -824,6 +832,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         finish: finish_tx,
         thread_slots: parking_lot::Mutex::new(Vec::new()),
         correlation_errors: AtomicU64::new(0),
+        step_ns: AtomicU64::new(0),
         launches: Arc::new(LaunchCounter::default()),
         counters: parking_lot::Mutex::new(counter_state),
         counters_path,

@@ -101,13 +101,22 @@ fn many_iterations_between_two_collector_ticks_each_get_their_row() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
     let profiler = scopes_profiler(&path);
+    let t0 = std::time::Instant::now();
     for i in 0..1000u64 {
         for _ in 0..=(i % 3) {
             let _s = Profiler::scope("work");
         }
         profiler.step();
     }
-    profiler.finish().unwrap();
+    let loop_ns = t0.elapsed().as_nanos() as u64;
+    let summary = profiler.finish().unwrap();
+    // The trailer states what the thousand step() calls cost this thread: something, and less
+    // than the whole loop they were part of.
+    let step_ns = summary.trailer.overhead.step_ns;
+    assert!(
+        step_ns > 0 && step_ns < loop_ns,
+        "step_ns {step_ns}, loop {loop_ns} ns"
+    );
     let ledger = read_ledger(&path).unwrap();
     assert_eq!(ledger.iterations.len(), 1000);
     for (i, row) in ledger.iterations.iter().enumerate() {

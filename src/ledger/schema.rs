@@ -331,4 +331,9 @@ pub struct Overhead {
     pub buffers_used: u64,
     /// Buffer requests the pool could not serve (each drops records).
     pub buffer_requests_refused: u64,
+    /// Time the application's threads spent inside `Profiler::step()`, summed, ns: on a
+    /// training loop's critical path when `step()` follows a synchronize. Counters passes are
+    /// ended and begun there, so with counters it includes their cost.
+    #[serde(default)]
+    pub step_ns: u64,
 }
