@@ -17,12 +17,24 @@ fn scopes_profiler(path: &std::path::Path) -> Profiler {
         .expect("the scopes level needs no GPU")
 }
 
-#[test]
-fn nested_scopes_from_two_threads_make_one_row_per_iteration() {
-    let _g = SERIAL.lock();
+/// This test's turn, a temporary directory, the ledger path in it and a Scopes-level profiler
+/// writing there (dropped in reverse: the profiler first, the turn last).
+fn serial_run() -> (
+    parking_lot::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Profiler,
+) {
+    let turn = SERIAL.lock();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
     let profiler = scopes_profiler(&path);
+    (turn, dir, path, profiler)
+}
+
+#[test]
+fn nested_scopes_from_two_threads_make_one_row_per_iteration() {
+    let (_g, _dir, path, profiler) = serial_run();
     for _ in 0..3 {
         {
             let _step = Profiler::scope("step");
@@ -71,10 +83,7 @@ fn a_burst_of_scopes_larger_than_a_thread_ring_is_counted_whole() {
     // A thread's ring holds 4 096 closed scopes; the collector drains it every 2 ms. Tens of
     // thousands closed back to back spill into the overflow vector, and every one must still be
     // in its row, in the right iteration.
-    let _g = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = scopes_profiler(&path);
+    let (_g, _dir, path, profiler) = serial_run();
     let bursts = [30_000u64, 5, 20_000];
     for n in bursts {
         for _ in 0..n {
@@ -97,10 +106,7 @@ fn a_burst_of_scopes_larger_than_a_thread_ring_is_counted_whole() {
 fn many_iterations_between_two_collector_ticks_each_get_their_row() {
     // step() does not wake the collector; it sees iteration ends at its next tick (2 ms). A
     // thousand iterations inside one tick must still be a thousand rows with their own scopes.
-    let _g = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = scopes_profiler(&path);
+    let (_g, _dir, path, profiler) = serial_run();
     let t0 = std::time::Instant::now();
     for i in 0..1000u64 {
         for _ in 0..=(i % 3) {
@@ -128,10 +134,7 @@ fn many_iterations_between_two_collector_ticks_each_get_their_row() {
 
 #[test]
 fn scope_open_across_step_is_reported_not_lost() {
-    let _g = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = scopes_profiler(&path);
+    let (_g, _dir, path, profiler) = serial_run();
     let outer = Profiler::scope("train");
     profiler.step();
     profiler.step();
@@ -158,10 +161,7 @@ fn scope_open_across_step_is_reported_not_lost() {
 
 #[test]
 fn guards_dropped_out_of_order_are_reported() {
-    let _g = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = scopes_profiler(&path);
+    let (_g, _dir, path, profiler) = serial_run();
     let a = Profiler::scope("a");
     let b = Profiler::scope("b");
     drop(a);
