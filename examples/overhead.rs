@@ -1028,6 +1028,64 @@ fn median_of(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config)
     (!v.is_empty()).then(|| percentile(v, 0.5))
 }
 
+/// `combine(a's value, b's value)` in each round, over the values `pick` takes from a series
+/// (workload `w`): both ran in the same round, close in time, so a drift of the machine between
+/// rounds cancels. Median, smallest and largest over the rounds.
+fn paired(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
+    (a, b): (Config, Config),
+    pick: fn(&Series) -> &[f64],
+    combine: fn(f64, f64) -> f64,
+) -> Option<(f64, f64, f64)> {
+    let wi = Workload::ALL.iter().position(|x| *x == w)?;
+    let (sa, sb) = (
+        pick(&series[wi][idx(configs, a)?]),
+        pick(&series[wi][idx(configs, b)?]),
+    );
+    let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
+    let lo = d.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (!d.is_empty()).then(|| (percentile(&d, 0.5), lo, hi))
+}
+
+/// µs per launch added by `a` over `b`, paired by round.
+fn paired_added(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
+    a: Config,
+    b: Config,
+) -> Option<(f64, f64, f64)> {
+    paired(
+        series,
+        configs,
+        w,
+        (a, b),
+        |s| &s.per_launch_us,
+        |x, y| x - y,
+    )
+}
+
+/// Slowdown of `a` against `b` (loop time over `b`'s, minus one), %, paired by round.
+fn paired_slowdown(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
+    a: Config,
+    b: Config,
+) -> Option<(f64, f64, f64)> {
+    paired(
+        series,
+        configs,
+        w,
+        (a, b),
+        |s| &s.total_s,
+        |x, y| 100.0 * (x / y - 1.0),
+    )
+}
+
 fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
     let m = |w, c| median_of(series, configs, w, c).unwrap_or(f64::NAN);
     let ok = |pass: bool| if pass { "ok" } else { "MISSED" };
@@ -1048,11 +1106,33 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         raw_added_a,
         ok(tl_added_a <= raw_added_a + 0.2)
     );
+    if let Some((d, lo, hi)) = paired_added(
+        series,
+        configs,
+        Workload::Launch,
+        Config::Timeline,
+        Config::Raw(RawMode::Kernel),
+    ) {
+        println!(
+            "  timeline, (a), paired by round: timeline - raw-CUPTI {d:+.3} µs/launch (rounds \
+             {lo:+.3} to {hi:+.3}; target ≤ +0.2): {}",
+            ok(d <= 0.2)
+        );
+    }
     println!(
         "  timeline, (c): whole-run slowdown {:+.2} % (target ≤ 1 %): {}",
         100.0 * tl_slow_c,
         ok(tl_slow_c <= 0.01)
     );
+    for c in [Config::Timeline, Config::Raw(RawMode::Kernel)] {
+        if let Some((d, lo, hi)) = paired_slowdown(series, configs, Workload::Step, c, Config::None)
+        {
+            println!(
+                "  {}, (c), paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
+                c.label()
+            );
+        }
+    }
     println!(
         "  timeline: {tl_dropped} dropped records (target 0): {}",
         ok(tl_dropped == 0)
@@ -1067,6 +1147,22 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         sc_scope_b * 1e3,
         ok(sc_scope_b <= 0.1)
     );
+    if let Some((d, lo, hi)) = paired_added(
+        series,
+        configs,
+        Workload::ScopedLaunch,
+        Config::Scopes,
+        Config::None,
+    ) {
+        println!(
+            "  scopes, (b), paired by round: {:.0} ns per scope (rounds {:.0} to {:.0} ns; target \
+             ≤ 100 ns): {}",
+            d * 1e3,
+            lo * 1e3,
+            hi * 1e3,
+            ok(d <= 0.1)
+        );
+    }
     println!(
         "  disabled, (b): added {:.0} ns per scope (target ≤ 5 ns; below this run's noise, see \
          benches/scope_overhead.rs)",
