@@ -1050,40 +1050,19 @@ fn paired(
     (!d.is_empty()).then(|| (percentile(&d, 0.5), lo, hi))
 }
 
-/// µs per launch added by `a` over `b`, paired by round.
-fn paired_added(
-    series: &[Vec<Series>],
-    configs: &[Config],
-    w: Workload,
-    a: Config,
-    b: Config,
-) -> Option<(f64, f64, f64)> {
-    paired(
-        series,
-        configs,
-        w,
-        (a, b),
-        |s| &s.per_launch_us,
-        |x, y| x - y,
-    )
+/// For [`paired`]: a series' µs per launch, and the difference of two of them.
+fn per_launch(s: &Series) -> &[f64] {
+    &s.per_launch_us
 }
-
-/// Slowdown of `a` against `b` (loop time over `b`'s, minus one), %, paired by round.
-fn paired_slowdown(
-    series: &[Vec<Series>],
-    configs: &[Config],
-    w: Workload,
-    a: Config,
-    b: Config,
-) -> Option<(f64, f64, f64)> {
-    paired(
-        series,
-        configs,
-        w,
-        (a, b),
-        |s| &s.total_s,
-        |x, y| 100.0 * (x / y - 1.0),
-    )
+fn difference(x: f64, y: f64) -> f64 {
+    x - y
+}
+/// For [`paired`]: a series' loop times, and the slowdown of one over another, %.
+fn loop_time(s: &Series) -> &[f64] {
+    &s.total_s
+}
+fn slowdown_pct(x: f64, y: f64) -> f64 {
+    100.0 * (x / y - 1.0)
 }
 
 fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
@@ -1106,12 +1085,13 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         raw_added_a,
         ok(tl_added_a <= raw_added_a + 0.2)
     );
-    if let Some((d, lo, hi)) = paired_added(
+    if let Some((d, lo, hi)) = paired(
         series,
         configs,
         Workload::Launch,
-        Config::Timeline,
-        Config::Raw(RawMode::Kernel),
+        (Config::Timeline, Config::Raw(RawMode::Kernel)),
+        per_launch,
+        difference,
     ) {
         println!(
             "  timeline, (a), paired by round: timeline - raw-CUPTI {d:+.3} µs/launch (rounds \
@@ -1125,8 +1105,15 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         ok(tl_slow_c <= 0.01)
     );
     for c in [Config::Timeline, Config::Raw(RawMode::Kernel)] {
-        if let Some((d, lo, hi)) = paired_slowdown(series, configs, Workload::Step, c, Config::None)
-        {
+        let pair = (c, Config::None);
+        if let Some((d, lo, hi)) = paired(
+            series,
+            configs,
+            Workload::Step,
+            pair,
+            loop_time,
+            slowdown_pct,
+        ) {
             println!(
                 "  {}, (c), paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
                 c.label()
@@ -1147,12 +1134,13 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         sc_scope_b * 1e3,
         ok(sc_scope_b <= 0.1)
     );
-    if let Some((d, lo, hi)) = paired_added(
+    if let Some((d, lo, hi)) = paired(
         series,
         configs,
         Workload::ScopedLaunch,
-        Config::Scopes,
-        Config::None,
+        (Config::Scopes, Config::None),
+        per_launch,
+        difference,
     ) {
         println!(
             "  scopes, (b), paired by round: {:.0} ns per scope (rounds {:.0} to {:.0} ns; target \
