@@ -34,37 +34,34 @@ use crate::ledger::schema::*;
 use crate::profiler::Running;
 use crate::scope::ScopeRecord;
 
-/// Messages from the application's threads. `IterationEnd` goes through a channel the collector
-/// polls and never sleeps on, so that `step()` never wakes it: waking a sleeping thread made
-/// `step()` cost 17-21 µs on the development VM (a futex wake and an inter-processor interrupt)
-/// against about 0.1 µs when the collector was awake, on the application's critical path after
-/// each synchronize. `Finish` has a channel of its own that the collector does sleep on.
-pub(crate) enum Control {
-    /// `step()` ended iteration `index`.
-    IterationEnd {
-        index: u64,
-        host_end_ns: u64,
-        cupti_end: Option<u64>,
-        launches: u64,
-        open_scopes: Vec<u32>,
-        /// Hardware counters of the iteration, when a pass ran in it.
-        counters: Option<IterationCounters>,
-    },
-    /// `finish()`: close everything and send the trailer.
-    Finish {
-        host_end_ns: u64,
-        cupti_end: Option<u64>,
-        open_scopes: Vec<u32>,
-        counters: Option<IterationCounters>,
-    },
+/// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
+/// so that `step()` never wakes it: waking a sleeping thread made `step()` cost 17-21 µs on the
+/// development VM (a futex wake and an inter-processor interrupt) against about 0.1 µs when the
+/// collector was awake, on the application's critical path after each synchronize.
+pub(crate) struct IterationEnd {
+    pub index: u64,
+    pub host_end_ns: u64,
+    pub cupti_end: Option<u64>,
+    pub launches: u64,
+    pub open_scopes: Vec<u32>,
+    /// Hardware counters of the iteration, when a pass ran in it.
+    pub counters: Option<IterationCounters>,
+}
+
+/// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
+pub(crate) struct Finish {
+    pub host_end_ns: u64,
+    pub cupti_end: Option<u64>,
+    pub open_scopes: Vec<u32>,
+    pub counters: Option<IterationCounters>,
 }
 
 /// What the collector thread is started with.
 pub(crate) struct CollectorSetup {
     pub running: Arc<Running>,
     pub activity: Option<Arc<ActivityShared>>,
-    pub control: Receiver<Control>,
-    pub finish: Receiver<Control>,
+    pub control: Receiver<IterationEnd>,
+    pub finish: Receiver<Finish>,
     pub buffers: Receiver<FilledBuffer>,
     pub lines: Sender<LedgerLine>,
     pub trailer: Sender<Trailer>,
@@ -158,7 +155,7 @@ impl OfflineCollector {
     pub fn end_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
         let index = self.open_index;
         self.open_index += 1;
-        self.collector.handle(Control::IterationEnd {
+        self.collector.handle(IterationEnd {
             index,
             host_end_ns,
             cupti_end: Some(cupti_end_ns),
@@ -309,8 +306,8 @@ impl IterationState {
 struct Collector {
     running: Arc<Running>,
     activity: Option<Arc<ActivityShared>>,
-    control: Receiver<Control>,
-    finish: Receiver<Control>,
+    control: Receiver<IterationEnd>,
+    finish: Receiver<Finish>,
     buffers: Receiver<FilledBuffer>,
     lines: Sender<LedgerLine>,
     trailer_tx: Sender<Trailer>,
@@ -417,7 +414,7 @@ impl Collector {
 
     fn run(mut self) {
         // The collector wakes on its own every tick: nothing the application does wakes it but
-        // a filled CUPTI buffer and `finish()` (see `Control`). 2 ms keeps the scope rings
+        // a filled CUPTI buffer and `finish()` (see `IterationEnd`). 2 ms keeps the scope rings
         // (`scope::RING_CAPACITY`) from filling below 2 million scopes a second per thread.
         let tick = self.flush_interval.min(TICK).max(Duration::from_millis(1));
         // Without CUPTI (Level::Scopes) the buffer channel's sender is gone from the start: a
@@ -432,13 +429,11 @@ impl Collector {
                     Ok(b) => self.decode(b),
                     Err(_) => buffers = crossbeam_channel::never(),
                 },
-                recv(self.finish) -> m => match m {
-                    Ok(Control::Finish { host_end_ns, cupti_end, open_scopes, counters }) => {
-                        self.finish(host_end_ns, cupti_end, open_scopes, counters);
-                        return;
+                recv(self.finish) -> m => {
+                    if let Ok(f) = m {
+                        self.finish(f.host_end_ns, f.cupti_end, f.open_scopes, f.counters);
                     }
-                    Ok(m) => self.handle(m),
-                    Err(_) => return,
+                    return;
                 },
                 default(tick) => {}
             }
@@ -453,25 +448,15 @@ impl Collector {
         }
     }
 
-    fn handle(&mut self, m: Control) {
-        match m {
-            Control::IterationEnd {
-                index,
-                host_end_ns,
-                cupti_end,
-                launches,
-                open_scopes,
-                counters,
-            } => self.end_iteration(
-                index,
-                host_end_ns,
-                cupti_end,
-                launches,
-                &open_scopes,
-                counters,
-            ),
-            Control::Finish { .. } => {}
-        }
+    fn handle(&mut self, m: IterationEnd) {
+        self.end_iteration(
+            m.index,
+            m.host_end_ns,
+            m.cupti_end,
+            m.launches,
+            &m.open_scopes,
+            m.counters,
+        );
     }
 
     fn dropped_total(&self) -> u64 {

@@ -13,7 +13,7 @@ use parking_lot::RwLock;
 
 use crate::activity::pool::BufferPool;
 use crate::activity::{ActivityShared, ActivityStats, LaunchCounter, TimelineSession};
-use crate::collector::{self, Control};
+use crate::collector::{self, Finish, IterationEnd};
 use crate::counters::window::CounterState;
 use crate::cupti;
 use crate::error::{Error, Result};
@@ -221,10 +221,10 @@ pub(crate) struct Running {
     iteration: AtomicU64,
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
-    /// `step()`'s messages; the collector polls them (see [`Control`]).
-    control: crossbeam_channel::Sender<Control>,
+    /// `step()`'s messages; the collector polls them (see [`IterationEnd`]).
+    control: crossbeam_channel::Sender<IterationEnd>,
     /// The one `Finish` message; the collector sleeps on this channel.
-    finish: crossbeam_channel::Sender<Control>,
+    finish: crossbeam_channel::Sender<Finish>,
     thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
     pub(crate) correlation_errors: AtomicU64,
     /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
@@ -582,7 +582,7 @@ impl Profiler {
         let cupti_end = running.cupti_now();
         let open_scopes = scope::open_scopes(running);
         let index = running.iteration.fetch_add(1, Ordering::AcqRel);
-        let _ = running.control.send(Control::IterationEnd {
+        let _ = running.control.send(IterationEnd {
             index,
             host_end_ns,
             cupti_end,
@@ -661,7 +661,7 @@ fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<E
             first_err = Some(e);
         }
     }
-    let _ = running.finish.send(Control::Finish {
+    let _ = running.finish.send(Finish {
         host_end_ns,
         cupti_end,
         open_scopes: open,
