@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::{verdict, wall_and_cpu_medians};
 use criterion::{criterion_group, Criterion};
+use gpu_ledger::analysis::percentile_sorted;
 use gpu_ledger::{Level, Profiler};
 
 mod common;
@@ -185,7 +186,8 @@ fn sparse_step_ns(profiler: &Profiler, gap: Duration, calls: usize) -> (f64, f64
         ns.push(t0.elapsed().as_nanos() as f64);
     }
     ns.sort_by(f64::total_cmp);
-    (ns[calls / 2], ns[calls * 9 / 10])
+    let q = |q| percentile_sorted(&ns, q).unwrap_or(f64::NAN);
+    (q(0.5), q(0.9))
 }
 
 fn bench_scopes(c: &mut Criterion) {

@@ -56,6 +56,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use cupti_sys as sys;
+use gpu_ledger::analysis::percentile_sorted;
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;
 use gpu_ledger::loader::LoadedCupti;
@@ -842,15 +843,11 @@ struct Series {
     total_s: Vec<f64>,
 }
 
+/// The `q`-quantile of `v` in any order (NaN when empty), by the analysis module's rule.
 fn percentile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let pos = q * (s.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+    percentile_sorted(&s, q).unwrap_or(f64::NAN)
 }
 
 fn launches_of(w: Workload, args: &Args) -> u64 {
@@ -1044,10 +1041,9 @@ fn paired(
         pick(&series[wi][idx(configs, a)?]),
         pick(&series[wi][idx(configs, b)?]),
     );
-    let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
-    let lo = d.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = d.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (!d.is_empty()).then(|| (percentile(&d, 0.5), lo, hi))
+    let mut d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
+    d.sort_by(f64::total_cmp);
+    Some((percentile_sorted(&d, 0.5)?, d[0], d[d.len() - 1]))
 }
 
 /// For [`paired`]: a series' µs per launch, and the difference of two of them.
