@@ -15,7 +15,7 @@ use gpu_ledger::counters::{
 };
 use gpu_ledger::{read_ledger, Profiler};
 
-use crate::{gpu, Gpu, SERIAL};
+use crate::{gpu, report, Gpu, SERIAL};
 
 /// Test kernels: a coalesced and a strided copy, a 32x32 shared tile read column-wise without
 /// and with one column of padding, an FP32 multiply and an FP32 FMA kernel.
@@ -163,19 +163,6 @@ pub(crate) fn value(c: &Collected, range: &str, metric: &str) -> f64 {
         })
         .get(metric)
         .unwrap_or_else(|| panic!("no {metric} in range {range}"))
-}
-
-fn report(what: &str, measured: f64, expected: f64) -> f64 {
-    let rel = if expected != 0.0 {
-        (measured - expected) / expected
-    } else {
-        measured
-    };
-    println!(
-        "  {what:<48} measured {measured:>16.1}  expected {expected:>16.1}  ({:+.3} %)",
-        rel * 100.0
-    );
-    rel
 }
 
 #[test]

@@ -45,7 +45,7 @@ use gpu_ledger::kernels::suite::{
 use gpu_ledger::ledger::schema::{IterationRow, KernelGroup};
 use gpu_ledger::{read_ledger, Ledger, Profiler};
 
-use crate::{gpu, kernel_launches, timeline, SERIAL};
+use crate::{gpu, kernel_launches, num, report, timeline, SERIAL};
 
 /// H200 SXM dense BF16 tensor-core peak from the datasheet (1979 TFLOP/s with sparsity).
 const H200_BF16_PEAK_FLOPS: f64 = 989.4e12;
@@ -1335,32 +1335,6 @@ fn kernel_value(c: &Collected, kernel: &str, metric: &str) -> f64 {
     kernel_range(c, kernel)
         .get(metric)
         .unwrap_or_else(|| panic!("no {metric} in the range of {kernel}"))
-}
-
-/// `metric` in the user range `range`.
-fn num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.5}")
-    }
-}
-
-/// Prints a measured value next to an analytic expectation that is not asserted (information
-/// for the reader of the log); returns the relative difference.
-fn report(what: &str, measured: f64, expected: f64) -> f64 {
-    let rel = if expected != 0.0 {
-        (measured - expected) / expected
-    } else {
-        measured
-    };
-    println!(
-        "  {what:<60} measured {:>14}  analytic {:>14}  ({:+.3} %)",
-        num(measured),
-        num(expected),
-        rel * 100.0
-    );
-    rel
 }
 
 /// Every asserted value, printed next to its threshold with its verdict; failures are collected

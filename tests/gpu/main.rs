@@ -53,3 +53,29 @@ pub fn timeline(path: &std::path::Path) -> Profiler {
 pub fn kernel_launches(row: &IterationRow) -> u64 {
     row.kernels.iter().map(|k| k.count).sum()
 }
+
+/// A count without decimals, anything else with five (for the measured-vs-analytic lines).
+pub fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.5}")
+    }
+}
+
+/// Prints a measured value next to an analytic expectation that is not asserted (information
+/// for the reader of the log); returns the relative difference.
+pub fn report(what: &str, measured: f64, expected: f64) -> f64 {
+    let rel = if expected != 0.0 {
+        (measured - expected) / expected
+    } else {
+        measured
+    };
+    println!(
+        "  {what:<60} measured {:>14}  analytic {:>14}  ({:+.3} %)",
+        num(measured),
+        num(expected),
+        rel * 100.0
+    );
+    rel
+}
