@@ -27,7 +27,7 @@ use crate::activity::record::{
 };
 use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
 use crate::analysis::intervals::union_busy;
-use crate::counters::launches::auto_range_launch;
+use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
 use crate::ledger::schema::*;
@@ -1308,8 +1308,9 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
         .iter()
         .map(|k| Launch::Kernel(k.name.to_string()))
         .collect();
+    let launches = AutoRangeLaunches::new(&launches);
     for r in counters.ranges.iter_mut().filter(|r| r.kernel.is_none()) {
-        if let Some((i, k)) = auto_range_launch(&r.name, &launches) {
+        if let Some((i, k)) = launches.get(&r.name) {
             r.kernel = Some(k.to_string());
             r.launch_index = Some(i as u64);
         }

@@ -28,10 +28,11 @@ pub enum Launch {
 /// Names the auto ranges of a collection: range `"i"` is the `i`-th launch. Ranges after a graph
 /// launch, or past the end of `launches`, keep `kernel: None`. Returns how many were named.
 pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) -> usize {
+    let launches = AutoRangeLaunches::new(launches);
     let mut named = 0;
     for r in ranges.iter_mut() {
         r.kernel = None;
-        if let Some((i, k)) = auto_range_launch(&r.name, launches) {
+        if let Some((i, k)) = launches.get(&r.name) {
             r.kernel = Some(k.to_string());
             r.launch_index = Some(i as u64);
             named += 1;
@@ -40,24 +41,27 @@ pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) 
     named
 }
 
-/// The launch auto range `range` (`"0"`, `"1"`, ...) stands for: its index and kernel name.
-/// `None` past the end of `launches` and at or after a graph launch, which runs an unknown
-/// number of kernels.
-pub(crate) fn auto_range_launch<'a>(
-    range: &str,
-    launches: &'a [Launch],
-) -> Option<(usize, &'a str)> {
-    let i = range.parse::<usize>().ok()?;
-    match launches
-        .get(..=i)?
-        .iter()
-        .position(|l| matches!(l, Launch::Graph))
-    {
-        Some(_) => None,
-        None => match &launches[i] {
+/// The launches auto ranges can stand for: those before the first graph launch, which runs an
+/// unknown number of kernels (found once, not per range).
+pub(crate) struct AutoRangeLaunches<'a>(&'a [Launch]);
+
+impl<'a> AutoRangeLaunches<'a> {
+    pub(crate) fn new(launches: &'a [Launch]) -> Self {
+        let before_graph = launches
+            .iter()
+            .position(|l| matches!(l, Launch::Graph))
+            .unwrap_or(launches.len());
+        AutoRangeLaunches(&launches[..before_graph])
+    }
+
+    /// The launch auto range `range` (`"0"`, `"1"`, ...) stands for: its index and kernel name.
+    /// `None` past the end of the launches and at or after a graph launch.
+    pub(crate) fn get(&self, range: &str) -> Option<(usize, &'a str)> {
+        let i = range.parse::<usize>().ok()?;
+        match self.0.get(i)? {
             Launch::Kernel(k) => Some((i, k.as_str())),
             Launch::Graph => None,
-        },
+        }
     }
 }
 
