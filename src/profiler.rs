@@ -277,10 +277,10 @@ impl Running {
         self.thread_slots.lock().push(slot);
         sender
     }
-    /// Takes every thread's closed scopes.
+    /// Takes every thread's closed scopes. The list's lock is held while draining: only a
+    /// thread's first scope of a run takes it too (to register).
     pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
-        let slots: Vec<Arc<ScopeSlot>> = self.thread_slots.lock().clone();
-        for slot in slots {
+        for slot in self.thread_slots.lock().iter() {
             slot.drain_into(out);
         }
     }
