@@ -6,7 +6,7 @@
 devnull_guard() {
   [[ -c /dev/null ]] && return 0
   local fresh=/dev/null.gpu-ledger.$$
-  if mknod -m 666 "$fresh" c 1 3 2>/dev/stderr && mv -f "$fresh" /dev/null; then
+  if mknod -m 666 "$fresh" c 1 3 && mv -f "$fresh" /dev/null; then
     echo "ci: /dev/null was a regular file; restored the character device" >&2
   else
     rm -f "$fresh"
