@@ -1161,7 +1161,7 @@ fn print_split(configs: &[Config], series: &[Vec<Series>]) {
     let slow = |c| {
         median_of(series, configs, Workload::Step, c)
             .zip(median_of(series, configs, Workload::Step, Config::None))
-            .map(|(x, none)| 100.0 * (x / none - 1.0))
+            .map(|(x, none)| slowdown_pct(x, none))
     };
     let (Some(tl), Some(all), Some(noscope), Some(few)) = (
         slow(Config::Timeline),
