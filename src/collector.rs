@@ -333,6 +333,8 @@ struct Collector {
     future_scopes: std::collections::BTreeMap<u64, Vec<ScopeRecord>>,
     /// Reused vector for draining the threads' scope rings.
     scope_batch: Vec<ScopeRecord>,
+    /// Scope timing events waiting in all iterations (none unless scopes are timed on streams).
+    events_pending: usize,
     /// API records and host-side activities that fall in the open iteration: placed once the
     /// iteration's end is known, since buffers can be decoded before the `step()` message that
     /// ended it.
@@ -400,6 +402,7 @@ impl Collector {
             trailer: Trailer::default(),
             future_scopes: std::collections::BTreeMap::new(),
             scope_batch: Vec::new(),
+            events_pending: 0,
             deferred: Vec::new(),
             finishing: false,
             counted_api_records_before: 0,
@@ -475,13 +478,28 @@ impl Collector {
         counters: Option<IterationCounters>,
     ) {
         let dropped = self.dropped_total();
-        let Some(it) = self.iterations.iter_mut().find(|it| it.index == index) else {
+        let cupti_running = self.running.cupti.is_some();
+        let Some(pos) = self.position_of(index) else {
             return;
+        };
+        let it = &mut self.iterations[pos];
+        // Without CUPTI every window is open-ended. With it, a timestamp that could not be read
+        // closes the window where it opened: its records go to the next iteration rather than
+        // every later record to this one, and iteration ends stay ordered (`position_at`).
+        let cupti_end = match cupti_end {
+            Some(end) => end,
+            None if cupti_running => {
+                it.warnings.push(
+                    "CUPTI's timestamp could not be read at this step(): the iteration's GPU records are counted in the next row".into(),
+                );
+                it.cupti_start
+            }
+            None => u64::MAX,
         };
         it.launches_by_end = launches;
         it.counters = counters;
         it.host_end_ns = Some(host_end_ns);
-        it.cupti_end = Some(cupti_end.unwrap_or(u64::MAX));
+        it.cupti_end = Some(cupti_end);
         it.ended_at = Some(Instant::now());
         if !open.is_empty() {
             let paths: Vec<String> = open.iter().map(|p| self.running.paths.path(*p)).collect();
@@ -490,12 +508,7 @@ impl Collector {
                 paths.join(", ")
             ));
         }
-        let next = IterationState::new(
-            index + 1,
-            host_end_ns,
-            cupti_end.unwrap_or(u64::MAX),
-            dropped,
-        );
+        let next = IterationState::new(index + 1, host_end_ns, cupti_end, dropped);
         self.iterations.push_back(next);
         for d in std::mem::take(&mut self.deferred) {
             match d {
@@ -524,14 +537,11 @@ impl Collector {
                     .push(rec);
                 continue;
             }
-            let Some(it) = self
-                .iterations
-                .iter_mut()
-                .find(|it| it.index == rec.iteration)
-            else {
+            let Some(pos) = self.position_of(rec.iteration) else {
                 self.trailer.late_records += 1;
                 continue;
             };
+            let it = &mut self.iterations[pos];
             if rec.out_of_order {
                 it.warnings.push(format!(
                     "scope {} ended while a scope opened after it was still open (guards dropped out of order)",
@@ -547,6 +557,7 @@ impl Collector {
             }
             let mut rec = rec;
             if let Some((start, end)) = rec.events.take() {
+                self.events_pending += 1;
                 it.events.push(PendingEvents {
                     path_id: rec.path_id,
                     start,
@@ -621,11 +632,7 @@ impl Collector {
             &self.driver_class
         };
         let class = table.get(cbid as usize).copied().flatten();
-        let Some(pos) = self
-            .iterations
-            .iter()
-            .position(|it| it.contains_cupti(start))
-        else {
+        let Some(pos) = self.position_at(start) else {
             self.trailer.unplaced_records += 1;
             return;
         };
@@ -667,7 +674,7 @@ impl Collector {
     fn accept_activity(&mut self, a: Activity) {
         if a.is_host_side() {
             let t = a.fallback_time();
-            match self.iterations.iter().position(|it| it.contains_cupti(t)) {
+            match self.position_at(t) {
                 Some(0) if t < self.iterations[0].cupti_start => self.trailer.late_records += 1,
                 Some(pos) if self.iterations[pos].cupti_end.is_none() && !self.finishing => {
                     self.deferred.push(Deferred::Host(a))
@@ -679,12 +686,31 @@ impl Collector {
         }
         let corr = a.correlation_id();
         match self.api.get(&corr).copied() {
-            Some(index) => match self.iterations.iter().position(|it| it.index == index) {
+            Some(index) => match self.position_of(index) {
                 Some(pos) => self.place(pos, a),
                 None => self.trailer.late_records += 1,
             },
             None => self.waiting.entry(corr).or_default().push(a),
         }
+    }
+
+    /// Where iteration `index` sits in `iterations`. Indices run consecutively from the front
+    /// (each end pushes the next), so this is arithmetic. A search along the deque here, once
+    /// per record, made the collector quadratic in the iterations waiting for their rows
+    /// (thousands of them at 10 000 steps a second with rows flushed every second).
+    fn position_of(&self, index: u64) -> Option<usize> {
+        let front = self.iterations.front()?.index;
+        let pos = usize::try_from(index.checked_sub(front)?).ok()?;
+        let it = self.iterations.get(pos)?;
+        debug_assert_eq!(it.index, index, "iteration indices are consecutive");
+        (it.index == index).then_some(pos)
+    }
+
+    /// Where the iteration whose CUPTI window holds time `t` sits: the first whose end is after
+    /// `t`. Ends never decrease along the deque (`end_iteration`), so this is a binary search.
+    fn position_at(&self, t: u64) -> Option<usize> {
+        let pos = self.iterations.partition_point(|it| !it.contains_cupti(t));
+        (pos < self.iterations.len()).then_some(pos)
     }
 
     fn place(&mut self, pos: usize, a: Activity) {
@@ -727,7 +753,7 @@ impl Collector {
         if due {
             self.flush_cupti();
         }
-        self.resolve_events(false);
+        self.resolve_events();
         while self.front_ready() {
             self.finalize_front(false);
         }
@@ -750,31 +776,47 @@ impl Collector {
         }
     }
 
-    /// Reads completed scope events; with `force`, gives up on the rest (they are counted).
-    fn resolve_events(&mut self, force: bool) {
-        let running = self.running.clone();
-        for it in self.iterations.iter_mut() {
-            let mut still = Vec::new();
-            for ev in it.events.drain(..) {
-                match crate::events::elapsed_ns(&ev.start, &ev.end) {
-                    Ok(Some(ns)) => {
-                        *it.event_ns.entry(ev.path_id).or_default() += ns;
-                        running.events.give_back(ev.start);
-                        running.events.give_back(ev.end);
-                    }
-                    Ok(None) if !force => still.push(ev),
-                    Ok(None) => it.warnings.push(format!(
-                        "scope {}: timing events had not completed when the row was written",
-                        running.paths.path(ev.path_id)
-                    )),
-                    Err(e) => it.warnings.push(format!(
-                        "scope {}: timing events failed: {e}",
-                        running.paths.path(ev.path_id)
-                    )),
-                }
-            }
-            it.events = still;
+    /// Reads the scope events that have completed, in every waiting iteration.
+    fn resolve_events(&mut self) {
+        // Most runs time no scope on a stream: nothing to look at in any iteration.
+        if self.events_pending == 0 {
+            return;
         }
+        for pos in 0..self.iterations.len() {
+            self.resolve_events_at(pos, false);
+        }
+    }
+
+    /// Reads the completed scope events of the iteration at `pos`; with `force`, gives up on the
+    /// rest (each with a warning in its row).
+    fn resolve_events_at(&mut self, pos: usize, force: bool) {
+        let running = &self.running;
+        let it = &mut self.iterations[pos];
+        if it.events.is_empty() {
+            return;
+        }
+        let before = it.events.len();
+        let mut still = Vec::new();
+        for ev in it.events.drain(..) {
+            match crate::events::elapsed_ns(&ev.start, &ev.end) {
+                Ok(Some(ns)) => {
+                    *it.event_ns.entry(ev.path_id).or_default() += ns;
+                    running.events.give_back(ev.start);
+                    running.events.give_back(ev.end);
+                }
+                Ok(None) if !force => still.push(ev),
+                Ok(None) => it.warnings.push(format!(
+                    "scope {}: timing events had not completed when the row was written",
+                    running.paths.path(ev.path_id)
+                )),
+                Err(e) => it.warnings.push(format!(
+                    "scope {}: timing events failed: {e}",
+                    running.paths.path(ev.path_id)
+                )),
+            }
+        }
+        self.events_pending -= before - still.len();
+        it.events = still;
     }
 
     fn front_ready(&self) -> bool {
@@ -834,7 +876,11 @@ impl Collector {
                 }
             }
         }
-        self.resolve_events(true);
+        if self.iterations.is_empty() {
+            return;
+        }
+        // Only this row's events are given up on: later iterations' may still complete.
+        self.resolve_events_at(0, true);
         let Some(mut it) = self.iterations.pop_front() else {
             return;
         };
