@@ -33,18 +33,26 @@ cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default
 # ./gpu-logs), at most a few files so that they come back from a lent machine.
-# Usage: run.sh [LOG_DIR] [quick]   ("quick": tests and demo only)
+# Usage: run.sh [LOG_DIR] [MODE]
+#   all (default)  everything below, in this order
+#   quick          the GPU tests and the demo
+#   suite          the GPU tests, the demo, the examples and the training loop (about 3 minutes)
+#   overhead       the benchmarks' summaries on this host, `overhead --decompose` and
+#                  `overhead --sustained 60` (about 6 minutes), on a quiet machine
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
 mode=${2:-all}
+case $mode in all|quick|suite|overhead) ;; *) echo "run.sh: unknown mode '$mode' (all, quick, suite, overhead)" >&2; exit 2;; esac
 status=0
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
-skip_multi=()
-(( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip_multi=(--skip multi_gpu::) && echo "one GPU: multi_gpu:: tests not run" >> "$logs/gpu-tests.log"
-"$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
-"$here/demo" 20 "$logs/demo-ledger.jsonl" > "$logs/demo.log" 2>&1 || status=1
-if [[ $mode != quick ]]; then
+if [[ $mode != overhead ]]; then
+  skip_multi=()
+  (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip_multi=(--skip multi_gpu::) && echo "one GPU: multi_gpu:: tests not run" >> "$logs/gpu-tests.log"
+  "$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
+  "$here/demo" 20 "$logs/demo-ledger.jsonl" > "$logs/demo.log" 2>&1 || status=1
+fi
+if [[ $mode == all || $mode == suite ]]; then
   for ex in ex1_vector_add ex2_transpose ex3_reduction ex4_gemm ex5_softmax ex6_attention ex7_spill; do
     [[ -x $here/$ex ]] || continue
     echo "=== $ex" >> "$logs/examples.log"
@@ -59,12 +67,16 @@ if [[ $mode != quick ]]; then
       done
     done
   fi
-  # The CPU benchmarks' summaries on this host (scope and step() costs, decode rates).
+fi
+if [[ $mode == all || $mode == overhead ]]; then
+  # The CPU benchmarks' summaries on this host (scope and step() costs, decode rates). The
+  # filter matches no criterion benchmark, so only the summary with its verdicts runs.
   for b in scope_overhead decode; do
-    [[ -x $here/bench-$b ]] && { timeout 300 "$here/bench-$b" --bench --quick > "$logs/bench-$b.log" 2>&1 || status=1; }
+    [[ -x $here/bench-$b ]] && { timeout 300 "$here/bench-$b" --bench --quick summary-only > "$logs/bench-$b.log" 2>&1 || status=1; }
   done
   # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
   [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
+  [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --sustained 60 > "$logs/sustained.log" 2>&1 || status=1; }
 fi
 grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log 2>/dev/null | head -40
 exit $status
