@@ -152,6 +152,15 @@ fn timed_string_names(iters: u64) -> Duration {
     t0.elapsed()
 }
 
+/// Times `iters` reads of the host clock as a scope reads it.
+fn timed_clock_reads(iters: u64) -> Duration {
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        black_box(Instant::now());
+    }
+    t0.elapsed()
+}
+
 /// Times `iters` calls of `profiler.step()`, in chunks of 1000 followed by an untimed pause so
 /// that the collector writes the (empty) rows as fast as they come.
 fn timed_steps(profiler: &Profiler, iters: u64) -> Duration {
@@ -254,6 +263,7 @@ fn summary() {
     let nested = scopes(Shape::Nested);
     let owned = scopes(Shape::NestedOwned);
     let string_alone = medians(u64::MAX, timed_string_names);
+    let clock = medians(u64::MAX, timed_clock_reads);
     let step = medians(30_000, |n| timed_steps(&profiler, n));
     let sparse_step = sparse_step_ns(&profiler, Duration::from_millis(1), 500);
     let trailer = profiler.finish().ok().map(|s| s.trailer);
@@ -278,6 +288,7 @@ fn summary() {
         ),
         ("Level::Scopes, nested, owned String name", owned, None),
         ("  the String built and dropped alone", string_alone, None),
+        ("a host clock read (Instant::now), alone", clock, None),
     ];
     for (case, measured, target) in rows {
         println!(
@@ -311,6 +322,17 @@ fn summary() {
         "{:<44} {:>7.1} ns {:>12} {:>8} {:>8}   (p90 {:.1} ns)",
         "profiler.step() once per ms, collector idle", sparse_step.0, "", "-", "", sparse_step.1
     );
+    if let Some(t) = &trailer {
+        // Scopes read the TSC where the kernel keeps time with it, else the clock read above.
+        println!(
+            "scopes read the {} clock (kernel clock source: {})",
+            t.overhead.scope_clock,
+            std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+            )
+            .map_or_else(|e| format!("unknown ({e})"), |s| s.trim().to_string())
+        );
+    }
     if let Some(t) = trailer {
         println!(
             "collector thread CPU over the Scopes-level runs: {:.1} ms; writer {:.1} ms; {} rows",

@@ -8,11 +8,11 @@
 //! says how many records were missing). Records that arrive for an iteration already written are
 //! counted as late in the trailer, never dropped silently.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
 // FxHash for the per-record maps: keys are correlation ids and device numbers, not attacker
 // input, and SipHash dominated the lookup cost.
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -30,6 +30,7 @@ use crate::analysis::intervals::union_busy;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
+use crate::host_clock::{ClockSource, TickConverter};
 use crate::ledger::schema::*;
 use crate::profiler::Running;
 use crate::scope::ScopeRecord;
@@ -286,7 +287,7 @@ impl IterationState {
             flushed: false,
             scopes: Vec::new(),
             placed: Vec::new(),
-            expected: HashSet::new(),
+            expected: HashSet::default(),
             api_ids: Vec::new(),
             events: Vec::new(),
             event_ns: HashMap::default(),
@@ -335,6 +336,9 @@ struct Collector {
     scope_batch: Vec<ScopeRecord>,
     /// Scope timing events waiting in all iterations (none unless scopes are timed on streams).
     events_pending: usize,
+    /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
+    /// ns already.
+    clock: Option<TickConverter>,
     /// API records and host-side activities that fall in the open iteration: placed once the
     /// iteration's end is known, since buffers can be decoded before the `step()` message that
     /// ended it.
@@ -379,6 +383,8 @@ impl Collector {
     fn new(s: CollectorSetup) -> Self {
         let mut iterations = VecDeque::new();
         iterations.push_back(IterationState::new(0, 0, s.start_cupti_ns, 0));
+        let clock = (s.running.clock.source() == ClockSource::Tsc)
+            .then(|| TickConverter::new(ClockSource::Tsc, s.running.clock.start_anchor()));
         Collector {
             running: s.running,
             activity: s.activity,
@@ -403,6 +409,7 @@ impl Collector {
             future_scopes: std::collections::BTreeMap::new(),
             scope_batch: Vec::new(),
             events_pending: 0,
+            clock,
             deferred: Vec::new(),
             finishing: false,
             counted_api_records_before: 0,
@@ -728,7 +735,18 @@ impl Collector {
     /// Takes the scopes every thread closed since the last call.
     fn drain_scopes(&mut self) {
         let mut batch = std::mem::take(&mut self.scope_batch);
+        // The anchor first: every record drained below was made before it, but for those closed
+        // while the rings are read (converted at the newest segment's rate).
+        if let Some(clock) = &mut self.clock {
+            clock.push(self.running.clock.anchor());
+        }
         self.running.drain_scopes(&mut batch);
+        if let Some(clock) = &self.clock {
+            for rec in &mut batch {
+                rec.start_ns = clock.to_ns(rec.start_ns);
+                rec.end_ns = clock.to_ns(rec.end_ns);
+            }
+        }
         self.add_scopes(batch);
     }
 
@@ -1050,6 +1068,7 @@ impl Collector {
         self.trailer.overhead.collector_cpu_ns = crate::util::thread_cpu_ns();
         // Final: shutdown closed step() (the `open` lock) before sending Finish.
         self.trailer.overhead.step_ns = self.running.step_ns.load(Ordering::Relaxed);
+        self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
         let _ = self.trailer_tx.send(self.trailer.clone());
     }

@@ -31,6 +31,7 @@ pub mod env;
 pub mod error;
 pub mod events;
 pub mod export;
+mod host_clock;
 pub mod kernels;
 pub mod ledger;
 pub mod loader;

@@ -18,6 +18,7 @@ use crate::counters::window::CounterState;
 use crate::cupti;
 use crate::error::{Error, Result};
 use crate::events::EventPool;
+use crate::host_clock::HostClock;
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
 use crate::loader::LoadedCupti;
@@ -216,7 +217,8 @@ impl ProfilerBuilder {
 
 /// State shared by the application's threads (scopes, `step`) and the collector.
 pub(crate) struct Running {
-    origin: Instant,
+    /// The run's origin and the clock scopes read.
+    pub(crate) clock: HostClock,
     pub(crate) cupti: Option<&'static LoadedCupti>,
     iteration: AtomicU64,
     pub(crate) paths: PathTable,
@@ -249,7 +251,7 @@ pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
 
 impl Running {
     pub(crate) fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        self.clock.now_ns()
     }
     pub(crate) fn iteration(&self) -> u64 {
         self.iteration.load(Ordering::Relaxed)
@@ -313,7 +315,7 @@ impl Running {
         let (control, _) = crossbeam_channel::unbounded();
         let (finish, _) = crossbeam_channel::bounded(1);
         Arc::new(Running {
-            origin: Instant::now(),
+            clock: HostClock::monotonic(Instant::now()),
             cupti: None,
             iteration: AtomicU64::new(0),
             paths: PathTable::default(),
@@ -823,7 +825,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         0
     };
     let running = Arc::new(Running {
-        origin,
+        clock: HostClock::new(origin),
         cupti,
         iteration: AtomicU64::new(0),
         paths,

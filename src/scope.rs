@@ -1,7 +1,8 @@
 //! Scope guards and the per-thread scope stack.
 //!
 //! Entering a scope looks up its path id in a thread-local cache, pushes that id onto CUPTI's
-//! per-thread external-correlation stack (at the timeline level) and notes the host time; leaving
+//! per-thread external-correlation stack (at the timeline level) and reads the host clock (the
+//! TSC where the kernel trusts it, `crate::host_clock`); leaving
 //! pops it and pushes a [`ScopeRecord`] onto the thread's own single-producer ring, which the
 //! collector drains every 2 ms: no lock, no atomic read-modify-write and no
 //! allocation per scope. A disabled profiler costs one relaxed atomic load per scope.
@@ -31,9 +32,11 @@ pub struct ScopeRecord {
     pub iteration_at_entry: u64,
     /// Iteration that was open when the scope was left; the scope is accounted there.
     pub iteration: u64,
-    /// Host time of entry, ns since the profiler started.
+    /// Host time of entry, ns since the profiler started. On the scope's thread it is a raw
+    /// reading of the run's scope clock (TSC ticks where scopes read the TSC), which the
+    /// collector converts when it takes the record.
     pub start_ns: u64,
-    /// Host time of exit, ns since the profiler started.
+    /// Host time of exit, as `start_ns`.
     pub end_ns: u64,
     /// Start and end events when the scope was timed on a stream.
     pub events: Option<(CudaEvent, CudaEvent)>,
@@ -172,7 +175,7 @@ impl ScopeGuard {
                 let token = t.next_token;
                 t.stack.push(Frame {
                     path_id,
-                    start_ns: running.now_ns(),
+                    start_ns: running.clock.read(),
                     iteration: running.iteration(),
                     start_event,
                     token,
@@ -211,7 +214,7 @@ impl Drop for ScopeGuard {
             if frame.range_pass != 0 {
                 running.counter_pop(frame.range_pass);
             }
-            let end_ns = running.now_ns();
+            let end_ns = running.clock.read();
             let events = frame
                 .start_event
                 .and_then(|(start, stream)| running.events.record(&stream).map(|end| (start, end)));

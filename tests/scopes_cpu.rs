@@ -263,3 +263,60 @@ fn a_full_disk_is_reported_once_and_the_application_carries_on() {
         .finish()
         .unwrap();
 }
+
+#[test]
+fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read() {
+    // Scopes read the TSC where the kernel keeps time with it, and the collector converts the
+    // readings by interpolating between anchors it takes every tick; anchors older than about
+    // 2 s are let go, so the outer scope here (2.2 s) is converted from the run's average rate.
+    let (_g, _dir, path, profiler) = serial_run();
+    let outer_t0 = std::time::Instant::now();
+    let mut inner_wall = Vec::new();
+    {
+        let _outer = Profiler::scope("outer");
+        for _ in 0..22 {
+            let t0 = std::time::Instant::now();
+            {
+                let _inner = Profiler::scope("inner");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            inner_wall.push(t0.elapsed().as_nanos() as u64);
+            profiler.step();
+        }
+    }
+    let outer_wall = outer_t0.elapsed().as_nanos() as u64;
+    let summary = profiler.finish().unwrap();
+    let expected_clock = if cfg!(target_arch = "x86_64")
+        && std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .is_ok_and(|s| s.trim() == "tsc")
+    {
+        "tsc"
+    } else {
+        "monotonic"
+    };
+    assert_eq!(summary.trailer.overhead.scope_clock, expected_clock);
+    let ledger = read_ledger(&path).unwrap();
+    // A scope's time lies inside the Instant readings around it, and short of them by no more
+    // than the guard's own cost (a preempted guard: 200 µs allowed). A conversion error shows
+    // as a time outside that window.
+    for (i, around) in inner_wall.iter().enumerate() {
+        let row = &ledger.iterations[i];
+        let inner = row.scopes.iter().find(|s| s.path == "outer/inner").unwrap();
+        assert_eq!(inner.calls, 1);
+        assert!(
+            inner.host_ns <= around + 1_000 && inner.host_ns + 200_000 >= *around,
+            "row {i}: inner {} ns, measured around it {around} ns",
+            inner.host_ns
+        );
+    }
+    // The outer scope ended in the last iteration, where its whole time is counted.
+    let last = ledger.iterations.last().unwrap();
+    let outer = last.scopes.iter().find(|s| s.path == "outer").unwrap();
+    assert!(
+        outer.host_ns <= outer_wall + 1_000 && outer.host_ns + 200_000 >= outer_wall,
+        "outer {} ns, measured around it {outer_wall} ns",
+        outer.host_ns
+    );
+}

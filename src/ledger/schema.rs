@@ -336,4 +336,9 @@ pub struct Overhead {
     /// ended and begun there, so with counters it includes their cost.
     #[serde(default)]
     pub step_ns: u64,
+    /// The clock scope guards read: `tsc` where the kernel keeps time with the TSC (scopes read
+    /// it directly, the collector converts), else `monotonic` (`clock_gettime`). Empty in
+    /// ledgers written before it was recorded.
+    #[serde(default)]
+    pub scope_clock: String,
 }
