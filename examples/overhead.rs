@@ -108,6 +108,10 @@ struct Args {
     /// NVML sampling in the profiled configurations (as in a real run).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     nvml: bool,
+    /// How often the profiled configurations read NVML's energy counter, ms (0: never, energy
+    /// integrated from power); the default is the profiler's (500 ms).
+    #[arg(long, default_value_t = 500)]
+    energy_ms: u64,
     /// The profiler's `flush_interval` in ms (how often the collector calls
     /// `cuptiActivityFlushAll` while an iteration waits for its records); the default is the
     /// profiler's.
@@ -511,6 +515,9 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
     let profiler = Profiler::builder()
         .level(level)
         .nvml(args.nvml)
+        .nvml_energy_period(
+            (args.energy_ms > 0).then(|| std::time::Duration::from_millis(args.energy_ms)),
+        )
         .flush_interval(std::time::Duration::from_millis(args.flush_ms))
         .ledger_path(ledger)
         .start()?;
@@ -953,7 +960,14 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
     print_table(&configs, &series, &reports, args);
     println!(
         "{} on {}; {} rounds; whole run {:.1} s",
-        if args.nvml { "NVML on" } else { "NVML off" },
+        &if args.nvml {
+            format!(
+                "NVML on (energy counter every {} ms, 0: never)",
+                args.energy_ms
+            )
+        } else {
+            "NVML off".to_string()
+        },
         gpu.name,
         args.rounds,
         wall.elapsed().as_secs_f64()

@@ -78,6 +78,9 @@ pub struct Config {
     pub nvml: bool,
     /// NVML sampling period (see `nvml` module docs for why 20 ms).
     pub nvml_period: Duration,
+    /// How often the sampler reads NVML's energy counter (a 4 ms call on the H200), `None` for
+    /// never: energy is then integrated from power samples. Default 500 ms (`nvml` module docs).
+    pub nvml_energy_period: Option<Duration>,
     /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
     pub work_per_iteration: Option<f64>,
     /// Keep every activity and scope span in the rows (for `gpu-ledger trace`); rows grow with
@@ -118,6 +121,7 @@ impl Default for Config {
             fail_open: false,
             nvml: true,
             nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
+            nvml_energy_period: Some(crate::nvml::DEFAULT_ENERGY_PERIOD),
             work_per_iteration: None,
             record_activities: false,
             counters: None,
@@ -164,6 +168,12 @@ impl ProfilerBuilder {
     /// Turns NVML sampling on or off.
     pub fn nvml(mut self, on: bool) -> Self {
         self.config.nvml = on;
+        self
+    }
+    /// How often NVML's energy counter is read (`None`: never, energy integrated from power).
+    /// A read costs about 4 ms of the sampler thread on the H200; see `Config::nvml_energy_period`.
+    pub fn nvml_energy_period(mut self, period: Option<Duration>) -> Self {
+        self.config.nvml_energy_period = period;
         self
     }
     /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
@@ -717,6 +727,10 @@ fn config_record(config: &Config) -> ConfigRecord {
         buffer_bytes: config.buffer_bytes,
         settle_ms: config.settle.as_millis() as u64,
         nvml_period_ms: config.nvml.then_some(config.nvml_period.as_millis() as u64),
+        nvml_energy_period_ms: config
+            .nvml
+            .then_some(config.nvml_energy_period.map(|p| p.as_millis() as u64))
+            .flatten(),
         counter_iterations: None,
         record_activities: config.record_activities,
     }
@@ -756,6 +770,13 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     if config.buffer_bytes < 1024 || config.buffers == 0 {
         return Err(Error::Config(
             "buffers must be at least 1 and buffer_bytes at least 1024".into(),
+        ));
+    }
+    if config.nvml_energy_period.is_some_and(|p| p.is_zero()) {
+        return Err(Error::Config(
+            "nvml_energy_period is zero: give a period (500 ms by default) or None to never read \
+             the energy counter"
+                .into(),
         ));
     }
     if let Some(setup) = &config.counters {
@@ -953,6 +974,7 @@ fn start_nvml(
     env.link_gpus_to_nvml();
     let sampler_config = NvmlSamplerConfig {
         period: config.nvml_period,
+        energy_period: config.nvml_energy_period,
         devices: Some(env.sampled_devices()),
         ..NvmlSamplerConfig::default()
     };

@@ -320,3 +320,47 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
         outer.host_ns
     );
 }
+
+#[test]
+fn the_energy_counter_period_is_configurable_and_recorded_in_the_header() {
+    let _turn = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    for (period, expected) in [
+        (Some(Duration::from_millis(500)), Some(500)),
+        (Some(Duration::from_secs(5)), Some(5000)),
+        (None, None),
+    ] {
+        let path = dir.path().join("run.jsonl");
+        let profiler = Profiler::builder()
+            .level(Level::Scopes)
+            .nvml_energy_period(period)
+            .ledger_path(&path)
+            .start()
+            .unwrap();
+        profiler.finish().unwrap();
+        let ledger = read_ledger(&path).unwrap();
+        assert_eq!(ledger.header.config.nvml_energy_period_ms, expected);
+    }
+    // The default is the nvml module's.
+    assert_eq!(
+        gpu_ledger::Config::default().nvml_energy_period,
+        Some(gpu_ledger::nvml::DEFAULT_ENERGY_PERIOD)
+    );
+}
+
+#[test]
+fn a_zero_energy_counter_period_is_a_clear_error() {
+    let _turn = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let Err(err) = Profiler::builder()
+        .level(Level::Scopes)
+        .nvml_energy_period(Some(Duration::ZERO))
+        .ledger_path(dir.path().join("run.jsonl"))
+        .start()
+    else {
+        panic!("a zero period is refused");
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("nvml_energy_period is zero"), "{msg}");
+    assert!(msg.contains("None"), "names the fix: {msg}");
+}

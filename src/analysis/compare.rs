@@ -667,6 +667,12 @@ fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>) {
         out,
     );
     differ(
+        "NVML energy counter period (ms)",
+        &a.config.nvml_energy_period_ms,
+        &b.config.nvml_energy_period_ms,
+        out,
+    );
+    differ(
         "gpu-ledger version",
         &a.gpu_ledger_version,
         &b.gpu_ledger_version,

@@ -67,6 +67,10 @@ pub struct ConfigRecord {
     /// NVML sampling period, when NVML sampling is on.
     #[serde(default)]
     pub nvml_period_ms: Option<u64>,
+    /// How often NVML's energy counter was read, ms; `None` when it was not (energy integrated
+    /// from power) or in ledgers written before this was recorded.
+    #[serde(default)]
+    pub nvml_energy_period_ms: Option<u64>,
     /// Iterations selected for hardware counters, when any.
     #[serde(default)]
     pub counter_iterations: Option<String>,

@@ -107,6 +107,7 @@ pub fn header(driver: &str) -> Header {
             buffer_bytes: 1 << 20,
             settle_ms: 100,
             nvml_period_ms: None,
+            nvml_energy_period_ms: None,
             counter_iterations: None,
             record_activities: false,
         },
