@@ -30,7 +30,7 @@ use crate::analysis::intervals::union_busy;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
-use crate::host_clock::{ClockSource, TickConverter};
+use crate::host_clock::TickConverter;
 use crate::ledger::schema::*;
 use crate::profiler::Running;
 use crate::scope::ScopeRecord;
@@ -383,8 +383,7 @@ impl Collector {
     fn new(s: CollectorSetup) -> Self {
         let mut iterations = VecDeque::new();
         iterations.push_back(IterationState::new(0, 0, s.start_cupti_ns, 0));
-        let clock = (s.running.clock.source() == ClockSource::Tsc)
-            .then(|| TickConverter::new(ClockSource::Tsc, s.running.clock.start_anchor()));
+        let clock = s.running.clock.converter();
         Collector {
             running: s.running,
             activity: s.activity,
@@ -873,14 +872,10 @@ impl Collector {
     /// Writes the oldest iteration's row. Activities still waiting for an API record whose GPU
     /// time falls before the iteration's end are placed here (their API record never came).
     fn finalize_front(&mut self, incomplete: bool) {
-        let Some(end) = self
-            .iterations
-            .front()
-            .and_then(|it| it.cupti_end)
-            .or(Some(u64::MAX))
-        else {
+        let Some(front) = self.iterations.front() else {
             return;
         };
+        let end = front.cupti_end.unwrap_or(u64::MAX);
         let orphans: Vec<u32> = self
             .waiting
             .iter()
@@ -893,9 +888,6 @@ impl Collector {
                     self.place(0, a);
                 }
             }
-        }
-        if self.iterations.is_empty() {
-            return;
         }
         // Only this row's events are given up on: later iterations' may still complete.
         self.resolve_events_at(0, true);

@@ -45,81 +45,84 @@ pub(crate) struct Anchor {
 /// The clock of one profiler run: its origin, and the source scopes read.
 pub(crate) struct HostClock {
     origin: Instant,
-    source: ClockSource,
-    /// Both clocks read at the start (the converter's first anchor).
-    start: Anchor,
+    /// Where scopes read the TSC: both clocks read at the start (the converter's first
+    /// anchor). `None` where scopes read `Instant`.
+    tsc_start: Option<Anchor>,
 }
 
 impl HostClock {
     /// The TSC where the kernel keeps time with it (x86-64 only), else `Instant`.
     pub(crate) fn new(origin: Instant) -> Self {
-        let source =
-            if cfg!(target_arch = "x86_64") && kernel_clocksource().as_deref() == Some("tsc") {
-                ClockSource::Tsc
-            } else {
-                ClockSource::Monotonic
-            };
-        let mut clock = HostClock {
+        let tsc = cfg!(target_arch = "x86_64") && kernel_clocksource().as_deref() == Some("tsc");
+        HostClock {
             origin,
-            source,
-            start: Anchor { tsc: 0, ns: 0 },
-        };
-        clock.start = clock.anchor();
-        clock
+            tsc_start: tsc.then(|| anchor_at(origin)),
+        }
     }
 
     /// A clock that reads `Instant` only (the offline collector, and hosts without a usable TSC).
     pub(crate) fn monotonic(origin: Instant) -> Self {
         HostClock {
             origin,
-            source: ClockSource::Monotonic,
-            start: Anchor { tsc: 0, ns: 0 },
+            tsc_start: None,
         }
     }
 
     pub(crate) fn source(&self) -> ClockSource {
-        self.source
+        match self.tsc_start {
+            Some(_) => ClockSource::Tsc,
+            None => ClockSource::Monotonic,
+        }
     }
 
-    /// Both clocks as read when the run started.
-    pub(crate) fn start_anchor(&self) -> Anchor {
-        self.start
+    /// What converts this clock's readings to ns: `None` where they are ns already.
+    pub(crate) fn converter(&self) -> Option<TickConverter> {
+        self.tsc_start.map(TickConverter::new)
     }
 
     /// ns since the origin, through `Instant`.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
-        self.origin.elapsed().as_nanos() as u64
+        ns_since(self.origin)
     }
 
     /// The scope clock: TSC ticks or ns since the origin, per [`source`](Self::source).
     #[inline]
     pub(crate) fn read(&self) -> u64 {
-        match self.source {
-            ClockSource::Tsc => tsc(),
-            ClockSource::Monotonic => self.now_ns(),
+        match self.tsc_start {
+            Some(_) => tsc(),
+            None => self.now_ns(),
         }
     }
 
-    /// Both clocks at one moment: of three tries, the one whose two TSC reads around the
-    /// `Instant` read are closest (a try the thread was preempted in is far off).
+    /// Both clocks at one moment (see [`anchor_at`]).
     pub(crate) fn anchor(&self) -> Anchor {
-        let mut best: Option<(u64, Anchor)> = None;
-        for _ in 0..3 {
-            let before = tsc();
-            let ns = self.now_ns();
-            let after = tsc();
-            let width = after.wrapping_sub(before);
-            let anchor = Anchor {
-                tsc: before + width / 2,
-                ns,
-            };
-            if best.is_none_or(|(w, _)| width < w) {
-                best = Some((width, anchor));
-            }
-        }
-        best.map(|(_, a)| a).expect("three tries")
+        anchor_at(self.origin)
     }
+}
+
+fn ns_since(origin: Instant) -> u64 {
+    origin.elapsed().as_nanos() as u64
+}
+
+/// The TSC and ns since `origin` at one moment: of three tries, the one whose two TSC reads
+/// around the `Instant` read are closest (a try the thread was preempted in is far off).
+fn anchor_at(origin: Instant) -> Anchor {
+    let mut best: Option<(u64, Anchor)> = None;
+    for _ in 0..3 {
+        let before = tsc();
+        let ns = ns_since(origin);
+        let after = tsc();
+        let width = after.wrapping_sub(before);
+        let anchor = Anchor {
+            tsc: before + width / 2,
+            ns,
+        };
+        if best.is_none_or(|(w, _)| width < w) {
+            best = Some((width, anchor));
+        }
+    }
+    best.map(|(_, a)| a).expect("three tries")
 }
 
 /// The kernel's clock source, `None` where it cannot be read (not Linux).
@@ -147,9 +150,8 @@ fn tsc() -> u64 {
 /// scope open longer than that) are extrapolated with the rate over the whole run.
 const ANCHORS_KEPT: usize = 1024;
 
-/// Converts scope clock readings to ns since the origin, on the collector thread.
+/// Converts TSC readings of the scope clock to ns since the origin, on the collector thread.
 pub(crate) struct TickConverter {
-    source: ClockSource,
     /// The anchor taken when the run started.
     first: Anchor,
     /// The most recent anchors, oldest first, TSC increasing.
@@ -159,10 +161,9 @@ pub(crate) struct TickConverter {
 }
 
 impl TickConverter {
-    /// A converter for readings of `clock`, from an anchor taken at the run's start.
-    pub(crate) fn new(source: ClockSource, first: Anchor) -> Self {
+    /// A converter from an anchor taken at the run's start.
+    fn new(first: Anchor) -> Self {
         TickConverter {
-            source,
             first,
             recent: VecDeque::new(),
             forgot: false,
@@ -184,9 +185,6 @@ impl TickConverter {
 
     /// ns since the origin of a reading `raw` of the scope clock.
     pub(crate) fn to_ns(&self, raw: u64) -> u64 {
-        if self.source == ClockSource::Monotonic {
-            return raw;
-        }
         let Some(&last) = self.recent.back() else {
             // No second anchor yet: nothing to take a rate from. The collector pushes an
             // anchor before it converts anything, so this is only reached with no readings.
@@ -254,16 +252,15 @@ mod tests {
     }
 
     #[test]
-    fn monotonic_readings_are_already_ns() {
-        let c = TickConverter::new(ClockSource::Monotonic, anchor(0, 0));
-        assert_eq!(c.to_ns(123_456), 123_456);
+    fn monotonic_readings_need_no_conversion() {
+        assert!(HostClock::monotonic(Instant::now()).converter().is_none());
     }
 
     #[test]
     fn readings_between_anchors_follow_each_segment_rate() {
         // 2 ticks per ns for the first 1000 ns, then 4 ticks per ns (as when NTP slews the
         // monotonic clock against the TSC, exaggerated).
-        let mut c = TickConverter::new(ClockSource::Tsc, anchor(10_000, 0));
+        let mut c = TickConverter::new(anchor(10_000, 0));
         c.push(anchor(12_000, 1_000));
         c.push(anchor(16_000, 2_000));
         assert_eq!(c.to_ns(10_000), 0);
@@ -277,7 +274,7 @@ mod tests {
 
     #[test]
     fn anchors_out_of_order_are_ignored() {
-        let mut c = TickConverter::new(ClockSource::Tsc, anchor(1_000, 0));
+        let mut c = TickConverter::new(anchor(1_000, 0));
         c.push(anchor(2_000, 1_000));
         c.push(anchor(1_500, 1_200)); // earlier TSC than the last: dropped
         c.push(anchor(3_000, 900)); // earlier ns than the last: dropped
@@ -287,7 +284,7 @@ mod tests {
 
     #[test]
     fn readings_older_than_the_kept_anchors_use_the_run_rate() {
-        let mut c = TickConverter::new(ClockSource::Tsc, anchor(0, 0));
+        let mut c = TickConverter::new(anchor(0, 0));
         // 3 ticks per ns throughout; more anchors than are kept.
         for i in 1..=(ANCHORS_KEPT as u64 + 10) {
             c.push(anchor(3_000 * i, 1_000 * i));
@@ -307,7 +304,7 @@ mod tests {
         if clock.source() == ClockSource::Tsc {
             // The TSC advanced too, and a reading taken between them converts to between them.
             assert!(b.tsc > a.tsc);
-            let mut c = TickConverter::new(ClockSource::Tsc, a);
+            let mut c = TickConverter::new(a);
             c.push(b);
             let mid = c.to_ns(a.tsc + (b.tsc - a.tsc) / 2);
             assert!(mid > a.ns && mid < b.ns, "{mid} not within {a:?}..{b:?}");
