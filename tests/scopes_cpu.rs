@@ -298,16 +298,17 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
     };
     assert_eq!(summary.trailer.overhead.scope_clock, expected_clock);
     let ledger = read_ledger(&path).unwrap();
-    // A scope's time lies inside the Instant readings around it, and short of them by no more
-    // than the guard's own cost (a preempted guard: 200 µs allowed). A conversion error shows
+    // A scope's time lies between the sleep it holds and the Instant readings around it. (Not
+    // "around minus the guard's cost": a thread preempted between those readings and the guard
+    // makes that gap any size on a loaded machine; 203 µs was seen.) A conversion error shows
     // as a time outside that window.
     for (i, around) in inner_wall.iter().enumerate() {
         let row = &ledger.iterations[i];
         let inner = row.scopes.iter().find(|s| s.path == "outer/inner").unwrap();
         assert_eq!(inner.calls, 1);
         assert!(
-            inner.host_ns <= around + 1_000 && inner.host_ns + 200_000 >= *around,
-            "row {i}: inner {} ns, measured around it {around} ns",
+            inner.host_ns <= around + 1_000 && inner.host_ns >= 100_000_000,
+            "row {i}: inner {} ns, slept 100 ms, measured around it {around} ns",
             inner.host_ns
         );
     }
@@ -315,8 +316,8 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
     let last = ledger.iterations.last().unwrap();
     let outer = last.scopes.iter().find(|s| s.path == "outer").unwrap();
     assert!(
-        outer.host_ns <= outer_wall + 1_000 && outer.host_ns + 200_000 >= outer_wall,
-        "outer {} ns, measured around it {outer_wall} ns",
+        outer.host_ns <= outer_wall + 1_000 && outer.host_ns >= 2_200_000_000,
+        "outer {} ns, slept 2.2 s, measured around it {outer_wall} ns",
         outer.host_ns
     );
 }
