@@ -18,7 +18,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use common::{verdict, KERNEL_NAMES};
+use common::{verdict, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use gpu_ledger::analysis::median;
 use gpu_ledger::ledger::schema::{
@@ -267,7 +267,7 @@ fn summary() {
     serialize_into(&mut buf, &line);
     let bytes = buf.len();
     let n = 20_000;
-    let serialize = median_rate(11, || {
+    let serialize = median_rate(SAMPLES, || {
         let t0 = Instant::now();
         for _ in 0..n {
             serialize_into(&mut buf, black_box(&line));

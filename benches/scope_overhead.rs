@@ -19,16 +19,16 @@
 //!
 //! `cargo bench --bench scope_overhead` (add `-- --quick` for a short run). After criterion's
 //! report a summary prints the measured ns next to each target, from a timing loop of its own
-//! (median of 11 runs of about 0.3 s): wall time, and the calling thread's CPU time, which a
+//! (median of `common::SAMPLES` runs of about 0.3 s): wall time, and the calling thread's CPU time, which a
 //! loaded machine does not inflate.
 
 use std::borrow::Cow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use common::{verdict, wall_and_cpu_medians};
+use common::{verdict, wall_and_cpu_medians, SAMPLES};
 use criterion::{criterion_group, Criterion};
-use gpu_ledger::analysis::percentile_sorted;
+use gpu_ledger::analysis::stats::Distribution;
 use gpu_ledger::{Level, Profiler};
 
 mod common;
@@ -101,6 +101,13 @@ fn disabled_once() {
     drop(black_box(guard));
 }
 
+/// The owned name of the `NestedOwned` scopes, built per call; [`timed_string_names`] builds the
+/// same alone, and the summary's "scope's share" subtracts one from the other.
+#[inline(always)]
+fn owned_name() -> Cow<'static, str> {
+    Cow::Owned(black_box("forward").to_string())
+}
+
 /// Times `iters` scopes of `shape`, calling `step()` between chunks of [`CHUNK`] (untimed).
 fn timed_scopes(profiler: &Profiler, shape: Shape, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
@@ -122,8 +129,7 @@ fn timed_scopes(profiler: &Profiler, shape: Shape, iters: u64) -> Duration {
             }
             Shape::NestedOwned => {
                 for _ in 0..n {
-                    let name: Cow<'static, str> = Cow::Owned(black_box("forward").to_string());
-                    let guard = Profiler::scope(name);
+                    let guard = Profiler::scope(owned_name());
                     drop(black_box(guard));
                 }
             }
@@ -146,8 +152,7 @@ fn timed_scopes(profiler: &Profiler, shape: Shape, iters: u64) -> Duration {
 fn timed_string_names(iters: u64) -> Duration {
     let t0 = Instant::now();
     for _ in 0..iters {
-        let name: Cow<'static, str> = Cow::Owned(black_box("forward").to_string());
-        drop(black_box(name));
+        drop(black_box(owned_name()));
     }
     t0.elapsed()
 }
@@ -194,9 +199,7 @@ fn sparse_step_ns(profiler: &Profiler, gap: Duration, calls: usize) -> (f64, f64
         profiler.step();
         ns.push(t0.elapsed().as_nanos() as f64);
     }
-    ns.sort_by(f64::total_cmp);
-    let q = |q| percentile_sorted(&ns, q).unwrap_or(f64::NAN);
-    (q(0.5), q(0.9))
+    Distribution::from_samples(&ns).map_or((f64::NAN, f64::NAN), |d| (d.median, d.p90))
 }
 
 fn bench_scopes(c: &mut Criterion) {
@@ -268,7 +271,9 @@ fn summary() {
     let sparse_step = sparse_step_ns(&profiler, Duration::from_millis(1), 500);
     let trailer = profiler.finish().ok().map(|s| s.trailer);
     println!();
-    println!("scope overhead summary (median of 11 runs; enter + drop on the calling thread)");
+    println!(
+        "scope overhead summary (median of {SAMPLES} runs; enter + drop on the calling thread)"
+    );
     println!(
         "{:<44} {:>10} {:>12} {:>8} {:>8}",
         "case", "wall", "thread CPU", "target", ""
@@ -332,8 +337,6 @@ fn summary() {
             )
             .map_or_else(|e| format!("unknown ({e})"), |s| s.trim().to_string())
         );
-    }
-    if let Some(t) = trailer {
         println!(
             "collector thread CPU over the Scopes-level runs: {:.1} ms; writer {:.1} ms; {} rows",
             t.overhead.collector_cpu_ns as f64 / 1e6,
