@@ -56,7 +56,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use cupti_sys as sys;
-use gpu_ledger::analysis::percentile_sorted;
+use gpu_ledger::analysis::{median, percentile_sorted, Distribution};
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;
 use gpu_ledger::loader::LoadedCupti;
@@ -1035,41 +1035,33 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
 fn median_of(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config) -> Option<f64> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let ci = idx(configs, c)?;
-    let v = &series[wi][ci].per_launch_us;
-    (!v.is_empty()).then(|| percentile(v, 0.5))
+    median(&series[wi][ci].per_launch_us)
 }
 
-/// `combine(a's value, b's value)` in each round, over the values `pick` takes from a series
-/// (workload `w`): both ran in the same round, close in time, so a drift of the machine between
-/// rounds cancels. Median, smallest and largest over the rounds.
+/// `combine(a's µs per launch, b's)` in each round (workload `w`): both ran in the same round,
+/// close in time, so a drift of the machine between rounds cancels. A workload has the same
+/// launch count in every configuration, so a ratio of loop times is the ratio of these.
+/// Median, smallest and largest over the rounds.
 fn paired(
     series: &[Vec<Series>],
     configs: &[Config],
     w: Workload,
     (a, b): (Config, Config),
-    pick: fn(&Series) -> &[f64],
     combine: fn(f64, f64) -> f64,
 ) -> Option<(f64, f64, f64)> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let (sa, sb) = (
-        pick(&series[wi][idx(configs, a)?]),
-        pick(&series[wi][idx(configs, b)?]),
+        &series[wi][idx(configs, a)?].per_launch_us,
+        &series[wi][idx(configs, b)?].per_launch_us,
     );
-    let mut d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
-    d.sort_by(f64::total_cmp);
-    Some((percentile_sorted(&d, 0.5)?, d[0], d[d.len() - 1]))
+    let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
+    let d = Distribution::from_samples(&d)?;
+    Some((d.median, d.min, d.max))
 }
 
-/// For [`paired`]: a series' µs per launch, and the difference of two of them.
-fn per_launch(s: &Series) -> &[f64] {
-    &s.per_launch_us
-}
+/// For [`paired`]: the difference of two values, and the slowdown of one over another, %.
 fn difference(x: f64, y: f64) -> f64 {
     x - y
-}
-/// For [`paired`]: a series' loop times, and the slowdown of one over another, %.
-fn loop_time(s: &Series) -> &[f64] {
-    &s.total_s
 }
 fn slowdown_pct(x: f64, y: f64) -> f64 {
     100.0 * (x / y - 1.0)
@@ -1100,7 +1092,6 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         configs,
         Workload::Launch,
         (Config::Timeline, Config::Raw(RawMode::Kernel)),
-        per_launch,
         difference,
     ) {
         println!(
@@ -1116,14 +1107,7 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     );
     for c in [Config::Timeline, Config::Raw(RawMode::Kernel)] {
         let pair = (c, Config::None);
-        if let Some((d, lo, hi)) = paired(
-            series,
-            configs,
-            Workload::Step,
-            pair,
-            loop_time,
-            slowdown_pct,
-        ) {
+        if let Some((d, lo, hi)) = paired(series, configs, Workload::Step, pair, slowdown_pct) {
             println!(
                 "  {}, (c), paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
                 c.label()
@@ -1149,7 +1133,6 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         configs,
         Workload::ScopedLaunch,
         (Config::Scopes, Config::None),
-        per_launch,
         difference,
     ) {
         println!(
