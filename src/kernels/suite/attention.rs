@@ -7,8 +7,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    load_functions, poison, round_up, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, load_functions, poison, round_up, upload, GpuWorkload, Launch, Padding, Rng,
+    SuiteError, SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -175,25 +175,10 @@ pub fn reference(
     d: usize,
     scale: f64,
 ) -> Vec<f64> {
-    let mut out = vec![0.0f64; bh * seq * d];
-    let mut scores = vec![0.0f64; seq];
-    for h in 0..bh {
-        for i in 0..seq {
-            let row = (h * seq + i) * d;
-            attend_row(
-                q,
-                k,
-                v,
-                seq,
-                d,
-                scale,
-                (h, i),
-                &mut scores,
-                &mut out[row..row + d],
-            );
-        }
-    }
-    out
+    let rows: Vec<(usize, usize)> = (0..bh)
+        .flat_map(|h| (0..seq).map(move |i| (h, i)))
+        .collect();
+    reference_rows(q, k, v, seq, d, scale, &rows)
 }
 
 /// CPU reference of selected output rows `(head, query)`, in float64, concatenated in order.
@@ -208,53 +193,36 @@ pub fn reference_rows(
 ) -> Vec<f64> {
     let mut out = vec![0.0f64; rows.len() * d];
     let mut scores = vec![0.0f64; seq];
-    for (&row, o) in rows.iter().zip(out.chunks_exact_mut(d.max(1))) {
-        attend_row(q, k, v, seq, d, scale, row, &mut scores, o);
-    }
-    out
-}
-
-/// One output row `(head h, query i)` of the reference into `o` (zeroed, `d` long), with
-/// `scores` (`seq` long) as scratch.
-#[allow(clippy::too_many_arguments)]
-fn attend_row(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    seq: usize,
-    d: usize,
-    scale: f64,
-    (h, i): (usize, usize),
-    scores: &mut [f64],
-    o: &mut [f64],
-) {
-    let base = h * seq * d;
-    let qi = &q[base + i * d..base + (i + 1) * d];
-    let mut m = f64::NEG_INFINITY;
-    for (j, s) in scores.iter_mut().enumerate() {
-        let kj = &k[base + j * d..base + (j + 1) * d];
-        let dot: f64 = qi
-            .iter()
-            .zip(kj)
-            .map(|(&a, &b)| f64::from(a) * f64::from(b))
-            .sum();
-        *s = dot * scale;
-        m = m.max(*s);
-    }
-    let mut sum = 0.0;
-    for s in scores.iter_mut() {
-        *s = (*s - m).exp();
-        sum += *s;
-    }
-    for (j, &p) in scores.iter().enumerate() {
-        let vj = &v[base + j * d..base + (j + 1) * d];
-        for (x, &y) in o.iter_mut().zip(vj) {
-            *x += p * f64::from(y);
+    for (&(h, i), o) in rows.iter().zip(out.chunks_exact_mut(d.max(1))) {
+        let base = h * seq * d;
+        let qi = &q[base + i * d..base + (i + 1) * d];
+        let mut m = f64::NEG_INFINITY;
+        for (j, s) in scores.iter_mut().enumerate() {
+            let kj = &k[base + j * d..base + (j + 1) * d];
+            let dot: f64 = qi
+                .iter()
+                .zip(kj)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+            *s = dot * scale;
+            m = m.max(*s);
+        }
+        let mut sum = 0.0;
+        for s in scores.iter_mut() {
+            *s = (*s - m).exp();
+            sum += *s;
+        }
+        for (j, &p) in scores.iter().enumerate() {
+            let vj = &v[base + j * d..base + (j + 1) * d];
+            for (x, &y) in o.iter_mut().zip(vj) {
+                *x += p * f64::from(y);
+            }
+        }
+        for x in o.iter_mut() {
+            *x /= sum;
         }
     }
-    for x in o.iter_mut() {
-        *x /= sum;
-    }
+    out
 }
 
 /// `bh · seq² · d` above which verification checks [`SAMPLED_ROWS`] random output rows instead
@@ -422,8 +390,7 @@ impl GpuWorkload for AttentionGpu {
     }
 
     fn verify(&mut self) -> SuiteResult<Verification> {
-        let out = self.stream.clone_dtoh(&self.o)?;
-        self.stream.synchronize()?;
+        let out = download(&self.stream, &self.o, self.o.len())?;
         let s = &self.spec;
         let (bh, seq, d) = (s.bh as usize, s.seq as usize, s.variant.d as usize);
         let scale = f64::from(s.scale());

@@ -8,8 +8,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
-    Verification, Workload,
+    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -298,9 +298,7 @@ impl SoftmaxGpu {
     /// # Errors
     /// A driver error.
     pub fn output(&self) -> SuiteResult<Vec<f32>> {
-        let v = self.stream.clone_dtoh(&self.y)?;
-        self.stream.synchronize()?;
-        Ok(v)
+        download(&self.stream, &self.y, self.y.len())
     }
 }
 
