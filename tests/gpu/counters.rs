@@ -807,34 +807,18 @@ fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_runn
     // vector_add loads a and b and stores c; scale loads x and stores y: 4-byte elements.
     let add = (f64::from(n1) * 8.0 / 32.0, f64::from(n1) * 4.0 / 32.0);
     let scale = (f64::from(n2) * 4.0 / 32.0, f64::from(n2) * 4.0 / 32.0);
-    for (what, got, analytic) in [
-        (
-            "step/add: global load sectors",
-            range("step/add").values[ld],
-            add.0,
-        ),
-        (
-            "step/add: global store sectors",
-            range("step/add").values[st],
-            add.1,
-        ),
-        (
-            "step/scale: global load sectors",
-            range("step/scale").values[ld],
-            scale.0,
-        ),
-        (
-            "step/scale: global store sectors",
-            range("step/scale").values[st],
-            scale.1,
-        ),
-        (
-            "step: global load sectors",
-            range("step").values[ld],
-            add.0 + scale.0,
-        ),
+    for (r, metric, kind, analytic) in [
+        ("step/add", ld, "load", add.0),
+        ("step/add", st, "store", add.1),
+        ("step/scale", ld, "load", scale.0),
+        ("step/scale", st, "store", scale.1),
+        ("step", ld, "load", add.0 + scale.0),
     ] {
-        report(what, got, analytic);
+        report(
+            &format!("{r}: global {kind} sectors"),
+            range(r).values[metric],
+            analytic,
+        );
     }
     // Loads are exact. Stores are exact up to the Range Profiler's own `WaitNs` kernels, which
     // CUPTI launches inside user-replay ranges (one thread; measured +1 sector per range, +2

@@ -45,6 +45,7 @@ use gpu_ledger::kernels::suite::{
 use gpu_ledger::ledger::schema::{IterationRow, KernelGroup};
 use gpu_ledger::{read_ledger, Ledger, Profiler};
 
+use crate::counters::{profiler, value};
 use crate::{gpu, kernel_launches, num, report, timeline, SERIAL};
 
 /// H200 SXM dense BF16 tensor-core peak from the datasheet (1979 TFLOP/s with sparsity).
@@ -1270,8 +1271,6 @@ fn suite(r: SuiteResult<()>) -> gpu_ledger::Result<()> {
     })
 }
 
-/// A standalone Range Profiler on the test's context (auto ranges are named by a launch
-/// recorder).
 fn print_ranges(c: &Collected) {
     println!(
         "{} run(s), {} range(s), {} dropped:",
@@ -1296,7 +1295,7 @@ where
     F: FnMut() -> gpu_ledger::Result<()>,
 {
     g.stream.synchronize().unwrap();
-    let mut rp = crate::counters::profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
+    let mut rp = profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
     let c = rp
         .collect(|_rp| {
             work()?;
@@ -1430,7 +1429,7 @@ fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
     let b = s.alloc_zeros::<f32>(n as usize).unwrap();
     let mut c = s.alloc_zeros::<f32>(n as usize).unwrap();
     s.synchronize().unwrap();
-    let mut rp = crate::counters::profiler(
+    let mut rp = profiler(
         &g,
         &[
             names::GLOBAL_LD_SECTORS,
@@ -1462,30 +1461,30 @@ fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
         println!("{k}, N = 2^28 = {n} floats:");
         checks.exact(
             &format!("{k}: global load sectors = 2N*4/32"),
-            crate::counters::value(&col, k, names::GLOBAL_LD_SECTORS),
+            value(&col, k, names::GLOBAL_LD_SECTORS),
             2.0 * nf * 4.0 / 32.0,
         );
         checks.exact(
             &format!("{k}: global store sectors = N*4/32"),
-            crate::counters::value(&col, k, names::GLOBAL_ST_SECTORS),
+            value(&col, k, names::GLOBAL_ST_SECTORS),
             nf * 4.0 / 32.0,
         );
         checks.within(
             &format!("{k}: dram__bytes_read.sum vs 8N"),
-            crate::counters::value(&col, k, names::DRAM_BYTES_READ),
+            value(&col, k, names::DRAM_BYTES_READ),
             8.0 * nf,
             0.02,
         );
         checks.within(
             &format!("{k}: dram__bytes_write.sum vs 4N"),
-            crate::counters::value(&col, k, names::DRAM_BYTES_WRITE),
+            value(&col, k, names::DRAM_BYTES_WRITE),
             4.0 * nf,
             0.03,
         );
         let d = derive(&col.ranges[0].values, &DeriveOptions::default());
         println!(
             "  {k}: gpu__time_duration.sum {:.0} ns; derived DRAM bandwidth {:.3} TB/s",
-            crate::counters::value(&col, k, names::GPU_TIME),
+            value(&col, k, names::GPU_TIME),
             d.dram_bandwidth_bytes_per_s.unwrap_or(f64::NAN) / 1e12
         );
     }
@@ -1784,7 +1783,7 @@ fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes(
     let (rows, cols) = (8192u32, 4096u32);
     let mut x = SoftmaxGpu::new(s, &sk, SoftmaxSpec::new(rows, cols, false), 63).unwrap();
     s.synchronize().unwrap();
-    let mut rp = crate::counters::profiler(
+    let mut rp = profiler(
         &g,
         &[
             names::DRAM_BYTES_READ,
@@ -1817,9 +1816,9 @@ fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes(
             "{} ({} launch(es)): read {} B, written {} B, {:.1} µs",
             spec.name(),
             spec.launches().len(),
-            num(crate::counters::value(&col, range, names::DRAM_BYTES_READ)),
-            num(crate::counters::value(&col, range, names::DRAM_BYTES_WRITE)),
-            crate::counters::value(&col, range, names::GPU_TIME) / 1e3
+            num(value(&col, range, names::DRAM_BYTES_READ)),
+            num(value(&col, range, names::DRAM_BYTES_WRITE)),
+            value(&col, range, names::GPU_TIME) / 1e3
         );
         report(
             &format!("{range}: DRAM bytes (read + write)"),
