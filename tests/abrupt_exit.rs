@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use gpu_ledger::export::LedgerStream;
 use gpu_ledger::ledger::reader::parse_ledger;
+use gpu_ledger::ledger::schema::IterationRow;
 use gpu_ledger::{read_ledger, Ledger, Level, Profiler};
 
 /// The child's behaviour after its ready line: `exit`, `exit-busy`, `idle` or `busy`; or, with
@@ -462,13 +463,31 @@ fn assert_rows(ledger: &Ledger, at_least: u64, at_most: u64, layers: usize) {
             .find(|s| s.path == "step")
             .unwrap_or_else(|| panic!("row {i} has the step scope: {:?}", row.scopes));
         assert_eq!(step.calls, 1, "row {i}");
-        let layer_rows = row
-            .scopes
-            .iter()
-            .filter(|s| s.path.starts_with("step/layer") && s.calls == 1)
-            .count();
-        assert_eq!(layer_rows, layers, "row {i}: {:?}", row.scopes);
+        assert_layer_scopes(i, row, layers);
     }
+}
+
+/// Row `i` has exactly `layers` scopes `step/layer…`, each called once.
+fn assert_layer_scopes(i: usize, row: &IterationRow, layers: usize) {
+    let layer_rows = row
+        .scopes
+        .iter()
+        .filter(|s| s.path.starts_with("step/layer") && s.calls == 1)
+        .count();
+    assert_eq!(layer_rows, layers, "row {i}: {:?}", row.scopes);
+}
+
+/// Whether a case that ends with signal `number` must be skipped because SIGINT is ignored
+/// (`sigint_ignored`, from [`Spawned::wait_ready`]); says so on stderr when it is.
+fn sigint_case_skipped(number: i32, sigint_ignored: bool) -> bool {
+    let skipped = number == SIGINT as i32 && sigint_ignored;
+    if skipped {
+        eprintln!(
+            "SIGINT is ignored in this process tree (inherited from the shell that started the \
+             tests); the SIGINT case cannot be exercised here and is skipped"
+        );
+    }
+    skipped
 }
 
 /// Runs the child in `mode`, lets it become ready, and ends it with `end`; returns the ledger.
@@ -480,11 +499,7 @@ fn run_case(mode: &str, end: End) -> Option<Ledger> {
     let status = match end {
         End::Exits => child.wait_exit(),
         End::Signal(name, number) => {
-            if number == SIGINT as i32 && sigint_ignored {
-                eprintln!(
-                    "SIGINT is ignored in this process tree (inherited from the shell that started \
-                     the tests); the SIGINT case cannot be exercised here and is skipped"
-                );
+            if sigint_case_skipped(number, sigint_ignored) {
                 return None;
             }
             if mode == "busy" {
@@ -590,13 +605,15 @@ fn run_flush_case(mode: &str, end: End) -> Option<(Ledger, u64)> {
     let path = dir.path().join(format!("{mode}.jsonl"));
     let mut child = Spawned::start(mode, &path);
     let sigint_ignored = child.wait_ready();
-    if number == SIGINT as i32 && sigint_ignored {
-        eprintln!(
-            "SIGINT is ignored in this process tree (inherited from the shell that started the \
-             tests); the SIGINT case cannot be exercised here and is skipped"
-        );
+    if sigint_case_skipped(number, sigint_ignored) {
         return None;
     }
+    // The count in a progress line of the child's.
+    let progress = |line: &str| -> Option<u64> {
+        line.split(PROGRESS)
+            .nth(1)
+            .map(|n| n.trim().parse().unwrap())
+    };
     let mut ended_before_signal = K;
     if mode.ends_with("busy") {
         // Let it step (and write rows) for a while, and wait until it said it ended some more.
@@ -614,12 +631,12 @@ fn run_flush_case(mode: &str, end: End) -> Option<(Ledger, u64)> {
                     );
                 }
             };
-            if let Some(n) = line.split(PROGRESS).nth(1) {
-                ended_before_signal = n.trim().parse().unwrap();
+            if let Some(n) = progress(&line) {
+                ended_before_signal = n;
                 // Every line already printed was printed before the signal.
                 while let Ok(line) = child.stdout.try_recv() {
-                    if let Some(n) = line.split(PROGRESS).nth(1) {
-                        ended_before_signal = n.trim().parse().unwrap();
+                    if let Some(n) = progress(&line) {
+                        ended_before_signal = n;
                     }
                 }
                 break;
@@ -716,12 +733,7 @@ fn assert_flushed_rows(ledger: &Ledger, at_least: u64, layers: usize) {
         }
         let step = row.scopes.iter().find(|s| s.path == "step");
         assert_eq!(step.map(|s| s.calls), Some(1), "row {i}: {:?}", row.scopes);
-        let layer_rows = row
-            .scopes
-            .iter()
-            .filter(|s| s.path.starts_with("step/layer") && s.calls == 1)
-            .count();
-        assert_eq!(layer_rows, layers, "row {i}: {:?}", row.scopes);
+        assert_layer_scopes(i, row, layers);
     }
 }
 
