@@ -6,28 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=gpu-bundle
 rm -rf "$out" && mkdir -p "$out"
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-cargo build --release --examples
-test_bin=$(cargo test --release --test gpu --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
+# The executables cargo built for `cargo ARGS...`, one "KIND NAME PATH" line each: its own list,
+# so that nothing stale in target/ (binaries of removed examples) is picked up.
+artifacts() {
+  cargo "$@" --message-format=json-render-diagnostics | python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="gpu": print(m["executable"])')
-cp "$test_bin" "$out/gpu-tests"
-# The CPU-side benchmarks, so that their figures can be read on the GPU host as well.
-cargo bench --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
-for l in sys.stdin:
-    m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]: print(m["target"]["name"], m["executable"])' \
-  | while read -r name exe; do cp "$exe" "$out/bench-$name"; done
-for ex in "$target"/release/examples/*; do
-  name=$(basename "$ex")
-  # Only examples that still have a source (target/ keeps binaries of removed ones).
-  [[ -f examples/$name.rs || -f examples/$name/main.rs ]] || continue
-  [[ -f "$ex" && -x "$ex" && "$name" != *-* ]] && cp "$ex" "$out/"
+    if m.get("reason")=="compiler-artifact" and m.get("executable"):
+        print(m["target"]["kind"][0], m["target"]["name"], m["executable"])'
+}
+artifacts build --release --examples --bins | while read -r kind name exe; do
+  cp "$exe" "$out/$name"
 done
-cp "$target/release/gpu-ledger" "$out/" 2>/dev/null || true
+artifacts test --release --test gpu --no-run | while read -r kind name exe; do
+  if [[ $kind == test && $name == gpu ]]; then cp "$exe" "$out/gpu-tests"; fi
+done
+# The CPU-side benchmarks, so that their figures can be read on the GPU host as well.
+artifacts bench --no-run | while read -r kind name exe; do
+  if [[ $kind == bench ]]; then cp "$exe" "$out/bench-$name"; fi
+done
+[[ -x $out/gpu-tests && -x $out/demo ]] || { echo "gpu-bundle: the build produced no gpu-tests or demo" >&2; exit 1; }
 strip "$out"/* 2>/dev/null || true
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
