@@ -82,6 +82,24 @@ pub fn activity_disable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) 
     })
 }
 
+/// `cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER)`: whether the
+/// buffers handed to CUPTI come zeroed (then it does not zero them inside the request callback).
+/// The attribute is CUPTI's, process-wide: a session that declares it undeclares it when it
+/// stops, so that a later client with its own buffers gets CUPTI's default again.
+pub fn declare_zeroed_buffers(lib: &LoadedCupti, zeroed: bool) -> Result<()> {
+    let mut value = u8::from(zeroed);
+    let mut size = std::mem::size_of::<u8>();
+    // SAFETY: the attribute's value is a uint8_t; both pointers are to locals that outlive the
+    // call, and `size` says how many bytes `value` holds.
+    check(lib, "cuptiActivitySetAttribute", unsafe {
+        lib.api.cuptiActivitySetAttribute(
+            sys::CUpti_ActivityAttribute::CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+            &mut size,
+            (&mut value as *mut u8).cast(),
+        )
+    })
+}
+
 /// `cuptiActivityEnableDriverApi`: API records for one driver function.
 pub fn enable_driver_api(lib: &LoadedCupti, cbid: u32, enable: bool) -> Result<()> {
     // SAFETY: plain integer arguments.

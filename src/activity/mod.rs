@@ -326,6 +326,10 @@ impl TimelineSession {
             counter,
         };
         // On any failure below, Drop undoes what was done.
+        // The pool hands out zeroed buffers (see `pool`): CUPTI need not zero them on the
+        // launching thread. Before the callbacks, so that it holds for every buffer. A CUPTI
+        // without the attribute zeroes them itself: slower, nothing lost, so not an error.
+        let _ = cupti::declare_zeroed_buffers(lib, true);
         cupti::register_callbacks(lib, buffer_requested, buffer_completed)?;
         for kind in KINDS {
             cupti::activity_enable(lib, kind)?;
@@ -417,6 +421,8 @@ impl TimelineSession {
         keep(self.set_counting(false));
         keep(self.set_api_records(false));
         keep(cupti::flush_all(self.lib, true));
+        // Best effort, as at start.
+        let _ = cupti::declare_zeroed_buffers(self.lib, false);
         keep(cupti::unsubscribe(self.lib, sub));
         first_err.map_or(Ok(()), Err)
     }

@@ -6,6 +6,11 @@
 //! request is refused and CUPTI counts the records it could not store as dropped, which the
 //! ledger reports.
 //!
+//! Buffers are handed out zeroed: allocated zeroed, and zeroed again when returned (on the
+//! collector's thread). CUPTI is told so (`CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`);
+//! otherwise it zeroes each buffer itself inside the request, on the thread that asked, often the
+//! application's launching thread (4 MiB per request by default).
+//!
 //! Trade-off: memory is `buffer_bytes × buffers`. A kernel launch costs about 300 bytes of records
 //! (kernel, API and external-correlation records), so the default 8 × 4 MiB holds about 110 000
 //! launches in flight; growth to 64 buffers (256 MiB) covers bursts the collector falls behind on.
@@ -98,8 +103,12 @@ impl BufferPool {
         self.outstanding.load(Ordering::Relaxed)
     }
 
-    /// Returns a buffer obtained from [`take`](Self::take).
+    /// Returns a buffer obtained from [`take`](Self::take), zeroing it first (see the module
+    /// docs: CUPTI counts on buffers coming zeroed).
     pub fn give_back(&self, buf: NonNull<u8>) {
+        // SAFETY: `buf` is one of this pool's allocations of `buffer_bytes`, handed back by its
+        // only owner, so nothing else reads or writes it now.
+        unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, self.buffer_bytes) };
         // The queue holds max_buffers, and no more than that many exist, so this cannot fail.
         let _ = self.free.push(buf);
         self.outstanding.fetch_sub(1, Ordering::Relaxed);
@@ -113,7 +122,7 @@ impl BufferPool {
         }
         let layout = std::alloc::Layout::from_size_align(self.buffer_bytes, ALIGN).ok()?;
         // SAFETY: the layout has non-zero size (buffer_bytes >= 8).
-        let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+        let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
         self.owned.lock().push(ptr);
         Some(ptr)
     }
@@ -139,6 +148,33 @@ impl Drop for BufferPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every byte of the buffer.
+    fn bytes(pool: &BufferPool, b: NonNull<u8>) -> &[u8] {
+        // SAFETY: `b` is a live buffer of `buffer_bytes` from `pool`, not handed to anyone else.
+        unsafe { std::slice::from_raw_parts(b.as_ptr(), pool.buffer_bytes()) }
+    }
+
+    #[test]
+    fn buffers_come_zeroed_new_and_after_being_given_back() {
+        let pool = BufferPool::new(1, 2, 4096);
+        let (a, _) = pool.take().unwrap();
+        let (b, grew) = pool.take().unwrap();
+        assert!(grew);
+        assert!(bytes(&pool, a).iter().all(|&x| x == 0), "preallocated");
+        assert!(bytes(&pool, b).iter().all(|&x| x == 0), "grown");
+        for buf in [a, b] {
+            // SAFETY: as in `bytes`.
+            unsafe { std::ptr::write_bytes(buf.as_ptr(), 0xA5, pool.buffer_bytes()) };
+            pool.give_back(buf);
+        }
+        let (c, _) = pool.take().unwrap();
+        let (d, _) = pool.take().unwrap();
+        for buf in [c, d] {
+            assert!(bytes(&pool, buf).iter().all(|&x| x == 0), "recycled");
+            pool.give_back(buf);
+        }
+    }
 
     #[test]
     fn buffers_are_aligned_recycled_grown_to_the_limit_then_refused() {
