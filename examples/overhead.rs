@@ -6,6 +6,7 @@
 //! cargo run --release --example overhead                    # the table, < 60 s on an H200
 //! cargo run --release --example overhead -- --decompose     # + raw-CUPTI steps in between
 //! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
+//! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
 //! ```
 //!
 //! Configurations:
@@ -29,11 +30,15 @@
 //!   between a step's synchronize and the next step's first launch).
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
-//! `Profiler::scope` per launch (configurations without scopes run it without them); (c) a
-//! realistic step: 22 kernels of 10 to 500 µs (a busy loop on `clock64` and the bundled
-//! vector_add) in `step/{forward,backward,optimizer}` scopes and a synchronize per step. Under
-//! `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a) and (b)
-//! and after every step in (c).
+//! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
+//! realistic step the issue names, the training loop's (`examples/common/training_model.rs`:
+//! cuBLAS GEMMs, fused softmax and attention, reductions, vector adds, device copies, in
+//! `forward`/`backward`/`optimizer` scopes, then the loss read back in `log`); (d) a kernel mix:
+//! 22 kernels of 10 to 500 µs (a busy loop on `clock64` and the bundled vector_add) in
+//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, the issue's fallback
+//! workload and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
+//! Under `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a)
+//! and (b) and after every step in (c) and (d).
 //!
 //! Each round runs every configuration once (start, a short warm-up, the three workloads, finish)
 //! in an order rotated per round; each workload's figure for the round is its loop time (host
@@ -57,10 +62,18 @@ use cudarc::driver::{
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use cupti_sys as sys;
 use gpu_ledger::analysis::{median, percentile_sorted, Distribution};
+use gpu_ledger::kernels::suite::SuiteError;
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;
 use gpu_ledger::loader::LoadedCupti;
+use gpu_ledger::nvml::{self, NvmlLibrary, NvmlSource};
 use gpu_ledger::{Level, Profiler, ScopeGuard};
+
+// The training loop's model (workload (c)); its graph-path workspace setter is not used here.
+#[allow(dead_code)]
+#[path = "common/training_model.rs"]
+mod training_model;
+use training_model::Model;
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -83,7 +96,7 @@ const BACKWARD_US: [u32; 10] = [20, 50, 100, 500, 20, 10, 100, 200, 50, 20];
 /// vector_add sizes: 4 Mi floats (about 12 µs on an H200) and 16 Mi floats (about 45 µs).
 const VADD_SMALL: u64 = 4 << 20;
 const VADD_LARGE: u64 = 16 << 20;
-/// Launches per realistic step: 8 + 2 in forward, 10 in backward, 2 in optimizer.
+/// Launches per step of the kernel mix (d): 8 + 2 in forward, 10 in backward, 2 in optimizer.
 const LAUNCHES_PER_STEP: u64 = (FORWARD_US.len() + 2 + BACKWARD_US.len() + 2) as u64;
 /// Launches before the timed workloads of each configuration (first buffers, lazy loading).
 const WARMUP_LAUNCHES: u64 = 2000;
@@ -99,7 +112,10 @@ struct Args {
     /// Empty-kernel launches in workloads (a) and (b).
     #[arg(long, default_value_t = 100_000)]
     launches: u64,
-    /// Realistic steps in workload (c).
+    /// Training steps in workload (c).
+    #[arg(long, default_value_t = 100)]
+    train_steps: u64,
+    /// Kernel-mix steps in workload (d).
     #[arg(long, default_value_t = 150)]
     steps: u64,
     /// Also run the raw-CUPTI steps between the floor and the timeline level.
@@ -130,6 +146,11 @@ struct Args {
     /// Launching threads in the sustained mode (each on its own stream).
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Instead of the table: run workloads (a), (c) and (d) without a profiler while another thread
+    /// repeats one kind of NVML read back to back, for each kind the sampler makes, and print
+    /// the time each call adds to the workload.
+    #[arg(long)]
+    nvml_interference: bool,
 }
 
 fn main() -> ExitCode {
@@ -162,6 +183,7 @@ fn run(args: &Args) -> Result<()> {
     let mut gpu = Gpu::new()?;
     match args.sustained {
         Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
+        None if args.nvml_interference => nvml_interference(&mut gpu, args),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }
@@ -182,6 +204,8 @@ struct Gpu {
     sms: u32,
     cycles_per_us: f64,
     name: String,
+    /// The training loop's model, for workload (c).
+    model: Model,
 }
 
 const ONE_THREAD: LaunchConfig = LaunchConfig {
@@ -208,7 +232,16 @@ impl Gpu {
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )? as u32;
+        let model = Model::new(&ctx, sms, stream.clone()).map_err(|e| match e {
+            SuiteError::MissingLibrary(lib) => format!(
+                "{lib} not found: workload (c), the training loop's step, runs cuBLAS GEMMs; \
+                 install the CUDA toolkit or the nvidia-cublas wheel"
+            )
+            .into(),
+            e => Box::<dyn std::error::Error>::from(e),
+        })?;
         let mut gpu = Gpu {
+            model,
             empty: module.load_function("empty_kernel")?,
             spin: module.load_function("spin_kernel")?,
             vadd: VectorAdd::new(&ctx)?,
@@ -306,7 +339,31 @@ fn run_launches<const SCOPED: bool>(
     Ok(t0.elapsed())
 }
 
-/// Workload (c): `steps` realistic steps; `profiler.step()` after every `step_every`-th.
+/// Workload (c): `steps` training steps, each with its loss read back (a synchronize), as the
+/// training loop runs them; `profiler.step()` after every `step_every`-th.
+fn run_train_steps<const SCOPED: bool>(
+    gpu: &mut Gpu,
+    steps: u64,
+    profiler: Option<&Profiler>,
+    step_every: u64,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    for i in 0..steps {
+        gpu.model.step(false, SCOPED)?;
+        {
+            let _log = scope::<SCOPED>("log");
+            gpu.model.read_loss()?;
+        }
+        if (i + 1) % step_every == 0 {
+            if let Some(p) = profiler {
+                p.step();
+            }
+        }
+    }
+    Ok(t0.elapsed())
+}
+
+/// Workload (d): `steps` kernel-mix steps; `profiler.step()` after every `step_every`-th.
 fn run_steps<const SCOPED: bool>(
     gpu: &mut Gpu,
     steps: u64,
@@ -440,16 +497,25 @@ impl Config {
 enum Workload {
     Launch,
     ScopedLaunch,
+    /// The training loop's step.
+    Train,
+    /// The kernel mix.
     Step,
 }
 
 impl Workload {
-    const ALL: [Workload; 3] = [Workload::Launch, Workload::ScopedLaunch, Workload::Step];
+    const ALL: [Workload; 4] = [
+        Workload::Launch,
+        Workload::ScopedLaunch,
+        Workload::Train,
+        Workload::Step,
+    ];
     fn label(self) -> &'static str {
         match self {
             Workload::Launch => "(a) empty launches",
             Workload::ScopedLaunch => "(b) + scope each",
-            Workload::Step => "(c) realistic step",
+            Workload::Train => "(c) training step",
+            Workload::Step => "(d) kernel mix",
         }
     }
 }
@@ -844,8 +910,8 @@ impl Drop for RawSession {
 /// Per-round figures of one (workload, configuration).
 #[derive(Default)]
 struct Series {
-    /// µs per launch, one value per round.
-    per_launch_us: Vec<f64>,
+    /// µs per launch ((c): per step), one value per round.
+    per_unit_us: Vec<f64>,
     /// Whole loop, s, one value per round.
     total_s: Vec<f64>,
 }
@@ -857,11 +923,29 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     percentile_sorted(&s, q).unwrap_or(f64::NAN)
 }
 
-fn launches_of(w: Workload, args: &Args) -> u64 {
+/// What the table's per-unit figures divide by: launches, except for (c), whose unit is the
+/// step (cuBLAS decides its own launches).
+fn units_of(w: Workload, args: &Args) -> u64 {
+    match w {
+        Workload::Train => args.train_steps,
+        _ => launches_of(w, args, 0),
+    }
+}
+
+/// Kernel launches the workload makes, with `train_kernels` per training step.
+fn launches_of(w: Workload, args: &Args, train_kernels: u64) -> u64 {
     match w {
         Workload::Launch | Workload::ScopedLaunch => args.launches,
+        Workload::Train => args.train_steps * train_kernels,
         Workload::Step => args.steps * LAUNCHES_PER_STEP,
     }
+}
+
+/// Kernels one training step launches, counted by the raw-CUPTI reference over one step.
+fn kernels_per_train_step(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Result<u64> {
+    let raw = RawSession::start(lib, RawMode::Kernel)?;
+    run_train_steps::<false>(gpu, 1, None, 1)?;
+    Ok(raw.stop()?.kernel_records)
 }
 
 fn run_workload(
@@ -878,6 +962,10 @@ fn run_workload(
             run_launches::<false>(gpu, args.launches, profiler, every)
         }
         (Workload::ScopedLaunch, true) => run_launches::<true>(gpu, args.launches, profiler, every),
+        (Workload::Train, false) => {
+            run_train_steps::<false>(gpu, args.train_steps, profiler, every)
+        }
+        (Workload::Train, true) => run_train_steps::<true>(gpu, args.train_steps, profiler, every),
         (Workload::Step, false) => run_steps::<false>(gpu, args.steps, profiler, every),
         (Workload::Step, true) => run_steps::<true>(gpu, args.steps, profiler, every),
     }
@@ -912,6 +1000,8 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
         .map(|_| configs.iter().map(|_| Series::default()).collect())
         .collect();
     let mut reports: Vec<SelfReport> = configs.iter().map(|_| SelfReport::default()).collect();
+    let train_kernels = kernels_per_train_step(gpu, lib)?;
+    eprintln!("overhead: the training step (c) launches {train_kernels} kernels");
     // Warm-up round, not counted: module loading, CUPTI's first start, NVML's first init.
     for (ci, &config) in configs.iter().enumerate() {
         let active = start(config, lib, args, &dir.join(format!("warmup-{ci}.jsonl")))?;
@@ -920,6 +1010,7 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
             _ => None,
         };
         run_launches::<false>(gpu, WARMUP_LAUNCHES, p, 1)?;
+        run_train_steps::<false>(gpu, 2, p, 1)?;
         run_steps::<false>(gpu, 2, p, 1)?;
         stop(active, 0)?;
     }
@@ -940,10 +1031,10 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
                 let wi = (j + round) % Workload::ALL.len();
                 let w = Workload::ALL[wi];
                 let d = run_workload(gpu, w, config, args, profiler)?;
-                let n = launches_of(w, args);
-                launches += n;
+                launches += launches_of(w, args, train_kernels);
                 let s = &mut series[wi][ci];
-                s.per_launch_us.push(d.as_secs_f64() * 1e6 / n as f64);
+                s.per_unit_us
+                    .push(d.as_secs_f64() * 1e6 / units_of(w, args) as f64);
                 s.total_s.push(d.as_secs_f64());
             }
             reports[ci].add(stop(active, launches)?);
@@ -1035,7 +1126,7 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
 fn median_of(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config) -> Option<f64> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let ci = idx(configs, c)?;
-    median(&series[wi][ci].per_launch_us)
+    median(&series[wi][ci].per_unit_us)
 }
 
 /// `combine(a's µs per launch, b's)` in each round (workload `w`): both ran in the same round,
@@ -1051,8 +1142,8 @@ fn paired(
 ) -> Option<(f64, f64, f64)> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let (sa, sb) = (
-        &series[wi][idx(configs, a)?].per_launch_us,
-        &series[wi][idx(configs, b)?].per_launch_us,
+        &series[wi][idx(configs, a)?].per_unit_us,
+        &series[wi][idx(configs, b)?].per_unit_us,
     );
     let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
     let d = Distribution::from_samples(&d)?;
@@ -1073,7 +1164,8 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     let raw_added_a =
         m(Workload::Launch, Config::Raw(RawMode::Kernel)) - m(Workload::Launch, Config::None);
     let tl_added_a = m(Workload::Launch, Config::Timeline) - m(Workload::Launch, Config::None);
-    let tl_slow_c = m(Workload::Step, Config::Timeline) / m(Workload::Step, Config::None) - 1.0;
+    let slow = |w| m(w, Config::Timeline) / m(w, Config::None) - 1.0;
+    let tl_slow_c = slow(Workload::Train);
     let tl_dropped = idx(configs, Config::Timeline).map_or(0, |i| reports[i].dropped);
     let sc_added_a = m(Workload::Launch, Config::Scopes) - m(Workload::Launch, Config::None);
     let sc_scope_b =
@@ -1101,17 +1193,23 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         );
     }
     println!(
-        "  timeline, (c): whole-run slowdown {:+.2} % (target ≤ 1 %): {}",
+        "  timeline, (c) training step: whole-run slowdown {:+.2} % (target ≤ 1 %): {}",
         100.0 * tl_slow_c,
         ok(tl_slow_c <= 0.01)
     );
-    for c in [Config::Timeline, Config::Raw(RawMode::Kernel)] {
-        let pair = (c, Config::None);
-        if let Some((d, lo, hi)) = paired(series, configs, Workload::Step, pair, slowdown_pct) {
-            println!(
-                "  {}, (c), paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
-                c.label()
-            );
+    println!(
+        "  timeline, (d) kernel mix (the issue's fallback step, not its target): slowdown {:+.2} %",
+        100.0 * slow(Workload::Step)
+    );
+    for w in [Workload::Train, Workload::Step] {
+        for c in [Config::Timeline, Config::Raw(RawMode::Kernel)] {
+            if let Some((d, lo, hi)) = paired(series, configs, w, (c, Config::None), slowdown_pct) {
+                println!(
+                    "  {}, {}, paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
+                    c.label(),
+                    w.label()
+                );
+            }
         }
     }
     println!(
@@ -1152,12 +1250,18 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     print_split(configs, series);
 }
 
-/// With `--decompose`: gpu-ledger's own share of the realistic step's slowdown (timeline minus
-/// raw+all), and the parts of it the two ablations isolate.
+/// With `--decompose`: gpu-ledger's own share of the steps' slowdown (timeline minus raw+all),
+/// and the parts of it the two ablations isolate, for (c) and (d).
 fn print_split(configs: &[Config], series: &[Vec<Series>]) {
+    for w in [Workload::Train, Workload::Step] {
+        print_split_of(configs, series, w);
+    }
+}
+
+fn print_split_of(configs: &[Config], series: &[Vec<Series>], w: Workload) {
     let slow = |c| {
-        median_of(series, configs, Workload::Step, c)
-            .zip(median_of(series, configs, Workload::Step, Config::None))
+        median_of(series, configs, w, c)
+            .zip(median_of(series, configs, w, Config::None))
             .map(|(x, none)| slowdown_pct(x, none))
     };
     let (Some(tl), Some(all), Some(noscope), Some(few)) = (
@@ -1173,8 +1277,8 @@ fn print_split(configs: &[Config], series: &[Vec<Series>]) {
     let steps = (tl - few) * FEW_STEPS as f64 / (FEW_STEPS - 1) as f64;
     let scopes = tl - noscope;
     println!(
-        "
-split of the realistic step's slowdown (c), percentage points"
+        "\nsplit of the slowdown of {}, percentage points",
+        w.label()
     );
     println!(
         "  timeline {tl:+.2} % = raw+all (CUPTI itself) {all:+.2} + gpu-ledger's own {:+.2}",
@@ -1187,7 +1291,8 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
     let none = idx(configs, Config::None).unwrap_or(0);
     let raw = idx(configs, Config::Raw(RawMode::Kernel));
     println!(
-        "\nper-launch cost, median and p90 over {} rounds (µs per launch: loop time / launches)",
+        "\nper-launch cost, median and p90 over {} rounds (µs per launch: loop time / launches; \
+         (c): per step)",
         args.rounds
     );
     println!(
@@ -1203,13 +1308,13 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
         "dropped"
     );
     for (wi, w) in Workload::ALL.iter().enumerate() {
-        let base = percentile(&series[wi][none].per_launch_us, 0.5);
+        let base = percentile(&series[wi][none].per_unit_us, 0.5);
         let base_total = percentile(&series[wi][none].total_s, 0.5);
-        let raw_p50 = raw.map(|r| percentile(&series[wi][r].per_launch_us, 0.5));
+        let raw_p50 = raw.map(|r| percentile(&series[wi][r].per_unit_us, 0.5));
         for (ci, c) in configs.iter().enumerate() {
             let s = &series[wi][ci];
-            let p50 = percentile(&s.per_launch_us, 0.5);
-            let p90 = percentile(&s.per_launch_us, 0.9);
+            let p50 = percentile(&s.per_unit_us, 0.5);
+            let p90 = percentile(&s.per_unit_us, 0.9);
             let added = p50 - base;
             let (vs_raw, ratio) = match raw_p50 {
                 Some(r) => (
@@ -1238,11 +1343,11 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
         }
     }
     println!(
-        "(a), (b): {} launches per round; (c): {} steps of {} kernels per round. added = p50 - none's \
-         p50; added-raw = added - raw-cupti's added; ÷raw = p50 / raw-cupti's p50; slowdown = median \
-         loop time / none's - 1; dropped = records dropped over all rounds (the whole run's, not \
-         per workload).",
-        args.launches, args.steps, LAUNCHES_PER_STEP
+        "(a), (b): {} launches per round; (c): {} training steps per round, figures in µs per \
+         step; (d): {} steps of {} kernels per round. added = p50 - none's p50; added-raw = added \
+         - raw-cupti's added; ÷raw = p50 / raw-cupti's p50; slowdown = median loop time / none's - \
+         1; dropped = records dropped over all rounds (the whole run's, not per workload).",
+        args.launches, args.train_steps, args.steps, LAUNCHES_PER_STEP
     );
 }
 
@@ -1387,5 +1492,216 @@ fn sustained(gpu: &Gpu, args: &Args, secs: u64, dir: &Path) -> Result<()> {
     for w in &trailer.warnings {
         println!("warning: {w}");
     }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// NVML interference mode.
+
+/// One kind of read the NVML sampler makes, repeated back to back by the interference probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NvmlRead {
+    /// No reading thread: the baseline.
+    Nothing,
+    /// The sampler's every-tick read: clocks, instant power, temperature, throttle, memory used.
+    Sample,
+    /// The PCIe byte counters (TX and RX, one field-value call).
+    Pcie,
+    /// The energy counter.
+    Energy,
+}
+
+impl NvmlRead {
+    const ALL: [NvmlRead; 4] = [
+        NvmlRead::Nothing,
+        NvmlRead::Sample,
+        NvmlRead::Pcie,
+        NvmlRead::Energy,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            NvmlRead::Nothing => "none",
+            NvmlRead::Sample => "sample",
+            NvmlRead::Pcie => "pcie",
+            NvmlRead::Energy => "energy",
+        }
+    }
+    /// Calls per second of this read under the profiler's default schedule.
+    fn default_rate_hz(self) -> f64 {
+        let hz = |d: Duration| 1.0 / d.as_secs_f64();
+        match self {
+            NvmlRead::Nothing => 0.0,
+            NvmlRead::Sample => hz(nvml::DEFAULT_SAMPLE_PERIOD),
+            NvmlRead::Pcie => hz(nvml::DEFAULT_PCIE_PERIOD),
+            NvmlRead::Energy => hz(nvml::DEFAULT_ENERGY_PERIOD),
+        }
+    }
+    fn call(self, lib: &mut NvmlLibrary, index: u32) -> Result<(), nvml::NvmlError> {
+        match self {
+            NvmlRead::Nothing => Ok(()),
+            NvmlRead::Sample => lib.read_sample(index).map(drop),
+            NvmlRead::Pcie => lib.read_pcie_bytes(index).map(drop),
+            NvmlRead::Energy => lib.read_energy_mj(index).map(drop),
+        }
+    }
+}
+
+/// The NVML index of the benchmark's device, matched by PCI bus id.
+fn nvml_index_of(gpu: &Gpu, lib: &NvmlLibrary) -> Result<u32> {
+    use cudarc::driver::sys::CUdevice_attribute as a;
+    let domain = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+    let bus = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+    let device = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+    let bus_id = format!("{domain:08X}:{bus:02X}:{device:02X}.0");
+    let d = lib
+        .nvml()
+        .device_by_pci_bus_id(bus_id.as_str())
+        .map_err(|e| format!("NVML has no device at PCI {bus_id}: {e}"))?;
+    Ok(d.index()?)
+}
+
+/// What one workload run under one read reported.
+struct Interfered {
+    elapsed: Duration,
+    calls: u64,
+    call_ns: u64,
+}
+
+/// Runs `work` while another thread repeats `read` back to back (from before `work` starts until
+/// it returns).
+fn with_reader(
+    lib: &mut NvmlLibrary,
+    index: u32,
+    read: NvmlRead,
+    work: impl FnOnce() -> Result<Duration>,
+) -> Result<Interfered> {
+    if read == NvmlRead::Nothing {
+        return Ok(Interfered {
+            elapsed: work()?,
+            calls: 0,
+            call_ns: 0,
+        });
+    }
+    let stop = AtomicBool::new(false);
+    let calls = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| -> Result<u64, nvml::NvmlError> {
+            let mut busy_ns = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                read.call(lib, index)?;
+                busy_ns += t.elapsed().as_nanos() as u64;
+                calls.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(busy_ns)
+        });
+        // The workload starts once the reader is in its loop.
+        while calls.load(Ordering::Relaxed) == 0 && !reader.is_finished() {
+            std::hint::spin_loop();
+        }
+        let before = calls.load(Ordering::Relaxed);
+        let elapsed = work();
+        let during = calls.load(Ordering::Relaxed) - before;
+        stop.store(true, Ordering::Relaxed);
+        let busy_ns = reader
+            .join()
+            .map_err(|_| "the NVML reading thread panicked")??;
+        let total = calls.load(Ordering::Relaxed).max(1);
+        Ok(Interfered {
+            elapsed: elapsed?,
+            calls: during,
+            // The mean call, over every call the thread made.
+            call_ns: busy_ns / total,
+        })
+    })
+}
+
+/// `--nvml-interference`: which of the sampler's NVML reads slows the GPU work, and by how much
+/// per call. No profiler runs; each read is repeated back to back so that its effect is many
+/// times the rounds' noise, then scaled to the profiler's default schedule.
+fn nvml_interference(gpu: &mut Gpu, args: &Args) -> Result<()> {
+    let mut lib = NvmlLibrary::init()?;
+    let index = nvml_index_of(gpu, &lib)?;
+    let workloads = [Workload::Launch, Workload::Train, Workload::Step];
+    let launches = args.launches / 5;
+    eprintln!(
+        "overhead: NVML interference on {} (NVML index {index}); {} rounds; (a) {launches} empty \
+         launches, (c) {} training steps, (d) {} kernel-mix steps",
+        gpu.name, args.rounds, args.train_steps, args.steps
+    );
+    // [workload][read] -> per-round (elapsed s, calls during, mean call µs)
+    let mut runs: Vec<Vec<Vec<(f64, u64, f64)>>> =
+        vec![vec![Vec::new(); NvmlRead::ALL.len()]; workloads.len()];
+    for round in 0..=args.rounds {
+        for k in 0..NvmlRead::ALL.len() {
+            let ri = (k + round) % NvmlRead::ALL.len();
+            let read = NvmlRead::ALL[ri];
+            for (wi, w) in workloads.iter().enumerate() {
+                let r = with_reader(&mut lib, index, read, || match w {
+                    Workload::Train => run_train_steps::<false>(gpu, args.train_steps, None, 1),
+                    Workload::Step => run_steps::<false>(gpu, args.steps, None, 1),
+                    _ => run_launches::<false>(gpu, launches, None, 1),
+                })?;
+                // Round 0 warms up NVML's and the driver's first calls; not counted.
+                if round > 0 {
+                    runs[wi][ri].push((r.elapsed.as_secs_f64(), r.calls, r.call_ns as f64 / 1e3));
+                }
+            }
+        }
+    }
+    println!("\nNVML interference: one thread repeats a read back to back while the workload runs");
+    println!(
+        "{:<20} {:<7} {:>10} {:>12} {:>12} {:>14} {:>14} {:>16}",
+        "workload",
+        "read",
+        "loop ms",
+        "added ms",
+        "calls",
+        "call µs",
+        "added/call µs",
+        "default sched %"
+    );
+    for (wi, w) in workloads.iter().enumerate() {
+        let base: Vec<f64> = runs[wi][0].iter().map(|r| r.0).collect();
+        for (ri, read) in NvmlRead::ALL.iter().enumerate() {
+            let rs = &runs[wi][ri];
+            let loop_s: Vec<f64> = rs.iter().map(|r| r.0).collect();
+            let added: Vec<f64> = loop_s.iter().zip(&base).map(|(x, b)| x - b).collect();
+            let per_call: Vec<f64> = rs
+                .iter()
+                .zip(&added)
+                .filter(|(r, _)| r.1 > 0)
+                .map(|(r, d)| d * 1e6 / r.1 as f64)
+                .collect();
+            let calls: Vec<f64> = rs.iter().map(|r| r.1 as f64).collect();
+            let call_us: Vec<f64> = rs.iter().map(|r| r.2).collect();
+            let per_call_med = median(&per_call);
+            // Added time per second of work at the default schedule, as a share of that second.
+            let sched = per_call_med.map(|p| p * read.default_rate_hz() / 1e4);
+            let fmt =
+                |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
+            println!(
+                "{:<20} {:<7} {:>10} {:>12} {:>12} {:>14} {:>14} {:>16}",
+                w.label(),
+                read.label(),
+                fmt(median(&loop_s).map(|x| x * 1e3), 2),
+                fmt(median(&added).map(|x| x * 1e3), 3),
+                fmt(median(&calls), 0),
+                fmt(median(&call_us), 1),
+                fmt(per_call_med, 2),
+                fmt(sched, 3)
+            );
+        }
+    }
+    println!(
+        "\n`added` is paired by round (the same round's `none` subtracted), median over {} \
+         rounds; `added/call` divides it by the calls made while the workload ran; `default \
+         sched %` scales that to the sampler's default rates (sample every {} ms, PCIe every {} \
+         ms, energy every {} ms) as a share of the workload's time.",
+        args.rounds,
+        nvml::DEFAULT_SAMPLE_PERIOD.as_millis(),
+        nvml::DEFAULT_PCIE_PERIOD.as_millis(),
+        nvml::DEFAULT_ENERGY_PERIOD.as_millis()
+    );
     Ok(())
 }

@@ -23,22 +23,17 @@
 //! [--ledger PATH]`
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
-use cudarc::cublas::{sys as cublas_sys, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::CudaGraph;
 use gpu_ledger::analysis::{family_table, FamilyRules};
-use gpu_ledger::kernels::suite::attention::{AttentionKernels, AttentionSpec, AttentionVariant};
 use gpu_ledger::kernels::suite::experiment::{device_line, open_device};
-use gpu_ledger::kernels::suite::gemm::cublas_present;
-use gpu_ledger::kernels::suite::reduce::{ReduceKernels, ReduceMode, ReduceVariant, ReductionSpec};
-use gpu_ledger::kernels::suite::softmax::SoftmaxKernels;
-use gpu_ledger::kernels::suite::transpose::{TransposeKernels, TransposeSpec, TransposeVariant};
-use gpu_ledger::kernels::suite::vadd::{VaddKernels, VaddVariant, VectorAddSpec};
-use gpu_ledger::kernels::suite::{upload, Rng, SuiteError};
 use gpu_ledger::{read_ledger, Level, Profiler};
+
+#[path = "common/training_model.rs"]
+mod training_model;
+use training_model::{Model, D, H, HEAD, SEQ, T};
 
 /// A mixed training step under gpu-ledger.
 #[derive(Parser, Debug)]
@@ -66,311 +61,6 @@ fn main() -> ExitCode {
             eprintln!("training_loop: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Tokens, hidden size, FFN size; attention sees the [T × D] activation as BH heads of SEQ × 64.
-const T: u32 = 4096;
-const D: u32 = 1024;
-const H: u32 = 4096;
-const SEQ: u32 = 512;
-const HEAD: u32 = 64;
-const LR: f32 = 1e-3;
-/// cuBLAS workspace handed to the handle in the graph path: the size cuBLAS's documentation
-/// (`cublasSetWorkspace`) recommends for Hopper (4 MiB for earlier architectures).
-const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
-
-struct Model {
-    stream: Arc<CudaStream>,
-    blas: CudaBlas,
-    vadd: VaddKernels,
-    transpose: TransposeKernels,
-    reduce: ReduceKernels,
-    softmax: SoftmaxKernels,
-    attention: AttentionKernels,
-    attn: AttentionSpec,
-    loss_spec: ReductionSpec,
-    grad_spec: ReductionSpec,
-    x: CudaSlice<f32>,
-    w1: CudaSlice<f32>,
-    w2: CudaSlice<f32>,
-    w1_new: CudaSlice<f32>,
-    w2_new: CudaSlice<f32>,
-    w2t: CudaSlice<f32>,
-    h: CudaSlice<f32>,
-    a: CudaSlice<f32>,
-    y: CudaSlice<f32>,
-    o: CudaSlice<f32>,
-    dy: CudaSlice<f32>,
-    da: CudaSlice<f32>,
-    dh: CudaSlice<f32>,
-    dw1: CudaSlice<f32>,
-    dw2: CudaSlice<f32>,
-    partials: CudaSlice<f32>,
-    loss: CudaSlice<f32>,
-    grad_sum: CudaSlice<f32>,
-    /// The cuBLAS workspace set with `cublasSetWorkspace` (graph path only). Declared after
-    /// `blas`, so that the handle is destroyed before the buffer is freed; the captured GEMMs
-    /// point into it, and the graph is dropped before the model.
-    blas_workspace: Option<CudaSlice<u8>>,
-}
-
-/// Row-major `C (m × n) = alpha · op(A) · op(B)`, `op(A)` m × k (A stored k × m when `ta`),
-/// `op(B)` k × n (B stored n × k when `tb`), through column-major cuBLAS as `Cᵀ = op(B)ᵀ·op(A)ᵀ`.
-#[allow(clippy::too_many_arguments)]
-fn gemm(
-    blas: &CudaBlas,
-    (ta, tb): (bool, bool),
-    (m, n, k): (u32, u32, u32),
-    alpha: f32,
-    a: &CudaSlice<f32>,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-) -> Result<(), SuiteError> {
-    use cublas_sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-    let (m, n, k) = (m as i32, n as i32, k as i32);
-    let cfg = GemmConfig {
-        transa: if tb { CUBLAS_OP_T } else { CUBLAS_OP_N },
-        transb: if ta { CUBLAS_OP_T } else { CUBLAS_OP_N },
-        m: n,
-        n: m,
-        k,
-        alpha,
-        lda: if tb { k } else { n },
-        ldb: if ta { m } else { k },
-        beta: 0.0,
-        ldc: n,
-    };
-    if a.len() < (m * k) as usize || b.len() < (k * n) as usize || c.len() < (m * n) as usize {
-        return Err(SuiteError::Shape(format!(
-            "GEMM {m}x{n}x{k}: a buffer is too short"
-        )));
-    }
-    // SAFETY: the buffers hold m·k, k·n and m·n floats (checked above) with the leading
-    // dimensions given, and the handle is bound to the stream they are used on.
-    unsafe { blas.gemm(cfg, b, a, c) }?;
-    Ok(())
-}
-
-impl Model {
-    /// Loads the kernels, creates the cuBLAS handle on `s` and allocates and fills every buffer
-    /// on `s`.
-    fn new(
-        dev: &gpu_ledger::kernels::suite::experiment::Device,
-        s: Arc<CudaStream>,
-    ) -> Result<Self, SuiteError> {
-        if !cublas_present() {
-            return Err(SuiteError::MissingLibrary("libcublas"));
-        }
-        let mut rng = Rng::new(2024);
-        let mut fill = |n: u32, scale: f32| upload(&s, &rng.vec(n as usize, -scale, scale));
-        let td = T * D;
-        let th = T * H;
-        let dh = D * H;
-        let attn = AttentionSpec::new(
-            td / (SEQ * HEAD),
-            SEQ,
-            AttentionVariant::find(HEAD, 64, 64).expect("compiled variant"),
-        );
-        let loss_spec = ReductionSpec::for_device(
-            u64::from(td),
-            ReduceVariant::Shuffle,
-            ReduceMode::Sum,
-            dev.gpu.sm_count,
-        );
-        let grad_spec = ReductionSpec::for_device(
-            u64::from(dh),
-            ReduceVariant::Shuffle,
-            ReduceMode::Sum,
-            dev.gpu.sm_count,
-        );
-        let blocks = loss_spec.blocks.max(grad_spec.blocks) as usize;
-        Ok(Model {
-            blas: CudaBlas::new(s.clone())?,
-            vadd: VaddKernels::load(&dev.ctx)?,
-            transpose: TransposeKernels::load(&dev.ctx)?,
-            reduce: ReduceKernels::load(&dev.ctx)?,
-            softmax: SoftmaxKernels::load(&dev.ctx)?,
-            attention: AttentionKernels::load(&dev.ctx)?,
-            attn,
-            loss_spec,
-            grad_spec,
-            x: fill(td, 1.0)?,
-            w1: fill(dh, 0.03)?,
-            w2: fill(dh, 0.03)?,
-            w1_new: s.alloc_zeros(dh as usize)?,
-            w2_new: s.alloc_zeros(dh as usize)?,
-            w2t: s.alloc_zeros(dh as usize)?,
-            h: s.alloc_zeros(th as usize)?,
-            a: s.alloc_zeros(th as usize)?,
-            y: s.alloc_zeros(td as usize)?,
-            o: s.alloc_zeros(td as usize)?,
-            dy: s.alloc_zeros(td as usize)?,
-            da: s.alloc_zeros(th as usize)?,
-            dh: s.alloc_zeros(th as usize)?,
-            dw1: s.alloc_zeros(dh as usize)?,
-            dw2: s.alloc_zeros(dh as usize)?,
-            partials: s.alloc_zeros(blocks)?,
-            loss: s.alloc_zeros(1)?,
-            grad_sum: s.alloc_zeros(1)?,
-            blas_workspace: None,
-            stream: s,
-        })
-    }
-
-    /// Gives the cuBLAS handle a workspace of its own, allocated here, before any capture.
-    /// Without it cuBLAS uses its default workspace pool, which it may (re)allocate on the
-    /// handle's stream when a routine needs it: an allocation inside the capture is an unsafe
-    /// call that ends it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (or, where cuBLAS uses the
-    /// stream-ordered allocator, memory nodes in the graph). `cublasSetStream` resets the
-    /// workspace to the default pool, so this comes after `CudaBlas::new` (which sets the
-    /// stream) and nothing calls `set_stream` afterwards.
-    fn set_blas_workspace(&mut self) -> Result<(), SuiteError> {
-        let mut ws = self.stream.alloc_zeros::<u8>(CUBLAS_WORKSPACE_BYTES)?;
-        {
-            let (ptr, _sync) = ws.device_ptr_mut(&self.stream);
-            // SAFETY: `ptr` is a live device allocation of CUBLAS_WORKSPACE_BYTES bytes, aligned
-            // to at least 256 bytes as cuBLAS requires (driver allocations are), owned by the
-            // model and freed only after the handle is destroyed (field order) and after the
-            // graph that uses it is dropped.
-            unsafe {
-                cublas_sys::cublasSetWorkspace_v2(
-                    *self.blas.handle(),
-                    ptr as *mut std::ffi::c_void,
-                    CUBLAS_WORKSPACE_BYTES,
-                )
-            }
-            .result()?;
-        }
-        self.blas_workspace = Some(ws);
-        Ok(())
-    }
-
-    fn activations(&mut self) -> Result<(), SuiteError> {
-        gemm(
-            &self.blas,
-            (false, false),
-            (T, H, D),
-            1.0,
-            &self.x,
-            &self.w1,
-            &mut self.h,
-        )?;
-        self.softmax
-            .launch_fused(&self.stream, T, H, &self.h, &mut self.a)
-    }
-
-    fn forward(&mut self) -> Result<(), SuiteError> {
-        self.activations()?;
-        gemm(
-            &self.blas,
-            (false, false),
-            (T, D, H),
-            1.0,
-            &self.a,
-            &self.w2,
-            &mut self.y,
-        )?;
-        self.attention.launch(
-            &self.stream,
-            &self.attn,
-            &self.y,
-            &self.y,
-            &self.y,
-            &mut self.o,
-        )?;
-        self.reduce.launch_sum(
-            &self.stream,
-            &self.loss_spec,
-            &self.o,
-            &mut self.partials,
-            &mut self.loss,
-        )
-    }
-
-    fn backward(&mut self, recompute: bool) -> Result<(), SuiteError> {
-        if recompute {
-            let _r = Profiler::scope("recompute");
-            self.activations()?;
-        }
-        let s = &self.stream;
-        let add = |n: u32| VectorAddSpec::new(u64::from(n), VaddVariant::Vec4);
-        self.vadd
-            .launch(s, &add(T * D), &self.o, &self.y, &mut self.dy)?;
-        let t = TransposeSpec::new(H, D, TransposeVariant::Padded);
-        self.transpose.launch(s, &t, &self.w2, &mut self.w2t)?;
-        gemm(
-            &self.blas,
-            (false, false),
-            (T, H, D),
-            1.0,
-            &self.dy,
-            &self.w2t,
-            &mut self.da,
-        )?;
-        gemm(
-            &self.blas,
-            (true, false),
-            (H, D, T),
-            -LR,
-            &self.a,
-            &self.dy,
-            &mut self.dw2,
-        )?;
-        self.vadd
-            .launch(s, &add(T * H), &self.da, &self.a, &mut self.dh)?;
-        gemm(
-            &self.blas,
-            (true, false),
-            (D, H, T),
-            -LR,
-            &self.x,
-            &self.dh,
-            &mut self.dw1,
-        )
-    }
-
-    fn optimizer(&mut self) -> Result<(), SuiteError> {
-        let s = &self.stream;
-        self.reduce.launch_sum(
-            s,
-            &self.grad_spec,
-            &self.dw1,
-            &mut self.partials,
-            &mut self.grad_sum,
-        )?;
-        let add = VectorAddSpec::new(u64::from(D * H), VaddVariant::Vec4);
-        self.vadd
-            .launch(s, &add, &self.w1, &self.dw1, &mut self.w1_new)?;
-        self.vadd
-            .launch(s, &add, &self.w2, &self.dw2, &mut self.w2_new)?;
-        s.memcpy_dtod(&self.w1_new, &mut self.w1)?;
-        s.memcpy_dtod(&self.w2_new, &mut self.w2)?;
-        Ok(())
-    }
-
-    /// One step, each phase in its scope (when not capturing, the scopes attribute the
-    /// launches). During the capture the profiler has not started, so the scopes are inert;
-    /// they are `Profiler::scope` (host time and CUPTI's external-correlation stack only), never
-    /// `Profiler::scope_on`, whose `cuEventRecord` on the capturing stream would be captured
-    /// into the graph instead of timing anything.
-    fn step(&mut self, recompute: bool) -> Result<(), SuiteError> {
-        {
-            let _s = Profiler::scope("forward");
-            self.forward()?;
-        }
-        {
-            let _s = Profiler::scope("backward");
-            self.backward(recompute)?;
-        }
-        let _s = Profiler::scope("optimizer");
-        self.optimizer()
-    }
-
-    fn read_loss(&self) -> Result<f32, SuiteError> {
-        let v = self.stream.clone_dtoh(&self.loss)?;
-        self.stream.synchronize()?;
-        Ok(v[0])
     }
 }
 
@@ -415,7 +105,7 @@ fn capture_step(
     // The warm-up's work is complete, so that nothing outside the capture is pending on it.
     stream.synchronize()?;
     stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let captured = model.step(recompute);
+    let captured = model.step(recompute, true);
     let ended = stream.end_capture(CUgraphInstantiate_flags(0));
     captured.map_err(|e| format!("during stream capture: {e}"))?;
     let graph = ended?.ok_or("stream capture produced an empty graph")?;
@@ -438,13 +128,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         dev.stream.clone()
     };
-    let mut model = Model::new(&dev, stream)?;
+    let mut model = Model::new(&dev.ctx, dev.gpu.sm_count, stream)?;
     if args.graph {
         model.set_blas_workspace()?;
     }
     // Eager warm-up: module loads, cuBLAS heuristics, first touch (and, before a capture, every
     // lazy initialization that could allocate or synchronize).
-    model.step(args.recompute)?;
+    model.step(args.recompute, true)?;
     let first_loss = model.read_loss()?;
     // The capture runs before the profiler starts: its launch calls produce no GPU records, and
     // a profiled iteration containing them would wait for records that never come.
@@ -488,7 +178,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 let _s = Profiler::scope("step(graph)");
                 g.launch()?;
             }
-            None => model.step(args.recompute)?,
+            None => model.step(args.recompute, true)?,
         }
         {
             let _s = Profiler::scope("log");
