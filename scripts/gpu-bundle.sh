@@ -35,8 +35,9 @@ cat > "$out/run.sh" <<'RUN'
 #   all (default)  everything below, in this order
 #   quick          the GPU tests and the demo
 #   suite          the GPU tests, the demo, the examples and the training loop (about 3 minutes)
-#   overhead       the benchmarks' summaries on this host, `overhead --decompose` and
-#                  `overhead --sustained 60` (about 6 minutes), on a quiet machine
+#   overhead       the benchmarks' summaries on this host, `overhead --decompose`,
+#                  `overhead --sustained 60` and `overhead --nvml-interference` (about 6
+#                  minutes), on a quiet machine
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
@@ -75,6 +76,8 @@ if [[ $mode == all || $mode == overhead ]]; then
   # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
   [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
   [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --sustained 60 > "$logs/sustained.log" 2>&1 || status=1; }
+  # Which of the NVML sampler's reads slows the GPU work, each repeated back to back (20 s).
+  [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --nvml-interference --rounds 6 > "$logs/interference.log" 2>&1 || status=1; }
 fi
 grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log 2>/dev/null | head -40
 exit $status
