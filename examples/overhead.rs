@@ -67,6 +67,7 @@ use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;
 use gpu_ledger::loader::LoadedCupti;
 use gpu_ledger::nvml::{self, NvmlLibrary, NvmlSource};
+use gpu_ledger::util::thread_cpu_ns;
 use gpu_ledger::{Level, Profiler, ScopeGuard};
 
 // The training loop's model (workload (c)); its graph-path workspace setter is not used here.
@@ -937,6 +938,10 @@ impl Drop for RawSession {
 struct Series {
     /// µs per launch ((c): per step), one value per round.
     per_unit_us: Vec<f64>,
+    /// The launching thread's CPU time over the loop, µs per launch ((c): per step): the
+    /// launch path's own cost without the time the thread was off the CPU (preempted,
+    /// migrated, or asleep in a synchronize).
+    cpu_per_unit_us: Vec<f64>,
     /// Whole loop, s, one value per round.
     total_s: Vec<f64>,
 }
@@ -1058,11 +1063,14 @@ fn table(gpu: &mut Gpu, lib: &'static LoadedCupti, args: &Args, dir: &Path) -> R
             for j in 0..workloads.len() {
                 let wi = workloads[(j + round) % workloads.len()];
                 let w = Workload::ALL[wi];
+                let cpu0 = thread_cpu_ns();
                 let d = run_workload(gpu, w, config, args, profiler)?;
+                let cpu_us = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
                 launches += launches_of(w, args, train_kernels);
                 let s = &mut series[wi][ci];
                 s.per_unit_us
                     .push(d.as_secs_f64() * 1e6 / units_of(w, args) as f64);
+                s.cpu_per_unit_us.push(cpu_us / units_of(w, args) as f64);
                 s.total_s.push(d.as_secs_f64());
             }
             reports[ci].add(stop(active, launches)?);
@@ -1210,13 +1218,25 @@ fn paired(
     series: &[Vec<Series>],
     configs: &[Config],
     w: Workload,
+    pair: (Config, Config),
+    combine: fn(f64, f64) -> f64,
+) -> Option<(f64, f64, f64)> {
+    paired_by(series, configs, w, pair, combine, |s| &s.per_unit_us)
+}
+
+/// [`paired`] over another of the series' figures.
+fn paired_by(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
     (a, b): (Config, Config),
     combine: fn(f64, f64) -> f64,
+    field: fn(&Series) -> &Vec<f64>,
 ) -> Option<(f64, f64, f64)> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let (sa, sb) = (
-        &series[wi][idx(configs, a)?].per_unit_us,
-        &series[wi][idx(configs, b)?].per_unit_us,
+        field(&series[wi][idx(configs, a)?]),
+        field(&series[wi][idx(configs, b)?]),
     );
     let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
     let d = Distribution::from_samples(&d)?;
@@ -1274,6 +1294,25 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             "  timeline, (a), paired by round: timeline - raw+all (gpu-ledger's own share) \
              {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})"
         );
+    }
+    // The same pairs on the launching thread's CPU time: what the launch path itself costs,
+    // without the rounds' scheduling noise (a thread off the CPU adds wall time, not CPU time).
+    for c in [Config::Raw(RawMode::All), Config::Timeline] {
+        if let Some((d, lo, hi)) = paired_by(
+            series,
+            configs,
+            Workload::Launch,
+            (c, raw),
+            difference,
+            |s| &s.cpu_per_unit_us,
+        ) {
+            println!(
+                "  {}, (a), paired by round, launching thread's CPU time: {} - raw-CUPTI \
+                 {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})",
+                c.label(),
+                c.label()
+            );
+        }
     }
     if let Some(tl) = slow(Workload::Train, Config::Timeline) {
         println!(
@@ -1392,11 +1431,12 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
         args.rounds
     );
     println!(
-        "{:<20} {:<12} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>8}",
+        "{:<20} {:<12} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>8}",
         "workload",
         "config",
         "p50 µs",
         "p90 µs",
+        "cpu µs",
         "added µs",
         "added-raw",
         "÷raw",
@@ -1428,11 +1468,12 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
                 _ => reports[ci].dropped.to_string(),
             };
             println!(
-                "{:<20} {:<12} {:>8.3} {:>8.3} {:>+9.3} {:>10} {:>7} {:>+8.2}% {:>8}",
+                "{:<20} {:<12} {:>8.3} {:>8.3} {:>8.3} {:>+9.3} {:>10} {:>7} {:>+8.2}% {:>8}",
                 w.label(),
                 c.label(),
                 p50,
                 p90,
+                percentile(&s.cpu_per_unit_us, 0.5),
                 added,
                 vs_raw,
                 ratio,
@@ -1443,7 +1484,8 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
     }
     println!(
         "(a), (b): {} launches per round; (c): {} training steps per round, figures in µs per \
-         step; (d): {} steps of {} kernels per round. added = p50 - none's p50; added-raw = added \
+         step; (d): {} steps of {} kernels per round. cpu = the launching thread's CPU time, p50 \
+         (it includes spinning in a synchronize). added = p50 - none's p50; added-raw = added \
          - raw-cupti's added; ÷raw = p50 / raw-cupti's p50; slowdown = median loop time / none's - \
          1; dropped = records dropped over all rounds (the whole run's, not per workload).",
         args.launches, args.train_steps, args.steps, LAUNCHES_PER_STEP

@@ -40,7 +40,7 @@ pub mod profiler;
 pub mod rank;
 pub mod scope;
 mod signals;
-mod util;
+pub mod util;
 
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
