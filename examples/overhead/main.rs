@@ -1,0 +1,652 @@
+//! The profiler's own cost, side by side (issue 7): the same GPU workloads run interleaved in one
+//! process, over several rounds, under each configuration, and the table printed last says what
+//! each level adds per launch, against no profiler and against a minimal raw-CUPTI tracer.
+//!
+//! ```text
+//! cargo run --release --example overhead                    # the table, < 60 s on an H200
+//! cargo run --release --example overhead -- --decompose     # + raw-CUPTI steps in between
+//! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
+//! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
+//! ```
+//!
+//! Configurations:
+//! - `none`: no profiler and no scope calls in the code;
+//! - `disabled`: the workload's scope guards, no profiler running (gpu-ledger compiled in, off);
+//! - `scopes`: `Level::Scopes` (host time per scope; nothing per launch);
+//! - `timeline`: `Level::Timeline` (CUPTI activity records, scope attribution);
+//! - `raw-cupti`: the floor any CUPTI kernel tracer pays, written here against the raw bindings:
+//!   `CONCURRENT_KERNEL` enabled, a preallocated buffer pool, trivial buffer callbacks (the
+//!   completion callback counts the kernel records and returns the buffer), nothing else;
+//! - with `--decompose`, the steps between the floor and the timeline level, each adding to the
+//!   one before: `raw+api` (the driver/runtime API records gpu-ledger enables, with the same
+//!   functions switched off), `raw+api+cb` (a subscriber callback on the counted launch, copy and
+//!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
+//!   the timeline level enables). `raw+all` is the timeline level's whole CUPTI configuration
+//!   with trivial consumers, so `timeline` minus `raw+all` is gpu-ledger's own share (decoding,
+//!   attribution, scopes' external-correlation push/pop, `step()`, NVML sampling, the ledger);
+//!   and two ablations of the timeline level that split that share: `tl-noscope` (the workload
+//!   code without its scope guards: what the scopes cost at the timeline level) and `tl-fewsteps`
+//!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
+//!   between a step's synchronize and the next step's first launch).
+//!
+//! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
+//! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
+//! realistic step the issue names, the training loop's (`examples/common/training_model.rs`:
+//! cuBLAS GEMMs, fused softmax and attention, reductions, vector adds, device copies, in
+//! `forward`/`backward`/`optimizer` scopes, then the loss read back in `log`); (d) a kernel mix:
+//! 22 kernels of 10 to 500 µs (a busy loop on `clock64` and the bundled vector_add) in
+//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, the issue's fallback
+//! workload and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
+//! Under `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a)
+//! and (b) and after every step in (c) and (d).
+//!
+//! Each round runs every configuration once (start, a short warm-up, the three workloads, finish)
+//! in an order rotated per round; each workload's figure for the round is its loop time (host
+//! clock around the whole loop, ending with a synchronize) divided by its launches. The table
+//! gives the median and p90 over rounds, the time added per launch against `none`, the same
+//! against the raw-CUPTI reference, the whole-run slowdown, and the records dropped as the ledger
+//! trailers report them.
+//!
+//! On a machine without a GPU it exits non-zero with one line saying why.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use cupti_sys as sys;
+use gpu_ledger::analysis::{median, percentile_sorted, Distribution};
+use gpu_ledger::kernels::suite::SuiteError;
+use gpu_ledger::kernels::VectorAdd;
+use gpu_ledger::ledger::schema::Overhead;
+use gpu_ledger::loader::LoadedCupti;
+use gpu_ledger::nvml::{self, NvmlLibrary, NvmlSource};
+use gpu_ledger::util::thread_cpu_ns;
+use gpu_ledger::{Level, Profiler, ScopeGuard};
+
+// The training loop's model (workload (c)); its graph-path workspace setter is not used here.
+#[allow(dead_code)]
+#[path = "../common/training_model.rs"]
+mod training_model;
+use training_model::Model;
+
+mod interference;
+mod raw;
+mod sustained;
+mod table;
+use interference::nvml_interference;
+use raw::RawSession;
+use sustained::sustained;
+use table::{parse_configs, parse_workloads, table};
+
+type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
+
+/// The benchmark's own kernels, compiled with NVRTC for the device.
+const SOURCE: &str = r#"
+extern "C" __global__ void empty_kernel() {}
+
+extern "C" __global__ void spin_kernel(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"#;
+
+/// Launches per iteration (`profiler.step()`) in workloads (a) and (b).
+const LAUNCHES_PER_ITERATION: u64 = 1000;
+/// Busy-loop kernels of the realistic step, µs each.
+const FORWARD_US: [u32; 8] = [10, 20, 50, 10, 100, 20, 200, 50];
+/// Busy-loop kernels of the backward phase, µs each.
+const BACKWARD_US: [u32; 10] = [20, 50, 100, 500, 20, 10, 100, 200, 50, 20];
+/// vector_add sizes: 4 Mi floats (about 12 µs on an H200) and 16 Mi floats (about 45 µs).
+const VADD_SMALL: u64 = 4 << 20;
+const VADD_LARGE: u64 = 16 << 20;
+/// Launches per step of the kernel mix (d): 8 + 2 in forward, 10 in backward, 2 in optimizer.
+const LAUNCHES_PER_STEP: u64 = (FORWARD_US.len() + 2 + BACKWARD_US.len() + 2) as u64;
+/// Launches before the timed workloads of each configuration (first buffers, lazy loading).
+const WARMUP_LAUNCHES: u64 = 2000;
+/// How many times less often `tl-fewsteps` calls `profiler.step()`.
+const FEW_STEPS: u64 = 50;
+
+#[derive(Parser, Debug)]
+#[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI (issue 7)")]
+struct Args {
+    /// Rounds; each runs every configuration once, in a rotated order.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Empty-kernel launches in workloads (a) and (b).
+    #[arg(long, default_value_t = 100_000)]
+    launches: u64,
+    /// Training steps in workload (c).
+    #[arg(long, default_value_t = 100)]
+    train_steps: u64,
+    /// Kernel-mix steps in workload (d).
+    #[arg(long, default_value_t = 150)]
+    steps: u64,
+    /// Also run the raw-CUPTI steps between the floor and the timeline level.
+    #[arg(long)]
+    decompose: bool,
+    /// Run only these configurations, comma-separated labels (none, disabled, scopes,
+    /// timeline, raw-cupti, raw+api, raw+api+cb, raw+all, tl-noscope, tl-fewsteps); `none`
+    /// must be among them. Overrides --decompose.
+    #[arg(long, value_name = "LIST")]
+    configs: Option<String>,
+    /// Run only these workloads, comma-separated: a, b, c, d.
+    #[arg(long, value_name = "LIST", default_value = "a,b,c,d")]
+    workloads: String,
+    /// NVML sampling in the profiled configurations (as in a real run).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    nvml: bool,
+    /// How often the profiled configurations read NVML's energy counter, ms (0: never, energy
+    /// integrated from power); the default is the profiler's (500 ms).
+    #[arg(long, default_value_t = 500)]
+    energy_ms: u64,
+    /// The profiler's `flush_interval` in ms (how often the collector calls
+    /// `cuptiActivityFlushAll` while an iteration waits for its records); the default is the
+    /// profiler's.
+    #[arg(long, default_value_t = 1000)]
+    flush_ms: u64,
+    /// Keep the ledgers here instead of a temporary directory.
+    #[arg(long)]
+    ledger_dir: Option<PathBuf>,
+    /// Instead of the table: launch at `--rate` for this many seconds at Level::Timeline and
+    /// print dropped records and the resident memory once a second.
+    #[arg(long, value_name = "SECS")]
+    sustained: Option<u64>,
+    /// Launches per second in the sustained mode.
+    #[arg(long, default_value_t = 200_000)]
+    rate: u64,
+    /// Launching threads in the sustained mode (each on its own stream).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Instead of the table: run workloads (a), (c) and (d) without a profiler while another thread
+    /// repeats one kind of NVML read back to back, for each kind the sampler makes, and print
+    /// the time each call adds to the workload.
+    #[arg(long)]
+    nvml_interference: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("overhead: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<()> {
+    // Bad options are reported before anything touches the GPU.
+    parse_workloads(&args.workloads)?;
+    if let Some(list) = &args.configs {
+        parse_configs(list)?;
+    }
+    // One clear line and a non-zero exit without a driver, GPU, CUPTI or NVRTC; cudarc would
+    // panic without the driver library, so this comes first.
+    gpu_ledger::device::require_driver()?;
+    let lib = gpu_ledger::loader::cupti()?;
+    if !gpu_ledger::kernels::nvrtc_present() {
+        return Err(
+            "libnvrtc not found: install the CUDA toolkit or the nvidia-cuda-nvrtc wheel".into(),
+        );
+    }
+    let tmp = tempfile::tempdir()?;
+    let ledger_dir = args
+        .ledger_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&ledger_dir)?;
+    let mut gpu = Gpu::new()?;
+    match args.sustained {
+        Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
+        None if args.nvml_interference => nvml_interference(&mut gpu, args),
+        None => table(&mut gpu, lib, args, &ledger_dir),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The GPU side: kernels and buffers.
+
+/// The context, the stream every workload launches on, and the kernels.
+struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    empty: CudaFunction,
+    spin: CudaFunction,
+    vadd: VectorAdd,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    c: CudaSlice<f32>,
+    sms: u32,
+    cycles_per_us: f64,
+    name: String,
+    /// The training loop's model, for workload (c).
+    model: Model,
+}
+
+const ONE_THREAD: LaunchConfig = LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (1, 1, 1),
+    shared_mem_bytes: 0,
+};
+
+impl Gpu {
+    fn new() -> Result<Self> {
+        let ctx = CudaContext::new(0)?;
+        // SAFETY: every workload runs on one stream (or, in the sustained mode, each thread on
+        // its own stream with no buffer shared), and nothing is freed before a synchronize, so
+        // cudarc's per-slice events are not needed; turning them off keeps cudarc from adding
+        // event records to each launch.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let (major, minor) = ctx.compute_capability()?;
+        let opts = CompileOptions {
+            options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
+            ..Default::default()
+        };
+        let module = ctx.load_module(compile_ptx_with_opts(SOURCE, opts)?)?;
+        let sms = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )? as u32;
+        let model = Model::new(&ctx, sms, stream.clone()).map_err(|e| match e {
+            SuiteError::MissingLibrary(lib) => format!(
+                "{lib} not found: workload (c), the training loop's step, runs cuBLAS GEMMs; \
+                 install the CUDA toolkit or the nvidia-cublas wheel"
+            )
+            .into(),
+            e => Box::<dyn std::error::Error>::from(e),
+        })?;
+        let mut gpu = Gpu {
+            model,
+            empty: module.load_function("empty_kernel")?,
+            spin: module.load_function("spin_kernel")?,
+            vadd: VectorAdd::new(&ctx)?,
+            a: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
+            b: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
+            c: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
+            sms,
+            cycles_per_us: 1000.0,
+            name: ctx.name()?,
+            ctx,
+            stream,
+        };
+        gpu.calibrate()?;
+        Ok(gpu)
+    }
+
+    /// SM cycles per µs, from the host time of a long busy loop (the launch latency is under
+    /// 0.1 % of it).
+    fn calibrate(&mut self) -> Result<()> {
+        let cycles: i64 = 50_000_000;
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            self.launch_spin_cycles(cycles, 1)?;
+            self.stream.synchronize()?;
+            best = best.min(t0.elapsed().as_secs_f64() * 1e6);
+        }
+        self.cycles_per_us = cycles as f64 / best;
+        Ok(())
+    }
+
+    #[inline]
+    fn launch_empty(&self) -> Result<()> {
+        launch_empty_on(&self.stream, &self.empty)
+    }
+
+    fn launch_spin_cycles(&self, cycles: i64, grid: u32) -> Result<()> {
+        let cfg = LaunchConfig {
+            grid_dim: (grid, 1, 1),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(&self.spin);
+        launch.arg(&cycles);
+        // SAFETY: spin_kernel takes one `long long`, which is what is pushed.
+        unsafe { launch.launch(cfg) }?;
+        Ok(())
+    }
+
+    /// A kernel busy for about `us` µs on every SM.
+    fn launch_spin(&self, us: u32) -> Result<()> {
+        self.launch_spin_cycles((f64::from(us) * self.cycles_per_us) as i64, self.sms)
+    }
+
+    fn launch_vadd(&mut self, n: u64) -> Result<()> {
+        self.vadd
+            .launch(&self.stream, &self.a, &self.b, &mut self.c, n)?;
+        Ok(())
+    }
+}
+
+#[inline]
+fn launch_empty_on(stream: &CudaStream, empty: &CudaFunction) -> Result<()> {
+    // SAFETY: empty_kernel takes no parameters and none are pushed.
+    unsafe { stream.launch_builder(empty).launch(ONE_THREAD) }?;
+    Ok(())
+}
+
+/// A scope when the configuration has scopes in its code, nothing otherwise.
+#[inline(always)]
+fn scope<const SCOPED: bool>(name: &'static str) -> Option<ScopeGuard> {
+    SCOPED.then(|| Profiler::scope(name))
+}
+
+/// Workloads (a) and (b): `n` back-to-back empty-kernel launches, one scope each when `SCOPED`;
+/// `profiler.step()` every `LAUNCHES_PER_ITERATION * step_every` launches.
+fn run_launches<const SCOPED: bool>(
+    gpu: &Gpu,
+    n: u64,
+    profiler: Option<&Profiler>,
+    step_every: u64,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    for i in 0..n {
+        let guard = scope::<SCOPED>("launch");
+        gpu.launch_empty()?;
+        drop(guard);
+        if (i + 1) % (LAUNCHES_PER_ITERATION * step_every) == 0 {
+            if let Some(p) = profiler {
+                p.step();
+            }
+        }
+    }
+    gpu.stream.synchronize()?;
+    Ok(t0.elapsed())
+}
+
+/// Workload (c): `steps` training steps, each with its loss read back (a synchronize), as the
+/// training loop runs them; `profiler.step()` after every `step_every`-th.
+fn run_train_steps<const SCOPED: bool>(
+    gpu: &mut Gpu,
+    steps: u64,
+    profiler: Option<&Profiler>,
+    step_every: u64,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    for i in 0..steps {
+        gpu.model.step(false, SCOPED)?;
+        {
+            let _log = scope::<SCOPED>("log");
+            gpu.model.read_loss()?;
+        }
+        if (i + 1) % step_every == 0 {
+            if let Some(p) = profiler {
+                p.step();
+            }
+        }
+    }
+    Ok(t0.elapsed())
+}
+
+/// Workload (d): `steps` kernel-mix steps; `profiler.step()` after every `step_every`-th.
+fn run_steps<const SCOPED: bool>(
+    gpu: &mut Gpu,
+    steps: u64,
+    profiler: Option<&Profiler>,
+    step_every: u64,
+) -> Result<Duration> {
+    let t0 = Instant::now();
+    for i in 0..steps {
+        {
+            let _step = scope::<SCOPED>("step");
+            {
+                let _fwd = scope::<SCOPED>("forward");
+                for us in FORWARD_US {
+                    gpu.launch_spin(us)?;
+                }
+                gpu.launch_vadd(VADD_SMALL)?;
+                gpu.launch_vadd(VADD_SMALL)?;
+            }
+            {
+                let _bwd = scope::<SCOPED>("backward");
+                for us in BACKWARD_US {
+                    gpu.launch_spin(us)?;
+                }
+            }
+            {
+                let _opt = scope::<SCOPED>("optimizer");
+                gpu.launch_vadd(VADD_LARGE)?;
+                gpu.launch_vadd(VADD_LARGE)?;
+            }
+            // The step's result is read on the host (a loss value): one synchronize per step.
+            gpu.stream.synchronize()?;
+        }
+        if (i + 1) % step_every == 0 {
+            if let Some(p) = profiler {
+                p.step();
+            }
+        }
+    }
+    Ok(t0.elapsed())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configurations.
+
+/// How much of CUPTI the raw reference turns on; each mode adds to the one before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum RawMode {
+    /// CONCURRENT_KERNEL records only: the floor.
+    Kernel,
+    /// Plus the driver/runtime API records gpu-ledger keeps.
+    KernelApi,
+    /// Plus a subscriber callback on the counted functions.
+    KernelApiCallback,
+    /// Plus every other activity kind the timeline level enables.
+    All,
+}
+
+impl RawMode {
+    /// The activity kinds this mode enables. `All` mirrors gpu-ledger's timeline kinds
+    /// (`KINDS` in src/activity/mod.rs) plus the API kinds.
+    fn kinds(self) -> Vec<sys::CUpti_ActivityKind::Type> {
+        use sys::CUpti_ActivityKind as k;
+        let mut kinds = vec![k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
+        if self >= RawMode::KernelApi {
+            kinds.extend([
+                k::CUPTI_ACTIVITY_KIND_DRIVER,
+                k::CUPTI_ACTIVITY_KIND_RUNTIME,
+            ]);
+        }
+        if self >= RawMode::All {
+            kinds.extend([
+                k::CUPTI_ACTIVITY_KIND_MEMCPY,
+                k::CUPTI_ACTIVITY_KIND_MEMCPY2,
+                k::CUPTI_ACTIVITY_KIND_MEMSET,
+                k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                k::CUPTI_ACTIVITY_KIND_MEMORY2,
+                k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                k::CUPTI_ACTIVITY_KIND_OVERHEAD,
+            ]);
+        }
+        kinds
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Config {
+    None,
+    Disabled,
+    Scopes,
+    Timeline,
+    Raw(RawMode),
+    /// The timeline level, the workload code without its scope guards.
+    TimelineNoScopes,
+    /// The timeline level, `step()` [`FEW_STEPS`] times less often.
+    TimelineFewSteps,
+}
+
+impl Config {
+    const ALL: [Config; 10] = [
+        Config::None,
+        Config::Disabled,
+        Config::Scopes,
+        Config::Timeline,
+        Config::Raw(RawMode::Kernel),
+        Config::Raw(RawMode::KernelApi),
+        Config::Raw(RawMode::KernelApiCallback),
+        Config::Raw(RawMode::All),
+        Config::TimelineNoScopes,
+        Config::TimelineFewSteps,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            Config::None => "none",
+            Config::Disabled => "disabled",
+            Config::Scopes => "scopes",
+            Config::Timeline => "timeline",
+            Config::Raw(RawMode::Kernel) => "raw-cupti",
+            Config::Raw(RawMode::KernelApi) => "raw+api",
+            Config::Raw(RawMode::KernelApiCallback) => "raw+api+cb",
+            Config::Raw(RawMode::All) => "raw+all",
+            Config::TimelineNoScopes => "tl-noscope",
+            Config::TimelineFewSteps => "tl-fewsteps",
+        }
+    }
+    /// Whether the workload code contains its scope guards.
+    fn scoped(self) -> bool {
+        matches!(
+            self,
+            Config::Disabled | Config::Scopes | Config::Timeline | Config::TimelineFewSteps
+        )
+    }
+    /// Calls of `profiler.step()` are made every this many of the workload's iterations.
+    fn step_every(self) -> u64 {
+        if self == Config::TimelineFewSteps {
+            FEW_STEPS
+        } else {
+            1
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    Launch,
+    ScopedLaunch,
+    /// The training loop's step.
+    Train,
+    /// The kernel mix.
+    Step,
+}
+
+impl Workload {
+    const ALL: [Workload; 4] = [
+        Workload::Launch,
+        Workload::ScopedLaunch,
+        Workload::Train,
+        Workload::Step,
+    ];
+    fn label(self) -> &'static str {
+        match self {
+            Workload::Launch => "(a) empty launches",
+            Workload::ScopedLaunch => "(b) + scope each",
+            Workload::Train => "(c) training step",
+            Workload::Step => "(d) kernel mix",
+        }
+    }
+}
+
+/// What is running for one configuration.
+enum Active {
+    Nothing,
+    Profiler(Profiler),
+    Raw(RawSession),
+}
+
+/// What one configuration's run reported about itself.
+#[derive(Default, Clone)]
+struct SelfReport {
+    /// Records dropped (ledger trailer, or the raw reference's own count).
+    dropped: u64,
+    /// Kernel records seen.
+    kernel_records: u64,
+    /// Kernel launches made while it ran.
+    launches: u64,
+    /// Late and unplaced records (ledger trailer).
+    late: u64,
+    /// Buffer requests refused.
+    refused: u64,
+    /// The profiler's own measured cost (ledger trailer), summed over rounds.
+    overhead: Option<Overhead>,
+    /// Distinct trailer warnings.
+    warnings: Vec<String>,
+}
+
+impl SelfReport {
+    fn add(&mut self, other: SelfReport) {
+        self.dropped += other.dropped;
+        self.kernel_records += other.kernel_records;
+        self.launches += other.launches;
+        self.late += other.late;
+        self.refused += other.refused;
+        if let Some(o) = other.overhead {
+            let s = self.overhead.get_or_insert_with(Overhead::default);
+            s.cupti_overhead_ns += o.cupti_overhead_ns;
+            s.buffer_callback_ns += o.buffer_callback_ns;
+            s.collector_cpu_ns += o.collector_cpu_ns;
+            s.writer_cpu_ns += o.writer_cpu_ns;
+            s.step_ns += o.step_ns;
+            s.buffers_used += o.buffers_used;
+            s.buffer_requests_refused += o.buffer_requests_refused;
+        }
+        for w in other.warnings {
+            if !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+    }
+}
+
+fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) -> Result<Active> {
+    let level = match config {
+        Config::None | Config::Disabled => return Ok(Active::Nothing),
+        Config::Raw(mode) => return Ok(Active::Raw(RawSession::start(lib, mode)?)),
+        Config::Scopes => Level::Scopes,
+        Config::Timeline | Config::TimelineNoScopes | Config::TimelineFewSteps => Level::Timeline,
+    };
+    let profiler = Profiler::builder()
+        .level(level)
+        .nvml(args.nvml)
+        .nvml_energy_period(
+            (args.energy_ms > 0).then(|| std::time::Duration::from_millis(args.energy_ms)),
+        )
+        .flush_interval(std::time::Duration::from_millis(args.flush_ms))
+        .ledger_path(ledger)
+        .start()?;
+    Ok(Active::Profiler(profiler))
+}
+
+fn stop(active: Active, launches: u64) -> Result<SelfReport> {
+    match active {
+        Active::Nothing => Ok(SelfReport {
+            launches,
+            ..SelfReport::default()
+        }),
+        Active::Raw(raw) => {
+            let mut r = raw.stop()?;
+            r.launches = launches;
+            Ok(r)
+        }
+        Active::Profiler(p) => {
+            let t = p.finish()?.trailer;
+            Ok(SelfReport {
+                dropped: t.dropped_records,
+                kernel_records: t.kernel_records,
+                launches,
+                late: t.late_records + t.unplaced_records,
+                refused: t.overhead.buffer_requests_refused,
+                overhead: Some(t.overhead.clone()),
+                warnings: t.warnings.clone(),
+            })
+        }
+    }
+}

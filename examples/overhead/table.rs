@@ -1,0 +1,567 @@
+//! The table: every configuration over rounds, the targets, the split and the per-launch table.
+
+use super::*;
+
+/// Per-round figures of one (workload, configuration).
+#[derive(Default)]
+struct Series {
+    /// µs per launch ((c): per step), one value per round.
+    per_unit_us: Vec<f64>,
+    /// The launching thread's CPU time over the loop, µs per launch ((c): per step): the
+    /// launch path's own cost without the time the thread was off the CPU (preempted,
+    /// migrated, or asleep in a synchronize).
+    cpu_per_unit_us: Vec<f64>,
+    /// Whole loop, s, one value per round.
+    total_s: Vec<f64>,
+}
+
+/// The `q`-quantile of `v` in any order (NaN when empty), by the analysis module's rule.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    percentile_sorted(&s, q).unwrap_or(f64::NAN)
+}
+
+/// What the table's per-unit figures divide by: launches, except for (c), whose unit is the
+/// step (cuBLAS decides its own launches).
+fn units_of(w: Workload, args: &Args) -> u64 {
+    match w {
+        Workload::Train => args.train_steps,
+        _ => launches_of(w, args, 0),
+    }
+}
+
+/// Kernel launches the workload makes, with `train_kernels` per training step.
+fn launches_of(w: Workload, args: &Args, train_kernels: u64) -> u64 {
+    match w {
+        Workload::Launch | Workload::ScopedLaunch => args.launches,
+        Workload::Train => args.train_steps * train_kernels,
+        Workload::Step => args.steps * LAUNCHES_PER_STEP,
+    }
+}
+
+/// Kernels one training step launches, counted by the raw-CUPTI reference over one step.
+fn kernels_per_train_step(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Result<u64> {
+    let raw = RawSession::start(lib, RawMode::Kernel)?;
+    run_train_steps::<false>(gpu, 1, None, 1)?;
+    Ok(raw.stop()?.kernel_records)
+}
+
+fn run_workload(
+    gpu: &mut Gpu,
+    w: Workload,
+    config: Config,
+    args: &Args,
+    profiler: Option<&Profiler>,
+) -> Result<Duration> {
+    let every = config.step_every();
+    match (w, config.scoped()) {
+        (Workload::Launch, _) => run_launches::<false>(gpu, args.launches, profiler, every),
+        (Workload::ScopedLaunch, false) => {
+            run_launches::<false>(gpu, args.launches, profiler, every)
+        }
+        (Workload::ScopedLaunch, true) => run_launches::<true>(gpu, args.launches, profiler, every),
+        (Workload::Train, false) => {
+            run_train_steps::<false>(gpu, args.train_steps, profiler, every)
+        }
+        (Workload::Train, true) => run_train_steps::<true>(gpu, args.train_steps, profiler, every),
+        (Workload::Step, false) => run_steps::<false>(gpu, args.steps, profiler, every),
+        (Workload::Step, true) => run_steps::<true>(gpu, args.steps, profiler, every),
+    }
+}
+
+pub(super) fn table(
+    gpu: &mut Gpu,
+    lib: &'static LoadedCupti,
+    args: &Args,
+    dir: &Path,
+) -> Result<()> {
+    let wall = Instant::now();
+    let mut configs = vec![
+        Config::None,
+        Config::Disabled,
+        Config::Scopes,
+        Config::Timeline,
+        Config::Raw(RawMode::Kernel),
+    ];
+    if let Some(list) = &args.configs {
+        configs = parse_configs(list)?;
+    } else if args.decompose {
+        configs.push(Config::Raw(RawMode::KernelApi));
+        configs.push(Config::Raw(RawMode::KernelApiCallback));
+        configs.push(Config::Raw(RawMode::All));
+        configs.push(Config::TimelineNoScopes);
+        configs.push(Config::TimelineFewSteps);
+    }
+    eprintln!(
+        "overhead: {} ({} SMs, {:.0} MHz SM clock by calibration); {} rounds of {} configurations",
+        gpu.name,
+        gpu.sms,
+        gpu.cycles_per_us,
+        args.rounds,
+        configs.len()
+    );
+    let mut series: Vec<Vec<Series>> = Workload::ALL
+        .iter()
+        .map(|_| configs.iter().map(|_| Series::default()).collect())
+        .collect();
+    let mut reports: Vec<SelfReport> = configs.iter().map(|_| SelfReport::default()).collect();
+    let workloads = parse_workloads(&args.workloads)?;
+    let train_kernels = kernels_per_train_step(gpu, lib)?;
+    eprintln!("overhead: the training step (c) launches {train_kernels} kernels");
+    // Warm-up round, not counted: module loading, CUPTI's first start, NVML's first init.
+    for (ci, &config) in configs.iter().enumerate() {
+        let active = start(config, lib, args, &dir.join(format!("warmup-{ci}.jsonl")))?;
+        let p = match &active {
+            Active::Profiler(p) => Some(p),
+            _ => None,
+        };
+        run_launches::<false>(gpu, WARMUP_LAUNCHES, p, 1)?;
+        run_train_steps::<false>(gpu, 2, p, 1)?;
+        run_steps::<false>(gpu, 2, p, 1)?;
+        stop(active, 0)?;
+    }
+    for round in 0..args.rounds {
+        let t_round = Instant::now();
+        for k in 0..configs.len() {
+            let ci = (k + round) % configs.len();
+            let config = configs[ci];
+            let ledger = dir.join(format!("{}-round{round}.jsonl", config.label()));
+            let active = start(config, lib, args, &ledger)?;
+            let profiler = match &active {
+                Active::Profiler(p) => Some(p),
+                _ => None,
+            };
+            run_launches::<false>(gpu, WARMUP_LAUNCHES, profiler, 1)?;
+            let mut launches = WARMUP_LAUNCHES;
+            for j in 0..workloads.len() {
+                let wi = workloads[(j + round) % workloads.len()];
+                let w = Workload::ALL[wi];
+                let cpu0 = thread_cpu_ns();
+                let d = run_workload(gpu, w, config, args, profiler)?;
+                let cpu_us = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
+                launches += launches_of(w, args, train_kernels);
+                let s = &mut series[wi][ci];
+                s.per_unit_us
+                    .push(d.as_secs_f64() * 1e6 / units_of(w, args) as f64);
+                s.cpu_per_unit_us.push(cpu_us / units_of(w, args) as f64);
+                s.total_s.push(d.as_secs_f64());
+            }
+            reports[ci].add(stop(active, launches)?);
+        }
+        eprintln!(
+            "overhead: round {}/{} done in {:.1} s",
+            round + 1,
+            args.rounds,
+            t_round.elapsed().as_secs_f64()
+        );
+    }
+    print_self_reports(&configs, &reports);
+    print_targets(&configs, &series, &reports);
+    print_table(&configs, &series, &reports, args);
+    println!(
+        "{} on {}; {} rounds; whole run {:.1} s",
+        &if args.nvml {
+            format!(
+                "NVML on (energy counter every {} ms, 0: never)",
+                args.energy_ms
+            )
+        } else {
+            "NVML off".to_string()
+        },
+        gpu.name,
+        args.rounds,
+        wall.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `--configs`: the labels, in order; `none` is required (every figure is against it).
+pub(super) fn parse_configs(list: &str) -> Result<Vec<Config>> {
+    let mut out = Vec::new();
+    for label in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        let c = Config::ALL
+            .into_iter()
+            .find(|c| c.label() == label)
+            .ok_or_else(|| {
+                let known: Vec<_> = Config::ALL.iter().map(|c| c.label()).collect();
+                format!(
+                    "--configs: unknown configuration '{label}' (known: {})",
+                    known.join(", ")
+                )
+            })?;
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    if !out.contains(&Config::None) {
+        return Err("--configs must include 'none': every figure is measured against it".into());
+    }
+    Ok(out)
+}
+
+/// `--workloads`: indices into [`Workload::ALL`].
+pub(super) fn parse_workloads(list: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for w in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        let i = match w {
+            "a" => 0,
+            "b" => 1,
+            "c" => 2,
+            "d" => 3,
+            _ => return Err(format!("--workloads: unknown workload '{w}' (a, b, c, d)").into()),
+        };
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    if out.is_empty() {
+        return Err("--workloads: name at least one of a, b, c, d".into());
+    }
+    Ok(out)
+}
+
+fn idx(configs: &[Config], c: Config) -> Option<usize> {
+    configs.iter().position(|x| *x == c)
+}
+
+fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
+    println!("\nself-reported overhead (ledger trailers, summed over rounds; ns per launch made while running)");
+    println!(
+        "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>8}",
+        "config",
+        "launches",
+        "kernel recs",
+        "cupti ovh",
+        "buffer cb",
+        "collector",
+        "writer",
+        "step()",
+        "dropped",
+        "late"
+    );
+    for (c, r) in configs.iter().zip(reports) {
+        let per = |ns: u64| ns as f64 / r.launches.max(1) as f64;
+        match &r.overhead {
+            Some(o) => println!(
+                "{:<12} {:>10} {:>14} {:>9.1} ns {:>9.1} ns {:>9.1} ns {:>7.1} ns {:>7.1} ns {:>9} {:>8}",
+                c.label(),
+                r.launches,
+                r.kernel_records,
+                per(o.cupti_overhead_ns),
+                per(o.buffer_callback_ns),
+                per(o.collector_cpu_ns),
+                per(o.writer_cpu_ns),
+                per(o.step_ns),
+                r.dropped,
+                r.late
+            ),
+            None if matches!(c, Config::Raw(_)) => println!(
+                "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>8}",
+                c.label(),
+                r.launches,
+                r.kernel_records,
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                r.dropped,
+                "-"
+            ),
+            None => {}
+        }
+        for w in &r.warnings {
+            println!("    {}: {w}", c.label());
+        }
+    }
+}
+
+/// Median µs per launch of (workload, config), if it ran.
+fn median_of(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config) -> Option<f64> {
+    let wi = Workload::ALL.iter().position(|x| *x == w)?;
+    let ci = idx(configs, c)?;
+    median(&series[wi][ci].per_unit_us)
+}
+
+/// `combine(a's µs per launch, b's)` in each round (workload `w`): both ran in the same round,
+/// close in time, so a drift of the machine between rounds cancels. A workload has the same
+/// launch count in every configuration, so a ratio of loop times is the ratio of these.
+/// Median, smallest and largest over the rounds.
+fn paired(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
+    pair: (Config, Config),
+    combine: fn(f64, f64) -> f64,
+) -> Option<(f64, f64, f64)> {
+    paired_by(series, configs, w, pair, combine, |s| &s.per_unit_us)
+}
+
+/// [`paired`] over another of the series' figures.
+fn paired_by(
+    series: &[Vec<Series>],
+    configs: &[Config],
+    w: Workload,
+    (a, b): (Config, Config),
+    combine: fn(f64, f64) -> f64,
+    field: fn(&Series) -> &Vec<f64>,
+) -> Option<(f64, f64, f64)> {
+    let wi = Workload::ALL.iter().position(|x| *x == w)?;
+    let (sa, sb) = (
+        field(&series[wi][idx(configs, a)?]),
+        field(&series[wi][idx(configs, b)?]),
+    );
+    let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
+    let d = Distribution::from_samples(&d)?;
+    Some((d.median, d.min, d.max))
+}
+
+/// For [`paired`]: the difference of two values, and the slowdown of one over another, %.
+fn difference(x: f64, y: f64) -> f64 {
+    x - y
+}
+fn slowdown_pct(x: f64, y: f64) -> f64 {
+    100.0 * (x / y - 1.0)
+}
+
+fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
+    // Each line is printed when the run has what it compares (see --configs, --workloads).
+    let m = |w, c| median_of(series, configs, w, c);
+    let added = |w, c| Some(m(w, c)? - m(w, Config::None)?);
+    let slow = |w, c| Some(m(w, c)? / m(w, Config::None)? - 1.0);
+    let ok = |pass: bool| if pass { "ok" } else { "MISSED" };
+    let raw = Config::Raw(RawMode::Kernel);
+    println!("\ntargets (issue 7), from the medians below");
+    if let (Some(tl), Some(r)) = (
+        added(Workload::Launch, Config::Timeline),
+        added(Workload::Launch, raw),
+    ) {
+        println!(
+            "  timeline, (a): added {tl:.3} µs/launch vs raw-CUPTI's {r:.3} + 0.2 µs: {}",
+            ok(tl <= r + 0.2)
+        );
+    }
+    for c in [Config::Raw(RawMode::All), Config::Timeline] {
+        if let Some((d, lo, hi)) = paired(series, configs, Workload::Launch, (c, raw), difference) {
+            println!(
+                "  {}, (a), paired by round: {} - raw-CUPTI {d:+.3} µs/launch (rounds {lo:+.3} to \
+                 {hi:+.3}){}",
+                c.label(),
+                c.label(),
+                if c == Config::Timeline {
+                    format!("; target ≤ +0.2: {}", ok(d <= 0.2))
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    if let Some((d, lo, hi)) = paired(
+        series,
+        configs,
+        Workload::Launch,
+        (Config::Timeline, Config::Raw(RawMode::All)),
+        difference,
+    ) {
+        println!(
+            "  timeline, (a), paired by round: timeline - raw+all (gpu-ledger's own share) \
+             {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})"
+        );
+    }
+    // The same pairs on the launching thread's CPU time: what the launch path itself costs,
+    // without the rounds' scheduling noise (a thread off the CPU adds wall time, not CPU time).
+    for c in [Config::Raw(RawMode::All), Config::Timeline] {
+        if let Some((d, lo, hi)) = paired_by(
+            series,
+            configs,
+            Workload::Launch,
+            (c, raw),
+            difference,
+            |s| &s.cpu_per_unit_us,
+        ) {
+            println!(
+                "  {}, (a), paired by round, launching thread's CPU time: {} - raw-CUPTI \
+                 {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})",
+                c.label(),
+                c.label()
+            );
+        }
+    }
+    if let Some(tl) = slow(Workload::Train, Config::Timeline) {
+        println!(
+            "  timeline, (c) training step: whole-run slowdown {:+.2} % (target ≤ 1 %): {}",
+            100.0 * tl,
+            ok(tl <= 0.01)
+        );
+    }
+    if let Some(tl) = slow(Workload::Step, Config::Timeline) {
+        println!(
+            "  timeline, (d) kernel mix (the issue's fallback step, not its target): slowdown \
+             {:+.2} %",
+            100.0 * tl
+        );
+    }
+    for w in [Workload::Train, Workload::Step] {
+        for c in [Config::Timeline, raw] {
+            if let Some((d, lo, hi)) = paired(series, configs, w, (c, Config::None), slowdown_pct) {
+                println!(
+                    "  {}, {}, paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
+                    c.label(),
+                    w.label()
+                );
+            }
+        }
+    }
+    if let Some(i) = idx(configs, Config::Timeline) {
+        let dropped = reports[i].dropped;
+        println!(
+            "  timeline: {dropped} dropped records (target 0): {}",
+            ok(dropped == 0)
+        );
+    }
+    if let Some(a) = added(Workload::Launch, Config::Scopes) {
+        println!(
+            "  scopes, (a): added {a:.3} µs per launch with no scope (target: nothing): {}",
+            ok(a <= 0.05)
+        );
+    }
+    if let Some(b) = added(Workload::ScopedLaunch, Config::Scopes) {
+        println!(
+            "  scopes, (b): added {:.0} ns per scope, host time only (target ≤ 100 ns): {}",
+            b * 1e3,
+            ok(b <= 0.1)
+        );
+    }
+    if let Some((d, lo, hi)) = paired(
+        series,
+        configs,
+        Workload::ScopedLaunch,
+        (Config::Scopes, Config::None),
+        difference,
+    ) {
+        println!(
+            "  scopes, (b), paired by round: {:.0} ns per scope (rounds {:.0} to {:.0} ns; target \
+             ≤ 100 ns): {}",
+            d * 1e3,
+            lo * 1e3,
+            hi * 1e3,
+            ok(d <= 0.1)
+        );
+    }
+    if let Some(b) = added(Workload::ScopedLaunch, Config::Disabled) {
+        println!(
+            "  disabled, (b): added {:.0} ns per scope (target ≤ 5 ns; below this run's noise, see \
+             benches/scope_overhead.rs)",
+            b * 1e3
+        );
+    }
+    print_split(configs, series);
+}
+
+/// With `--decompose`: gpu-ledger's own share of the steps' slowdown (timeline minus raw+all),
+/// and the parts of it the two ablations isolate, for (c) and (d).
+fn print_split(configs: &[Config], series: &[Vec<Series>]) {
+    for w in [Workload::Train, Workload::Step] {
+        print_split_of(configs, series, w);
+    }
+}
+
+fn print_split_of(configs: &[Config], series: &[Vec<Series>], w: Workload) {
+    let slow = |c| {
+        median_of(series, configs, w, c)
+            .zip(median_of(series, configs, w, Config::None))
+            .map(|(x, none)| slowdown_pct(x, none))
+    };
+    let (Some(tl), Some(all), Some(noscope), Some(few)) = (
+        slow(Config::Timeline),
+        slow(Config::Raw(RawMode::All)),
+        slow(Config::TimelineNoScopes),
+        slow(Config::TimelineFewSteps),
+    ) else {
+        return;
+    };
+    // step() runs FEW_STEPS times less often in tl-fewsteps: the difference is
+    // (1 - 1/FEW_STEPS) of its whole cost.
+    let steps = (tl - few) * FEW_STEPS as f64 / (FEW_STEPS - 1) as f64;
+    let scopes = tl - noscope;
+    println!(
+        "\nsplit of the slowdown of {}, percentage points",
+        w.label()
+    );
+    println!(
+        "  timeline {tl:+.2} % = raw+all (CUPTI itself) {all:+.2} + gpu-ledger's own {:+.2}",
+        tl - all
+    );
+    println!("  of gpu-ledger's own: scopes (timeline - tl-noscope) {scopes:+.2}, step() ((timeline - tl-fewsteps) x {FEW_STEPS}/{}) {steps:+.2}, the rest (collector, NVML, flushes, ledger) {:+.2}", FEW_STEPS - 1, tl - all - scopes - steps);
+}
+
+fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport], args: &Args) {
+    let none = idx(configs, Config::None).unwrap_or(0);
+    let raw = idx(configs, Config::Raw(RawMode::Kernel));
+    println!(
+        "\nper-launch cost, median and p90 over {} rounds (µs per launch: loop time / launches; \
+         (c): per step)",
+        args.rounds
+    );
+    println!(
+        "{:<20} {:<12} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>8}",
+        "workload",
+        "config",
+        "p50 µs",
+        "p90 µs",
+        "cpu µs",
+        "added µs",
+        "added-raw",
+        "÷raw",
+        "slowdown",
+        "dropped"
+    );
+    for (wi, w) in Workload::ALL.iter().enumerate() {
+        if series[wi][none].per_unit_us.is_empty() {
+            continue; // not run (--workloads)
+        }
+        let base = percentile(&series[wi][none].per_unit_us, 0.5);
+        let base_total = percentile(&series[wi][none].total_s, 0.5);
+        let raw_p50 = raw.map(|r| percentile(&series[wi][r].per_unit_us, 0.5));
+        for (ci, c) in configs.iter().enumerate() {
+            let s = &series[wi][ci];
+            let p50 = percentile(&s.per_unit_us, 0.5);
+            let p90 = percentile(&s.per_unit_us, 0.9);
+            let added = p50 - base;
+            let (vs_raw, ratio) = match raw_p50 {
+                Some(r) => (
+                    format!("{:+.3}", added - (r - base)),
+                    format!("{:.3}", p50 / r),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            let slowdown = 100.0 * (percentile(&s.total_s, 0.5) / base_total - 1.0);
+            let dropped = match c {
+                Config::None | Config::Disabled | Config::Scopes => "-".to_string(),
+                _ => reports[ci].dropped.to_string(),
+            };
+            println!(
+                "{:<20} {:<12} {:>8.3} {:>8.3} {:>8.3} {:>+9.3} {:>10} {:>7} {:>+8.2}% {:>8}",
+                w.label(),
+                c.label(),
+                p50,
+                p90,
+                percentile(&s.cpu_per_unit_us, 0.5),
+                added,
+                vs_raw,
+                ratio,
+                slowdown,
+                dropped
+            );
+        }
+    }
+    println!(
+        "(a), (b): {} launches per round; (c): {} training steps per round, figures in µs per \
+         step; (d): {} steps of {} kernels per round. cpu = the launching thread's CPU time, p50 \
+         (it includes spinning in a synchronize). added = p50 - none's p50; added-raw = added \
+         - raw-cupti's added; ÷raw = p50 / raw-cupti's p50; slowdown = median loop time / none's - \
+         1; dropped = records dropped over all rounds (the whole run's, not per workload).",
+        args.launches, args.train_steps, args.steps, LAUNCHES_PER_STEP
+    );
+}
