@@ -47,7 +47,7 @@ pub use occupancy::{
     KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
 };
 pub use stats::{
-    detect_warmup, family_distributions, idle_share, mad, median, percentile_sorted,
-    scope_distributions, select_rows, Distribution, FamilyStats, IterationMetric, RowFilter,
-    RowSelection, ScopeStats, Warmup, WarmupDetect,
+    detect_warmup, family_distributions, idle_share, mad, median, median_interval,
+    percentile_sorted, scope_distributions, select_rows, Distribution, FamilyStats,
+    IterationMetric, MedianInterval, RowFilter, RowSelection, ScopeStats, Warmup, WarmupDetect,
 };

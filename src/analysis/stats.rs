@@ -113,6 +113,56 @@ pub(crate) fn median_in_place(v: &mut [f64]) -> Option<f64> {
     Some(lower + (upper - lower) / 2.0)
 }
 
+/// A distribution-free confidence interval for the median: the order statistics
+/// `[x(k), x(n+1-k)]` with the largest `k` whose two tails each hold at most `(1 - confidence) / 2`
+/// of Binomial(n, ½) (the sign test's interval: it assumes only independent samples of one
+/// continuous distribution).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MedianInterval {
+    /// The sample median.
+    pub median: f64,
+    /// Lower end, `x(k)`.
+    pub low: f64,
+    /// Upper end, `x(n+1-k)`.
+    pub high: f64,
+    /// The interval's exact coverage, `1 - 2·P(B <= k-1)`: at least the confidence asked for.
+    pub coverage: f64,
+}
+
+/// The median of `samples` with its distribution-free interval at `confidence` (see
+/// [`MedianInterval`]). Non-finite samples are skipped. `None` when `confidence` is not in
+/// `(0, 1)` or there are too few samples for it (95 % needs at least 6).
+pub fn median_interval(samples: &[f64], confidence: f64) -> Option<MedianInterval> {
+    if !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_unstable_by(f64::total_cmp);
+    let n = v.len();
+    let tail = (1.0 - confidence) / 2.0;
+    // P(B <= j) for B ~ Binomial(n, 1/2), summed in log space so that large n cannot underflow.
+    // `k` is the largest rank whose tail P(B <= k-1) stays within `tail`; `below` that tail.
+    let mut ln_p = -(n as f64) * std::f64::consts::LN_2;
+    let (mut cdf, mut k, mut below) = (0.0, 0usize, 0.0);
+    for j in 0..n / 2 {
+        cdf += ln_p.exp();
+        if cdf > tail {
+            break;
+        }
+        (k, below) = (j + 1, cdf);
+        ln_p += ((n - j) as f64).ln() - ((j + 1) as f64).ln();
+    }
+    if k == 0 {
+        return None;
+    }
+    Some(MedianInterval {
+        median: percentile_sorted(&v, 0.5)?,
+        low: v[k - 1],
+        high: v[n - k],
+        coverage: 1.0 - 2.0 * below,
+    })
+}
+
 /// Median absolute deviation from the median (unscaled). `None` when there is no finite sample.
 pub fn mad(samples: &[f64]) -> Option<f64> {
     let m = median(samples)?;
@@ -469,6 +519,45 @@ pub fn family_distributions<'a>(
 
 #[cfg(test)]
 mod tests {
+
+    /// The interval's order statistics, 1-based, for `n` samples 1, 2, …, n.
+    fn ranks(n: usize, confidence: f64) -> Option<(f64, f64, f64)> {
+        let v: Vec<f64> = (1..=n).map(|i| i as f64).collect();
+        median_interval(&v, confidence).map(|m| (m.low, m.high, m.coverage))
+    }
+
+    #[test]
+    fn median_interval_matches_the_sign_test_tables() {
+        // Published 95 % intervals for the median: n = 6 (x1, x6), 10 (x2, x9), 20 (x6, x15),
+        // 30 (x10, x21).
+        let (lo, hi, cov) = ranks(6, 0.95).unwrap();
+        assert_eq!((lo, hi), (1.0, 6.0));
+        assert!((cov - (1.0 - 2.0 / 64.0)).abs() < 1e-12, "{cov}");
+        let (lo, hi, cov) = ranks(10, 0.95).unwrap();
+        assert_eq!((lo, hi), (2.0, 9.0));
+        assert!((cov - (1.0 - 2.0 * 11.0 / 1024.0)).abs() < 1e-12, "{cov}");
+        assert_eq!(ranks(20, 0.95).map(|r| (r.0, r.1)), Some((6.0, 15.0)));
+        assert_eq!(ranks(30, 0.95).map(|r| (r.0, r.1)), Some((10.0, 21.0)));
+        for n in [6, 7, 10, 20, 30, 60, 1000, 5000] {
+            let (_, _, cov) = ranks(n, 0.95).unwrap();
+            assert!((0.95..1.0).contains(&cov), "n = {n}: coverage {cov}");
+        }
+    }
+
+    #[test]
+    fn median_interval_refuses_what_it_cannot_give() {
+        assert_eq!(ranks(5, 0.95), None, "5 samples cannot give 95 %");
+        assert!(
+            ranks(5, 0.9).is_some(),
+            "but can give 90 %: P(B = 0) = 1/32 per tail"
+        );
+        assert_eq!(ranks(0, 0.95), None);
+        assert_eq!(ranks(10, 1.0), None);
+        assert_eq!(ranks(10, 0.0), None);
+        let with_nan = [f64::NAN, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let m = median_interval(&with_nan, 0.95).unwrap();
+        assert_eq!((m.low, m.median, m.high), (1.0, 3.5, 6.0), "NaN skipped");
+    }
     use super::*;
 
     #[test]
