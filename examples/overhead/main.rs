@@ -61,7 +61,9 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use cupti_sys as sys;
-use gpu_ledger::analysis::{median, percentile_sorted, Distribution};
+use gpu_ledger::analysis::{
+    median, median_interval, percentile_sorted, Distribution, MedianInterval,
+};
 use gpu_ledger::kernels::suite::SuiteError;
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;

@@ -287,15 +287,54 @@ fn median_of(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config)
 /// `combine(a's µs per launch, b's)` in each round (workload `w`): both ran in the same round,
 /// close in time, so a drift of the machine between rounds cancels. A workload has the same
 /// launch count in every configuration, so a ratio of loop times is the ratio of these.
-/// Median, smallest and largest over the rounds.
+/// Median, smallest and largest over the rounds, and the median's 95 % interval.
 fn paired(
     series: &[Vec<Series>],
     configs: &[Config],
     w: Workload,
     pair: (Config, Config),
     combine: fn(f64, f64) -> f64,
-) -> Option<(f64, f64, f64)> {
+) -> Option<Paired> {
     paired_by(series, configs, w, pair, combine, |s| &s.per_unit_us)
+}
+
+/// A paired figure over rounds.
+struct Paired {
+    median: f64,
+    min: f64,
+    max: f64,
+    /// The median's distribution-free 95 % interval (`None` below 6 rounds).
+    interval: Option<MedianInterval>,
+}
+
+impl Paired {
+    /// `+m (95 % interval a to b; rounds lo to hi)`, values multiplied by `scale`.
+    fn describe(&self, scale: f64, decimals: usize, unit: &str) -> String {
+        let f = |x: f64| format!("{:+.decimals$}", x * scale);
+        let interval = match &self.interval {
+            Some(i) => format!("95 % interval {} to {}; ", f(i.low), f(i.high)),
+            None => "too few rounds for an interval; ".to_string(),
+        };
+        format!(
+            "{}{unit} ({interval}rounds {} to {})",
+            f(self.median),
+            f(self.min),
+            f(self.max)
+        )
+    }
+
+    /// Against an upper bound: met when the whole interval is at or below it, missed when the
+    /// whole interval is above it, unresolved when the interval holds it (the rounds' spread
+    /// does not decide). Without an interval, the median decides, and says so.
+    fn verdict(&self, bound: f64) -> &'static str {
+        match &self.interval {
+            Some(i) if i.high <= bound => "ok",
+            Some(i) if i.low > bound => "MISSED",
+            Some(_) => "unresolved (the interval holds the target)",
+            None if self.median <= bound => "ok by the median alone",
+            None => "MISSED by the median alone",
+        }
+    }
 }
 
 /// [`paired`] over another of the series' figures.
@@ -306,15 +345,20 @@ fn paired_by(
     (a, b): (Config, Config),
     combine: fn(f64, f64) -> f64,
     field: fn(&Series) -> &Vec<f64>,
-) -> Option<(f64, f64, f64)> {
+) -> Option<Paired> {
     let wi = Workload::ALL.iter().position(|x| *x == w)?;
     let (sa, sb) = (
         field(&series[wi][idx(configs, a)?]),
         field(&series[wi][idx(configs, b)?]),
     );
     let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
-    let d = Distribution::from_samples(&d)?;
-    Some((d.median, d.min, d.max))
+    let dist = Distribution::from_samples(&d)?;
+    Some(Paired {
+        median: dist.median,
+        min: dist.min,
+        max: dist.max,
+        interval: median_interval(&d, 0.95),
+    })
 }
 
 /// For [`paired`]: the difference of two values, and the slowdown of one over another, %.
@@ -343,21 +387,21 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         );
     }
     for c in [Config::Raw(RawMode::All), Config::Timeline] {
-        if let Some((d, lo, hi)) = paired(series, configs, Workload::Launch, (c, raw), difference) {
+        if let Some(p) = paired(series, configs, Workload::Launch, (c, raw), difference) {
             println!(
-                "  {}, (a), paired by round: {} - raw-CUPTI {d:+.3} µs/launch (rounds {lo:+.3} to \
-                 {hi:+.3}){}",
+                "  {}, (a), paired by round: {} - raw-CUPTI {}{}",
                 c.label(),
                 c.label(),
+                p.describe(1.0, 3, " µs/launch"),
                 if c == Config::Timeline {
-                    format!("; target ≤ +0.2: {}", ok(d <= 0.2))
+                    format!("; target ≤ +0.2: {}", p.verdict(0.2))
                 } else {
                     String::new()
                 }
             );
         }
     }
-    if let Some((d, lo, hi)) = paired(
+    if let Some(p) = paired(
         series,
         configs,
         Workload::Launch,
@@ -365,14 +409,14 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         difference,
     ) {
         println!(
-            "  timeline, (a), paired by round: timeline - raw+all (gpu-ledger's own share) \
-             {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})"
+            "  timeline, (a), paired by round: timeline - raw+all (gpu-ledger's own share) {}",
+            p.describe(1.0, 3, " µs/launch")
         );
     }
     // The same pairs on the launching thread's CPU time: what the launch path itself costs,
     // without the rounds' scheduling noise (a thread off the CPU adds wall time, not CPU time).
     for c in [Config::Raw(RawMode::All), Config::Timeline] {
-        if let Some((d, lo, hi)) = paired_by(
+        if let Some(p) = paired_by(
             series,
             configs,
             Workload::Launch,
@@ -381,10 +425,10 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             |s| &s.cpu_per_unit_us,
         ) {
             println!(
-                "  {}, (a), paired by round, launching thread's CPU time: {} - raw-CUPTI \
-                 {d:+.3} µs/launch (rounds {lo:+.3} to {hi:+.3})",
+                "  {}, (a), paired by round, launching thread's CPU time: {} - raw-CUPTI {}",
                 c.label(),
-                c.label()
+                c.label(),
+                p.describe(1.0, 3, " µs/launch")
             );
         }
     }
@@ -404,11 +448,17 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     }
     for w in [Workload::Train, Workload::Step] {
         for c in [Config::Timeline, raw] {
-            if let Some((d, lo, hi)) = paired(series, configs, w, (c, Config::None), slowdown_pct) {
+            if let Some(p) = paired(series, configs, w, (c, Config::None), slowdown_pct) {
+                let target = if c == Config::Timeline && w == Workload::Train {
+                    format!("; target ≤ 1 %: {}", p.verdict(1.0))
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  {}, {}, paired by round: slowdown {d:+.2} % (rounds {lo:+.2} to {hi:+.2} %)",
+                    "  {}, {}, paired by round: slowdown {}{target}",
                     c.label(),
-                    w.label()
+                    w.label(),
+                    p.describe(1.0, 2, " %")
                 );
             }
         }
@@ -433,7 +483,7 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             ok(b <= 0.1)
         );
     }
-    if let Some((d, lo, hi)) = paired(
+    if let Some(p) = paired(
         series,
         configs,
         Workload::ScopedLaunch,
@@ -441,12 +491,9 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         difference,
     ) {
         println!(
-            "  scopes, (b), paired by round: {:.0} ns per scope (rounds {:.0} to {:.0} ns; target \
-             ≤ 100 ns): {}",
-            d * 1e3,
-            lo * 1e3,
-            hi * 1e3,
-            ok(d <= 0.1)
+            "  scopes, (b), paired by round: {}; target ≤ 100 ns: {}",
+            p.describe(1e3, 0, " ns per scope"),
+            p.verdict(0.1)
         );
     }
     if let Some(b) = added(Workload::ScopedLaunch, Config::Disabled) {
