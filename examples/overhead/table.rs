@@ -612,3 +612,58 @@ fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport
         args.launches, args.train_steps, args.steps, LAUNCHES_PER_STEP
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paired_of(rounds: &[f64]) -> Paired {
+        let dist = Distribution::from_samples(rounds).unwrap();
+        Paired {
+            median: dist.median,
+            min: dist.min,
+            max: dist.max,
+            interval: median_interval(rounds, 0.95),
+        }
+    }
+
+    #[test]
+    fn a_verdict_is_ok_or_missed_only_when_the_interval_decides() {
+        // 10 rounds: the 95 % interval is the 2nd to the 9th smallest.
+        let below: Vec<f64> = (0..10).map(|i| 0.05 + 0.01 * f64::from(i)).collect();
+        assert_eq!(paired_of(&below).verdict(0.2), "ok");
+        let above: Vec<f64> = below.iter().map(|x| x + 0.3).collect();
+        assert_eq!(paired_of(&above).verdict(0.2), "MISSED");
+        // Median 0.18 (met by the median alone) but the interval reaches 0.5: undecided.
+        let spread = [-0.9, -0.5, 0.0, 0.1, 0.17, 0.19, 0.3, 0.4, 0.5, 1.5];
+        let p = paired_of(&spread);
+        assert!(p.median <= 0.2);
+        assert!(
+            p.verdict(0.2).starts_with("unresolved"),
+            "{}",
+            p.verdict(0.2)
+        );
+        // Five rounds give no 95 % interval: the median decides and the verdict says so.
+        assert_eq!(
+            paired_of(&below[..5]).verdict(0.2),
+            "ok by the median alone"
+        );
+        assert_eq!(
+            paired_of(&above[..5]).verdict(0.2),
+            "MISSED by the median alone"
+        );
+    }
+
+    #[test]
+    fn a_paired_figure_prints_its_interval_and_range() {
+        let rounds: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(
+            paired_of(&rounds).describe(1.0, 1, " µs"),
+            "+5.5 µs (95 % interval +2.0 to +9.0; rounds +1.0 to +10.0)"
+        );
+        assert_eq!(
+            paired_of(&rounds[..3]).describe(1e3, 0, " ns"),
+            "+2000 ns (too few rounds for an interval; rounds +1000 to +3000)"
+        );
+    }
+}
