@@ -3,10 +3,11 @@
 //! each level adds per launch, against no profiler and against a minimal raw-CUPTI tracer.
 //!
 //! ```text
-//! cargo run --release --example overhead                    # the table, < 60 s on an H200
+//! cargo run --release --example overhead                    # the table, < 2 min on an H200
 //! cargo run --release --example overhead -- --decompose     # + raw-CUPTI steps in between
 //! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
 //! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
+//! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
 //! ```
 //!
 //! Configurations:
@@ -40,12 +41,17 @@
 //! Under `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a)
 //! and (b) and after every step in (c) and (d).
 //!
-//! Each round runs every configuration once (start, a short warm-up, the three workloads, finish)
-//! in an order rotated per round; each workload's figure for the round is its loop time (host
-//! clock around the whole loop, ending with a synchronize) divided by its launches. The table
-//! gives the median and p90 over rounds, the time added per launch against `none`, the same
-//! against the raw-CUPTI reference, the whole-run slowdown, and the records dropped as the ledger
-//! trailers report them.
+//! Each round runs every configuration once (start, a short warm-up, the workloads, finish) in an
+//! order rotated per round; each workload's figure for the round is its loop time (host clock
+//! around the whole loop, ending with a synchronize) divided by its launches ((c): by its steps),
+//! beside the launching thread's CPU time over the same loop. The table gives the median and p90
+//! over rounds, the time added per launch against `none`, the same against the raw-CUPTI
+//! reference, the whole-run slowdown, and the records dropped as the ledger trailers report them.
+//! Figures that compare two configurations are also paired by round, with the median's 95 %
+//! interval; a verdict is `unresolved` when that interval holds the target.
+//!
+//! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
+//! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
