@@ -146,3 +146,57 @@ fn a_record_of_a_written_iteration_is_late() {
     c.accept(api(2, 1_500)); // iteration 0's time, after its row
     assert_eq!(c.trailer().late_records, 1);
 }
+
+/// A kernel record with `name` as given (an `Arc` the caller may share between records).
+fn kernel_named(corr: u32, start: u64, name: &Arc<str>, grid_x: u32) -> Record {
+    let Record::Kernel(mut k) = kernel(corr, start, "") else {
+        unreachable!()
+    };
+    k.name = name.clone();
+    k.grid = [grid_x, 1, 1];
+    Record::Kernel(k)
+}
+
+#[test]
+fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_sharing() {
+    let mut c = OfflineCollector::new(1_000);
+    // One name shared by two records; the same text again behind a second `Arc` (as when two
+    // modules hold a kernel of one name); another grid for that name; another name.
+    let gemm_a: Arc<str> = Arc::from("gemm");
+    let gemm_b: Arc<str> = Arc::from("gemm");
+    let soft: Arc<str> = Arc::from("softmax");
+    let kernels = [
+        kernel_named(1, 1_100, &gemm_a, 132),
+        kernel_named(2, 1_200, &gemm_a, 132),
+        kernel_named(3, 1_300, &gemm_b, 132),
+        kernel_named(4, 1_400, &gemm_b, 264),
+        kernel_named(5, 1_500, &soft, 132),
+    ];
+    for (i, k) in kernels.into_iter().enumerate() {
+        c.accept(api(i as u32 + 1, 1_050 + 100 * i as u64));
+        c.accept(k);
+    }
+    c.end_iteration(5_000, 2_000, 5);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let mut groups: Vec<(String, u32, u64)> = rows[0]
+        .kernels
+        .iter()
+        .map(|g| (g.name.clone(), g.grid[0], g.count))
+        .collect();
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            ("gemm".to_string(), 132, 3),
+            ("gemm".to_string(), 264, 1),
+            ("softmax".to_string(), 132, 1)
+        ]
+    );
+    let gemm = rows[0]
+        .kernels
+        .iter()
+        .find(|g| g.name == "gemm" && g.grid[0] == 132)
+        .unwrap();
+    assert_eq!((gemm.total_ns, gemm.min_ns, gemm.max_ns), (1_500, 500, 500));
+}
