@@ -8,6 +8,7 @@
 //! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
 //! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
 //! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
+//! cargo run --release --example overhead -- --flip --rounds 40 --launches 5000  # each CUPTI part
 //! ```
 //!
 //! Configurations:
@@ -51,7 +52,8 @@
 //! interval; a verdict is `unresolved` when that interval holds the target.
 //!
 //! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
-//! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`.
+//! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`,
+//! `flip.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
@@ -84,12 +86,14 @@ use gpu_ledger::{Level, Profiler, ScopeGuard};
 mod training_model;
 use training_model::Model;
 
+mod flip;
 mod interference;
 mod raw;
 mod sustained;
 mod table;
+use flip::flip;
 use interference::nvml_interference;
-use raw::RawSession;
+use raw::{Part, RawSession};
 use sustained::sustained;
 use table::{parse_configs, parse_workloads, table};
 
@@ -177,6 +181,11 @@ struct Args {
     /// the time each call adds to the workload.
     #[arg(long)]
     nvml_interference: bool,
+    /// Instead of the table: inside one raw-CUPTI session with the timeline level's whole
+    /// configuration, switch each part of it off and on between blocks of `--launches` empty
+    /// launches, `--rounds` pairs each, and print what each part adds per launch.
+    #[arg(long)]
+    flip: bool,
 }
 
 fn main() -> ExitCode {
@@ -215,6 +224,7 @@ fn run(args: &Args) -> Result<()> {
     match args.sustained {
         Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
+        None if args.flip => flip(&gpu, lib, args),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }

@@ -190,17 +190,7 @@ impl RawSession {
             cupti_ok(lib, "cuptiActivityEnable", rc)?;
         }
         if mode >= RawMode::KernelApi {
-            for (runtime, cbid) in unneeded_api_functions() {
-                // SAFETY: plain integer arguments.
-                let rc = unsafe {
-                    if runtime {
-                        lib.api.cuptiActivityEnableRuntimeApi(cbid, 0)
-                    } else {
-                        lib.api.cuptiActivityEnableDriverApi(cbid, 0)
-                    }
-                };
-                cupti_ok(lib, "cuptiActivityEnable{Driver,Runtime}Api", rc)?;
-            }
+            session.filter_api_records()?;
         }
         if mode >= RawMode::KernelApiCallback {
             let mut handle: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
@@ -211,21 +201,97 @@ impl RawSession {
             };
             cupti_ok(lib, "cuptiSubscribe", rc)?;
             session.subscriber = Some(handle);
-            use sys::CUpti_CallbackDomain as d;
-            for (domain, table) in [
-                (d::CUPTI_CB_DOMAIN_DRIVER_API, sys::DRIVER_API_CBIDS),
-                (d::CUPTI_CB_DOMAIN_RUNTIME_API, sys::RUNTIME_API_CBIDS),
-            ] {
-                for (cbid, name) in table {
-                    if gpu_ledger::activity::is_counted(gpu_ledger::activity::classify_api(name)) {
-                        // SAFETY: the handle came from cuptiSubscribe and is subscribed.
-                        let rc = unsafe { lib.api.cuptiEnableCallback(1, handle, domain, *cbid) };
-                        cupti_ok(lib, "cuptiEnableCallback", rc)?;
-                    }
+            session.set_callback(true)?;
+        }
+        Ok(session)
+    }
+
+    /// Switches off the API records of every function gpu-ledger does not keep.
+    fn filter_api_records(&self) -> Result<()> {
+        for (runtime, cbid) in unneeded_api_functions() {
+            // SAFETY: plain integer arguments.
+            let rc = unsafe {
+                if runtime {
+                    self.lib.api.cuptiActivityEnableRuntimeApi(cbid, 0)
+                } else {
+                    self.lib.api.cuptiActivityEnableDriverApi(cbid, 0)
+                }
+            };
+            cupti_ok(self.lib, "cuptiActivityEnable{Driver,Runtime}Api", rc)?;
+        }
+        Ok(())
+    }
+
+    /// The subscriber callback on the counted functions, on or off (needs a subscriber).
+    fn set_callback(&self, on: bool) -> Result<()> {
+        let Some(handle) = self.subscriber else {
+            return Err("this raw session has no subscriber callback to switch".into());
+        };
+        use sys::CUpti_CallbackDomain as d;
+        for (domain, table) in [
+            (d::CUPTI_CB_DOMAIN_DRIVER_API, sys::DRIVER_API_CBIDS),
+            (d::CUPTI_CB_DOMAIN_RUNTIME_API, sys::RUNTIME_API_CBIDS),
+        ] {
+            for (cbid, name) in table {
+                if gpu_ledger::activity::is_counted(gpu_ledger::activity::classify_api(name)) {
+                    // SAFETY: the handle came from cuptiSubscribe and is subscribed.
+                    let rc = unsafe {
+                        self.lib
+                            .api
+                            .cuptiEnableCallback(u32::from(on), handle, domain, *cbid)
+                    };
+                    cupti_ok(self.lib, "cuptiEnableCallback", rc)?;
                 }
             }
         }
-        Ok(session)
+        Ok(())
+    }
+
+    fn set_kind(&self, kind: sys::CUpti_ActivityKind::Type, on: bool) -> Result<()> {
+        // SAFETY: plain enum argument.
+        let rc = unsafe {
+            if on {
+                self.lib.api.cuptiActivityEnable(kind)
+            } else {
+                self.lib.api.cuptiActivityDisable(kind)
+            }
+        };
+        cupti_ok(self.lib, "cuptiActivity{Enable,Disable}", rc)
+    }
+
+    /// `cuptiActivityFlushAll(0)`: completed buffers come back to the pool (for runs longer than
+    /// the pool holds; the callers flush outside what they time).
+    pub(super) fn flush(&self) -> Result<()> {
+        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
+        let rc = unsafe { self.lib.api.cuptiActivityFlushAll(0) };
+        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)
+    }
+
+    /// Switches one part of the timeline level's CUPTI configuration inside a session started
+    /// with [`RawMode::All`] (`--flip`).
+    pub(super) fn set_part(&self, part: Part, on: bool) -> Result<()> {
+        use sys::CUpti_ActivityKind as k;
+        match part {
+            Part::Nothing => Ok(()),
+            Part::ApiRecords => {
+                self.set_kind(k::CUPTI_ACTIVITY_KIND_DRIVER, on)?;
+                self.set_kind(k::CUPTI_ACTIVITY_KIND_RUNTIME, on)?;
+                if on {
+                    self.filter_api_records()?;
+                }
+                Ok(())
+            }
+            Part::Callback => self.set_callback(on),
+            Part::Kind(kind) => self.set_kind(kind, on),
+            Part::AllButKernels => {
+                self.set_part(Part::ApiRecords, on)?;
+                self.set_callback(on)?;
+                for kind in Part::other_kinds() {
+                    self.set_kind(kind, on)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Disables everything, flushes every buffer back (forced) and releases the subscriber.
@@ -285,5 +351,52 @@ impl Drop for RawSession {
     fn drop(&mut self) {
         // After `stop` there is nothing left to do; on an early return this releases CUPTI.
         let _ = self.teardown();
+    }
+}
+
+/// A part of the timeline level's CUPTI configuration that `--flip` switches off and on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Part {
+    /// Nothing switched: the method's own spread (its interval should hold 0).
+    Nothing,
+    /// The driver and runtime API records gpu-ledger keeps.
+    ApiRecords,
+    /// The subscriber callback on the counted functions (gpu-ledger's launch counter).
+    Callback,
+    /// One activity kind beyond kernels and API records.
+    Kind(sys::CUpti_ActivityKind::Type),
+    /// All of the above at once: `raw+all` against `raw-cupti`.
+    AllButKernels,
+}
+
+impl Part {
+    /// The kinds [`RawMode::All`] adds beyond kernels and API records.
+    pub(super) fn other_kinds() -> Vec<sys::CUpti_ActivityKind::Type> {
+        let before = RawMode::KernelApiCallback.kinds();
+        RawMode::All
+            .kinds()
+            .into_iter()
+            .filter(|k| !before.contains(k))
+            .collect()
+    }
+
+    pub(super) fn label(self) -> String {
+        use sys::CUpti_ActivityKind as k;
+        match self {
+            Part::Nothing => "nothing (control)".into(),
+            Part::ApiRecords => "API records".into(),
+            Part::Callback => "launch-counting callback".into(),
+            Part::Kind(kind) => match kind {
+                k::CUPTI_ACTIVITY_KIND_MEMCPY => "kind MEMCPY".into(),
+                k::CUPTI_ACTIVITY_KIND_MEMCPY2 => "kind MEMCPY2".into(),
+                k::CUPTI_ACTIVITY_KIND_MEMSET => "kind MEMSET".into(),
+                k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => "kind SYNCHRONIZATION".into(),
+                k::CUPTI_ACTIVITY_KIND_MEMORY2 => "kind MEMORY2".into(),
+                k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION => "kind EXTERNAL_CORRELATION".into(),
+                k::CUPTI_ACTIVITY_KIND_OVERHEAD => "kind OVERHEAD".into(),
+                other => format!("kind {other}"),
+            },
+            Part::AllButKernels => "all of them (raw+all - raw-cupti)".into(),
+        }
     }
 }

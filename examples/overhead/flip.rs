@@ -1,0 +1,81 @@
+//! `--flip`: what each part of the timeline level's CUPTI configuration adds per launch. Inside
+//! one raw-CUPTI session with the timeline level's whole configuration (`raw+all`), one part at a
+//! time is switched off and on between short blocks of empty launches, in alternating order. The
+//! host's speed drifts by ±1 µs per launch between the table's rounds (seconds apart); blocks tens
+//! of milliseconds apart share most of that drift, so the pair's difference keeps the part's cost.
+
+use super::*;
+
+/// Empty launches after each switch, not timed (CUPTI's first records after a change).
+const SETTLE_LAUNCHES: u64 = 200;
+
+pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<()> {
+    let pairs = args.rounds.max(6);
+    let block = args.launches;
+    let mut parts = vec![Part::Nothing, Part::ApiRecords, Part::Callback];
+    parts.extend(Part::other_kinds().into_iter().map(Part::Kind));
+    parts.push(Part::AllButKernels);
+    eprintln!(
+        "overhead: --flip on {}: {} parts, {pairs} pairs of blocks of {block} empty launches each",
+        gpu.name,
+        parts.len()
+    );
+    let session = RawSession::start(lib, RawMode::All)?;
+    run_launches::<false>(gpu, WARMUP_LAUNCHES, None, 1)?;
+    // Per part: (on - off) µs per launch for each pair, and the on and off values.
+    let mut results: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = Vec::new();
+    for &part in &parts {
+        let (mut diffs, mut ons, mut offs) = (Vec::new(), Vec::new(), Vec::new());
+        for pair in 0..pairs {
+            let mut timed = [0.0; 2]; // [off, on]
+            let order = if pair % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for on in order {
+                session.set_part(part, on)?;
+                run_launches::<false>(gpu, SETTLE_LAUNCHES, None, 1)?;
+                let d = run_launches::<false>(gpu, block, None, 1)?;
+                timed[usize::from(on)] = d.as_secs_f64() * 1e6 / block as f64;
+                // The pool holds 8 buffers; this run makes far more records than that.
+                session.flush()?;
+            }
+            session.set_part(part, true)?;
+            diffs.push(timed[1] - timed[0]);
+            offs.push(timed[0]);
+            ons.push(timed[1]);
+        }
+        results.push((diffs, ons, offs));
+    }
+    let report = session.stop()?;
+    println!(
+        "\n--flip: each part of the timeline level's CUPTI configuration switched off and on inside \
+         one raw+all session, {pairs} pairs of blocks of {block} launches"
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>12} {:>26}",
+        "part", "on µs", "off µs", "on - off", "95 % interval"
+    );
+    for (part, (diffs, ons, offs)) in parts.iter().zip(&results) {
+        let interval = median_interval(diffs, 0.95);
+        println!(
+            "{:<34} {:>10.3} {:>10.3} {:>+12.3} {:>26}",
+            part.label(),
+            median(ons).unwrap_or(f64::NAN),
+            median(offs).unwrap_or(f64::NAN),
+            median(diffs).unwrap_or(f64::NAN),
+            interval.map_or("too few pairs".to_string(), |i| format!(
+                "{:+.3} to {:+.3}",
+                i.low, i.high
+            ))
+        );
+    }
+    println!(
+        "(medians over pairs; on - off is paired within each pair; `nothing` switches nothing, so \
+         its interval is the method's own spread. {} kernel records, {} dropped, {} buffer \
+         requests refused.)",
+        report.kernel_records, report.dropped, report.refused
+    );
+    Ok(())
+}
