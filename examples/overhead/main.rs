@@ -53,7 +53,7 @@
 //!
 //! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
 //! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`,
-//! `flip.rs`.
+//! `flip.rs`, `probe.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
@@ -88,11 +88,13 @@ use training_model::Model;
 
 mod flip;
 mod interference;
+mod probe;
 mod raw;
 mod sustained;
 mod table;
 use flip::flip;
 use interference::nvml_interference;
+use probe::probe_correlation;
 use raw::{Part, RawSession};
 use sustained::sustained;
 use table::{parse_configs, parse_workloads, table};
@@ -186,6 +188,11 @@ struct Args {
     /// launches, `--rounds` pairs each, and print what each part adds per launch.
     #[arg(long)]
     flip: bool,
+    /// Instead of the table: check whether kernel records carry the correlation ids the launch
+    /// callback sees, and whether external-correlation records come, with CUPTI's API records on
+    /// and off (what a callback-only design would rely on).
+    #[arg(long)]
+    probe_correlation: bool,
 }
 
 fn main() -> ExitCode {
@@ -225,6 +232,7 @@ fn run(args: &Args) -> Result<()> {
         Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
         None if args.flip => flip(&gpu, lib, args),
+        None if args.probe_correlation => probe_correlation(&mut gpu, lib),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }

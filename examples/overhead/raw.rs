@@ -23,6 +23,16 @@ static RAW_LIB: OnceLock<&'static LoadedCupti> = OnceLock::new();
 /// Calls seen by the reference's subscriber callback.
 static RAW_API_CALLS: AtomicU64 = AtomicU64::new(0);
 
+/// `--probe-correlation` only: while set, the callbacks also keep what they see (under a lock,
+/// which no timed configuration takes).
+static PROBE: AtomicBool = AtomicBool::new(false);
+/// (correlation id, runtime domain) of every counted call's entry while probing.
+static PROBE_CALLS: parking_lot::Mutex<Vec<(u32, bool)>> = parking_lot::Mutex::new(Vec::new());
+/// Kernel records' correlation ids, and external-correlation records' (correlation id, external
+/// id), while probing.
+static PROBE_KERNELS: parking_lot::Mutex<Vec<u32>> = parking_lot::Mutex::new(Vec::new());
+static PROBE_EXTERNAL: parking_lot::Mutex<Vec<(u32, u64)>> = parking_lot::Mutex::new(Vec::new());
+
 fn raw_pool() -> &'static RawPool {
     RAW_POOL.get_or_init(|| {
         let free = crossbeam_queue::ArrayQueue::new(RAW_BUFFERS);
@@ -97,8 +107,11 @@ unsafe extern "C" fn raw_buffer_completed(
             }
             // SAFETY: every record starts with its kind.
             let kind = unsafe { (*rec).kind };
-            kernels +=
-                u64::from(kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+            let kernel = kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            kernels += u64::from(kernel);
+            if PROBE.load(Ordering::Relaxed) {
+                probe_record(rec, kind);
+            }
         }
         pool.kernels.fetch_add(kernels, Ordering::Relaxed);
         let mut dropped = 0usize;
@@ -114,10 +127,11 @@ unsafe extern "C" fn raw_buffer_completed(
     });
 }
 
-/// The reference's subscriber callback: one relaxed add on entry, as gpu-ledger's counter.
+/// The reference's subscriber callback: one relaxed add on entry, as gpu-ledger's counter
+/// (and, only under `--probe-correlation`, the entry's correlation id kept under a lock).
 unsafe extern "C" fn raw_api_callback(
     _userdata: *mut std::os::raw::c_void,
-    _domain: sys::CUpti_CallbackDomain::Type,
+    domain: sys::CUpti_CallbackDomain::Type,
     _cbid: sys::CUpti_CallbackId,
     cbdata: *const std::os::raw::c_void,
 ) {
@@ -129,6 +143,10 @@ unsafe extern "C" fn raw_api_callback(
     let data = unsafe { &*(cbdata as *const sys::CUpti_CallbackData) };
     if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
         RAW_API_CALLS.fetch_add(1, Ordering::Relaxed);
+        if PROBE.load(Ordering::Relaxed) {
+            let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
+            PROBE_CALLS.lock().push((data.correlationId, runtime));
+        }
     }
 }
 
@@ -398,5 +416,64 @@ impl Part {
             },
             Part::AllButKernels => "all of them (raw+all - raw-cupti)".into(),
         }
+    }
+}
+
+/// Keeps a kernel or external-correlation record's ids while probing.
+fn probe_record(rec: *const sys::CUpti_Activity, kind: sys::CUpti_ActivityKind::Type) {
+    use sys::CUpti_ActivityKind as k;
+    match kind {
+        k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            // SAFETY: a record of this kind is a CUpti_ActivityKernel10 (CUPTI 13).
+            let corr = unsafe { (*(rec as *const sys::CUpti_ActivityKernel10)).correlationId };
+            PROBE_KERNELS.lock().push(corr);
+        }
+        k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION => {
+            // SAFETY: a record of this kind is a CUpti_ActivityExternalCorrelation.
+            let e = unsafe { &*(rec as *const sys::CUpti_ActivityExternalCorrelation) };
+            PROBE_EXTERNAL.lock().push((e.correlationId, e.externalId));
+        }
+        _ => {}
+    }
+}
+
+/// What `--probe-correlation` saw in one state of the session.
+pub(super) struct ProbeSeen {
+    /// (correlation id, runtime domain) of the counted calls' entries.
+    pub(super) calls: Vec<(u32, bool)>,
+    pub(super) kernels: Vec<u32>,
+    pub(super) external: Vec<(u32, u64)>,
+}
+
+impl RawSession {
+    /// Runs `work` with the probe on, flushes (forced) and returns what the callbacks saw.
+    pub(super) fn probe(&self, work: impl FnOnce() -> Result<()>) -> Result<ProbeSeen> {
+        // Records made before the probe are handed back first: none is counted as the probe's.
+        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
+        let rc = unsafe {
+            self.lib
+                .api
+                .cuptiActivityFlushAll(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+        };
+        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)?;
+        PROBE_CALLS.lock().clear();
+        PROBE_KERNELS.lock().clear();
+        PROBE_EXTERNAL.lock().clear();
+        PROBE.store(true, Ordering::Relaxed);
+        let worked = work();
+        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
+        let rc = unsafe {
+            self.lib
+                .api
+                .cuptiActivityFlushAll(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+        };
+        PROBE.store(false, Ordering::Relaxed);
+        worked?;
+        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)?;
+        Ok(ProbeSeen {
+            calls: std::mem::take(&mut *PROBE_CALLS.lock()),
+            kernels: std::mem::take(&mut *PROBE_KERNELS.lock()),
+            external: std::mem::take(&mut *PROBE_EXTERNAL.lock()),
+        })
     }
 }
