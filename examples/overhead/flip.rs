@@ -3,6 +3,11 @@
 //! time is switched off and on between short blocks of empty launches, in alternating order. The
 //! host's speed drifts by ±1 µs per launch between the table's rounds (seconds apart); blocks tens
 //! of milliseconds apart share most of that drift, so the pair's difference keeps the part's cost.
+//!
+//! Two more parts model the callback-only design `docs/overhead.md` proposes: `callback capture`
+//! (the callback reads CUPTI's clock at entry and exit and writes each call into a per-thread
+//! ring, drained between blocks as a collector would), and `API records - callback capture`
+//! (today's API records against that capture in their place: what the change would save).
 
 use super::*;
 
@@ -15,6 +20,8 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
     let mut parts = vec![Part::Nothing, Part::ApiRecords, Part::Callback];
     parts.extend(Part::other_kinds().into_iter().map(Part::Kind));
     parts.push(Part::AllButKernels);
+    parts.push(Part::Capture);
+    parts.push(Part::ApiRecordsOverCapture);
     eprintln!(
         "overhead: --flip on {}: {} parts, {pairs} pairs of blocks of {block} empty launches each",
         gpu.name,
@@ -24,6 +31,7 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
     run_launches::<false>(gpu, WARMUP_LAUNCHES, None, 1)?;
     // Per part: (on - off) µs per launch for each pair, and the on and off values.
     let mut results: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut captured = CapturedSummary::default();
     for &part in &parts {
         let (mut diffs, mut ons, mut offs) = (Vec::new(), Vec::new(), Vec::new());
         for pair in 0..pairs {
@@ -38,10 +46,12 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
                 run_launches::<false>(gpu, SETTLE_LAUNCHES, None, 1)?;
                 let d = run_launches::<false>(gpu, block, None, 1)?;
                 timed[usize::from(on)] = d.as_secs_f64() * 1e6 / block as f64;
-                // The pool holds 8 buffers; this run makes far more records than that.
+                // The pool holds 8 buffers; this run makes far more records than that. The
+                // capture rings are drained here too, as a collector would drain them.
                 session.flush()?;
+                drain_captured(&mut captured);
             }
-            session.set_part(part, true)?;
+            session.set_part(part, part.in_baseline())?;
             diffs.push(timed[1] - timed[0]);
             offs.push(timed[0]);
             ons.push(timed[1]);
@@ -49,6 +59,7 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
         results.push((diffs, ons, offs));
     }
     let report = session.stop()?;
+    drain_captured(&mut captured);
     println!(
         "\n--flip: each part of the timeline level's CUPTI configuration switched off and on inside \
          one raw+all session, {pairs} pairs of blocks of {block} launches"
@@ -74,8 +85,15 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
     println!(
         "(medians over pairs; on - off is paired within each pair; `nothing` switches nothing, so \
          its interval is the method's own spread. {} kernel records, {} dropped, {} buffer \
-         requests refused.)",
-        report.kernel_records, report.dropped, report.refused
+         requests refused; the proposed callback captured {} calls ({} malformed, {} runtime, \
+         {} in a scope).)",
+        report.kernel_records,
+        report.dropped,
+        report.refused,
+        captured.calls,
+        captured.malformed,
+        captured.runtime,
+        captured.scoped
     );
     Ok(())
 }

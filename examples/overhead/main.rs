@@ -95,7 +95,7 @@ mod table;
 use flip::flip;
 use interference::nvml_interference;
 use probe::probe_correlation;
-use raw::{Part, RawSession};
+use raw::{drain_captured, CapturedSummary, Part, RawSession};
 use sustained::sustained;
 use table::{parse_configs, parse_workloads, table};
 

@@ -23,6 +23,122 @@ static RAW_LIB: OnceLock<&'static LoadedCupti> = OnceLock::new();
 /// Calls seen by the reference's subscriber callback.
 static RAW_API_CALLS: AtomicU64 = AtomicU64::new(0);
 
+/// `--flip` only: while set, the callback also does what a callback-only design would do in
+/// place of CUPTI's API records (`docs/overhead.md`): read CUPTI's clock at a call's entry and
+/// exit and hand the call (correlation id, function, times, return value, thread, the scope path
+/// open on the thread) to a per-thread ring that a collector drains, as scopes are handed over.
+static CAPTURE: AtomicBool = AtomicBool::new(false);
+
+/// One call as the callback-only design would capture it.
+#[derive(Clone, Copy, Default)]
+struct CapturedCall {
+    correlation_id: u32,
+    cbid: u32,
+    start: u64,
+    end: u64,
+    return_value: i32,
+    path_id: u32,
+    runtime: bool,
+}
+
+/// Calls a thread's capture ring holds; the `--flip` loop drains every ring between blocks.
+const CAPTURE_RING: usize = 1 << 16;
+
+/// The reading ends of every thread's capture ring.
+static CAPTURE_RINGS: parking_lot::Mutex<Vec<rtrb::Consumer<CapturedCall>>> =
+    parking_lot::Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's capture ring (created at its first captured call), the calls entered and
+    /// not yet left, and the scope path open on the thread (the raw reference has no scopes:
+    /// it is read as the design would read it, and stays 0).
+    static CAPTURE_STATE: std::cell::RefCell<CaptureState> = const {
+        std::cell::RefCell::new(CaptureState { ring: None, open: Vec::new(), path_id: 0 })
+    };
+}
+
+struct CaptureState {
+    ring: Option<rtrb::Producer<CapturedCall>>,
+    open: Vec<CapturedCall>,
+    path_id: u32,
+}
+
+/// CUPTI's clock, as API records carry it.
+fn cupti_clock() -> u64 {
+    let mut ts = 0u64;
+    if let Some(lib) = RAW_LIB.get() {
+        // SAFETY: out-pointer valid.
+        unsafe { lib.api.cuptiGetTimestamp(&mut ts) };
+    }
+    ts
+}
+
+/// The capture work of one callback (entry or exit).
+fn capture(data: &sys::CUpti_CallbackData, cbid: u32, runtime: bool) {
+    let _ = CAPTURE_STATE.try_with(|state| {
+        let mut state = state.borrow_mut();
+        if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+            let path_id = state.path_id;
+            state.open.push(CapturedCall {
+                correlation_id: data.correlationId,
+                cbid,
+                start: cupti_clock(),
+                path_id,
+                runtime,
+                ..CapturedCall::default()
+            });
+            return;
+        }
+        let Some(mut call) = state.open.pop() else {
+            return;
+        };
+        call.end = cupti_clock();
+        if !data.functionReturnValue.is_null() {
+            // SAFETY: at exit CUPTI points this at the function's return value, a CUresult or a
+            // cudaError_t, both C enums of int size.
+            call.return_value = unsafe { *(data.functionReturnValue as *const i32) };
+        }
+        let ring = state.ring.get_or_insert_with(|| {
+            let (producer, consumer) = rtrb::RingBuffer::new(CAPTURE_RING);
+            CAPTURE_RINGS.lock().push(consumer);
+            producer
+        });
+        let _ = ring.push(call);
+    });
+}
+
+/// What the capture rings held when drained.
+#[derive(Default, Clone, Copy)]
+pub(super) struct CapturedSummary {
+    /// Calls with a correlation id, a function and an end not before their start.
+    pub(super) calls: usize,
+    /// Calls whose record would be malformed (the opposite of the above).
+    pub(super) malformed: usize,
+    /// Calls of the runtime API.
+    pub(super) runtime: usize,
+    /// Calls made inside a scope.
+    pub(super) scoped: usize,
+}
+
+/// Empties every capture ring, as a collector would (outside the timed blocks).
+pub(super) fn drain_captured(into: &mut CapturedSummary) {
+    for ring in CAPTURE_RINGS.lock().iter_mut() {
+        let slots = ring.slots();
+        let Ok(chunk) = ring.read_chunk(slots) else {
+            continue;
+        };
+        for c in chunk {
+            if c.correlation_id != 0 && c.cbid != 0 && c.end >= c.start {
+                into.calls += 1;
+            } else {
+                into.malformed += 1;
+            }
+            into.runtime += usize::from(c.runtime);
+            into.scoped += usize::from(c.path_id != 0);
+        }
+    }
+}
+
 /// `--probe-correlation` only: while set, the callbacks also keep what they see (under a lock,
 /// which no timed configuration takes).
 static PROBE: AtomicBool = AtomicBool::new(false);
@@ -132,7 +248,7 @@ unsafe extern "C" fn raw_buffer_completed(
 unsafe extern "C" fn raw_api_callback(
     _userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
-    _cbid: sys::CUpti_CallbackId,
+    cbid: sys::CUpti_CallbackId,
     cbdata: *const std::os::raw::c_void,
 ) {
     if cbdata.is_null() {
@@ -141,6 +257,13 @@ unsafe extern "C" fn raw_api_callback(
     // SAFETY: for the driver and runtime API domains, the only ones enabled, CUPTI passes a
     // CUpti_CallbackData.
     let data = unsafe { &*(cbdata as *const sys::CUpti_CallbackData) };
+    if CAPTURE.load(Ordering::Relaxed) {
+        capture(
+            data,
+            cbid,
+            domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
+        );
+    }
     if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
         RAW_API_CALLS.fetch_add(1, Ordering::Relaxed);
         if PROBE.load(Ordering::Relaxed) {
@@ -300,6 +423,15 @@ impl RawSession {
                 Ok(())
             }
             Part::Callback => self.set_callback(on),
+            Part::Capture => {
+                CAPTURE.store(on, Ordering::Relaxed);
+                Ok(())
+            }
+            Part::ApiRecordsOverCapture => {
+                // On: today's design (API records, no capture); off: the callback-only design.
+                CAPTURE.store(!on, Ordering::Relaxed);
+                self.set_part(Part::ApiRecords, on)
+            }
             Part::Kind(kind) => self.set_kind(kind, on),
             Part::AllButKernels => {
                 self.set_part(Part::ApiRecords, on)?;
@@ -383,6 +515,12 @@ pub(super) enum Part {
     Callback,
     /// One activity kind beyond kernels and API records.
     Kind(sys::CUpti_ActivityKind::Type),
+    /// The callback-only design's work in the callback (clock reads, a ring write per call),
+    /// with everything else on.
+    Capture,
+    /// API records (on) against the callback-only design's capture in their place (off): what
+    /// replacing one by the other would save per launch.
+    ApiRecordsOverCapture,
     /// All of the above at once: `raw+all` against `raw-cupti`.
     AllButKernels,
 }
@@ -396,6 +534,12 @@ impl Part {
             .into_iter()
             .filter(|k| !before.contains(k))
             .collect()
+    }
+
+    /// Whether the part is on in the configuration every part is measured from (`raw+all`, as
+    /// the timeline level runs today): everything but the proposed capture.
+    pub(super) fn in_baseline(self) -> bool {
+        self != Part::Capture
     }
 
     pub(super) fn label(self) -> String {
@@ -415,6 +559,8 @@ impl Part {
                 other => format!("kind {other}"),
             },
             Part::AllButKernels => "all of them (raw+all - raw-cupti)".into(),
+            Part::Capture => "callback capture (proposed)".into(),
+            Part::ApiRecordsOverCapture => "API records - callback capture".into(),
         }
     }
 }
