@@ -623,3 +623,50 @@ impl RawSession {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callback_data(
+        site: sys::CUpti_ApiCallbackSite::Type,
+        corr: u32,
+        ret: &mut i32,
+    ) -> sys::CUpti_CallbackData {
+        sys::CUpti_CallbackData {
+            callbackSite: site,
+            correlationId: corr,
+            functionReturnValue: (ret as *mut i32).cast(),
+            ..sys::CUpti_CallbackData::default()
+        }
+    }
+
+    #[test]
+    fn the_modelled_capture_hands_each_call_to_the_ring_at_its_exit() {
+        use sys::CUpti_ApiCallbackSite::{CUPTI_API_ENTER, CUPTI_API_EXIT};
+        let mut ret = 0i32;
+        // A runtime call with a driver call nested inside, then a lone driver call.
+        capture(&callback_data(CUPTI_API_ENTER, 10, &mut ret), 211, true);
+        capture(&callback_data(CUPTI_API_ENTER, 11, &mut ret), 307, false);
+        let mut seen = CapturedSummary::default();
+        drain_captured(&mut seen);
+        assert_eq!(
+            seen.calls + seen.malformed,
+            0,
+            "nothing is handed over before an exit"
+        );
+        capture(&callback_data(CUPTI_API_EXIT, 11, &mut ret), 307, false);
+        ret = 1;
+        capture(&callback_data(CUPTI_API_EXIT, 10, &mut ret), 211, true);
+        capture(&callback_data(CUPTI_API_ENTER, 12, &mut ret), 307, false);
+        capture(&callback_data(CUPTI_API_EXIT, 12, &mut ret), 307, false);
+        drain_captured(&mut seen);
+        assert_eq!(
+            (seen.calls, seen.malformed, seen.runtime, seen.scoped),
+            (3, 0, 1, 0)
+        );
+        let mut again = CapturedSummary::default();
+        drain_captured(&mut again);
+        assert_eq!(again.calls, 0, "drained once");
+    }
+}
