@@ -86,14 +86,15 @@ pub(super) fn flip(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) -> Result<
         "(medians over pairs; on - off is paired within each pair; `nothing` switches nothing, so \
          its interval is the method's own spread. {} kernel records, {} dropped, {} buffer \
          requests refused; the proposed callback captured {} calls ({} malformed, {} runtime, \
-         {} in a scope).)",
+         {} in a scope, {} lost to a full ring).)",
         report.kernel_records,
         report.dropped,
         report.refused,
         captured.calls,
         captured.malformed,
         captured.runtime,
-        captured.scoped
+        captured.scoped,
+        captured.lost
     );
     Ok(())
 }

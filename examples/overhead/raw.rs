@@ -41,8 +41,11 @@ struct CapturedCall {
     runtime: bool,
 }
 
-/// Calls a thread's capture ring holds; the `--flip` loop drains every ring between blocks.
-const CAPTURE_RING: usize = 1 << 16;
+/// Calls a thread's capture ring holds (10 MiB); the `--flip` loop drains every ring between
+/// blocks, so a block of up to this many launches loses none.
+const CAPTURE_RING: usize = 1 << 18;
+/// Calls that found their ring full (a block longer than the ring).
+static CAPTURE_LOST: AtomicU64 = AtomicU64::new(0);
 
 /// The reading ends of every thread's capture ring.
 static CAPTURE_RINGS: parking_lot::Mutex<Vec<rtrb::Consumer<CapturedCall>>> =
@@ -103,7 +106,9 @@ fn capture(data: &sys::CUpti_CallbackData, cbid: u32, runtime: bool) {
             CAPTURE_RINGS.lock().push(consumer);
             producer
         });
-        let _ = ring.push(call);
+        if ring.push(call).is_err() {
+            CAPTURE_LOST.fetch_add(1, Ordering::Relaxed);
+        }
     });
 }
 
@@ -118,10 +123,13 @@ pub(super) struct CapturedSummary {
     pub(super) runtime: usize,
     /// Calls made inside a scope.
     pub(super) scoped: usize,
+    /// Calls that found their ring full, so far.
+    pub(super) lost: u64,
 }
 
 /// Empties every capture ring, as a collector would (outside the timed blocks).
 pub(super) fn drain_captured(into: &mut CapturedSummary) {
+    into.lost = CAPTURE_LOST.load(Ordering::Relaxed);
     for ring in CAPTURE_RINGS.lock().iter_mut() {
         let slots = ring.slots();
         let Ok(chunk) = ring.read_chunk(slots) else {
