@@ -9,6 +9,7 @@
 //! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
 //! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
 //! cargo run --release --example overhead -- --flip --rounds 40 --launches 5000  # each CUPTI part
+//! cargo run --release --example overhead -- --scope-on --rounds 20 --launches 20000
 //! ```
 //!
 //! Configurations:
@@ -53,7 +54,7 @@
 //!
 //! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
 //! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`,
-//! `flip.rs`, `probe.rs`.
+//! `flip.rs`, `probe.rs`, `scope_on.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
@@ -90,14 +91,16 @@ mod flip;
 mod interference;
 mod probe;
 mod raw;
+mod scope_on;
 mod sustained;
 mod table;
 use flip::flip;
 use interference::nvml_interference;
 use probe::probe_correlation;
 use raw::{drain_captured, CapturedSummary, Part, RawSession};
+use scope_on::scope_on;
 use sustained::sustained;
-use table::{parse_configs, parse_workloads, table};
+use table::{parse_configs, parse_workloads, table, Paired};
 
 type Result<T, E = Box<dyn std::error::Error>> = std::result::Result<T, E>;
 
@@ -193,6 +196,11 @@ struct Args {
     /// and off (what a callback-only design would rely on).
     #[arg(long)]
     probe_correlation: bool,
+    /// Instead of the table: `--launches` empty launches plain, with the application's own
+    /// timing-event pair around each, and in a `Profiler::scope_on` each, `--rounds` rounds:
+    /// the target for a scope timed on a stream.
+    #[arg(long)]
+    scope_on: bool,
 }
 
 fn main() -> ExitCode {
@@ -233,6 +241,7 @@ fn run(args: &Args) -> Result<()> {
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
         None if args.flip => flip(&gpu, lib, args),
         None if args.probe_correlation => probe_correlation(&mut gpu, lib),
+        None if args.scope_on => scope_on(&gpu, args, &ledger_dir),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }

@@ -299,7 +299,7 @@ fn paired(
 }
 
 /// A paired figure over rounds.
-struct Paired {
+pub(super) struct Paired {
     median: f64,
     min: f64,
     max: f64,
@@ -308,8 +308,19 @@ struct Paired {
 }
 
 impl Paired {
+    /// The figure of paired per-round differences `d`.
+    pub(super) fn of(d: &[f64]) -> Option<Paired> {
+        let dist = Distribution::from_samples(d)?;
+        Some(Paired {
+            median: dist.median,
+            min: dist.min,
+            max: dist.max,
+            interval: median_interval(d, 0.95),
+        })
+    }
+
     /// `+m (95 % interval a to b; rounds lo to hi)`, values multiplied by `scale`.
-    fn describe(&self, scale: f64, decimals: usize, unit: &str) -> String {
+    pub(super) fn describe(&self, scale: f64, decimals: usize, unit: &str) -> String {
         let f = |x: f64| format!("{:+.decimals$}", x * scale);
         let interval = match &self.interval {
             Some(i) => format!("95 % interval {} to {}; ", f(i.low), f(i.high)),
@@ -326,7 +337,7 @@ impl Paired {
     /// Against an upper bound: met when the whole interval is at or below it, missed when the
     /// whole interval is above it, unresolved when the interval holds it (the rounds' spread
     /// does not decide). Without an interval, the median decides, and says so.
-    fn verdict(&self, bound: f64) -> &'static str {
+    pub(super) fn verdict(&self, bound: f64) -> &'static str {
         match &self.interval {
             Some(i) if i.high <= bound => "ok",
             Some(i) if i.low > bound => "MISSED",
@@ -352,13 +363,7 @@ fn paired_by(
         field(&series[wi][idx(configs, b)?]),
     );
     let d: Vec<f64> = sa.iter().zip(sb).map(|(x, y)| combine(*x, *y)).collect();
-    let dist = Distribution::from_samples(&d)?;
-    Some(Paired {
-        median: dist.median,
-        min: dist.min,
-        max: dist.max,
-        interval: median_interval(&d, 0.95),
-    })
+    Paired::of(&d)
 }
 
 /// For [`paired`]: the difference of two values, and the slowdown of one over another, %.
@@ -618,13 +623,7 @@ mod tests {
     use super::*;
 
     fn paired_of(rounds: &[f64]) -> Paired {
-        let dist = Distribution::from_samples(rounds).unwrap();
-        Paired {
-            median: dist.median,
-            min: dist.min,
-            max: dist.max,
-            interval: median_interval(rounds, 0.95),
-        }
+        Paired::of(rounds).unwrap()
     }
 
     #[test]
