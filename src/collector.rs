@@ -1341,7 +1341,7 @@ fn claim_counters_kernels(placed: &mut [Placed], counters_path: u32) {
     }
     for p in placed.iter_mut().filter(|p| p.path_id == 0) {
         if let Activity::Kernel(k) = &p.activity {
-            if RANGE_PROFILER_KERNELS.contains(&k.name.as_ref()) {
+            if RANGE_PROFILER_KERNELS.contains(&k.name) {
                 p.path_id = counters_path;
             }
         }
@@ -1379,7 +1379,7 @@ const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_ME
 
 #[derive(Hash, PartialEq, Eq)]
 struct KernelKey {
-    name: Arc<str>,
+    name: &'static str,
     device_id: u32,
     grid: [u32; 3],
     block: [u32; 3],
@@ -1392,7 +1392,7 @@ struct KernelKey {
 impl KernelKey {
     fn of(k: &KernelRecord) -> Self {
         KernelKey {
-            name: k.name.clone(),
+            name: k.name,
             device_id: k.device_id,
             grid: k.grid,
             block: k.block,

@@ -2,10 +2,8 @@
 //! (no GPU, no CUPTI): kernels land in the scope path their external-correlation record names and
 //! in the iteration their launch call's host time falls in, and a row waits for its records.
 
-use std::sync::Arc;
-
 use cupti_sys as sys;
-use gpu_ledger::activity::record::{ApiRecord, KernelRecord, Record};
+use gpu_ledger::activity::record::{intern_name, ApiRecord, KernelRecord, Record};
 use gpu_ledger::collector::OfflineCollector;
 use gpu_ledger::ledger::schema::IterationRow;
 
@@ -13,7 +11,7 @@ const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CB
 
 fn kernel(corr: u32, start: u64, name: &str) -> Record {
     Record::Kernel(KernelRecord {
-        name: Arc::from(name),
+        name: intern_name(name),
         start,
         end: start + 500,
         device_id: 0,
@@ -147,30 +145,31 @@ fn a_record_of_a_written_iteration_is_late() {
     assert_eq!(c.trailer().late_records, 1);
 }
 
-/// A kernel record with `name` as given (an `Arc` the caller may share between records).
-fn kernel_named(corr: u32, start: u64, name: &Arc<str>, grid_x: u32) -> Record {
+/// A kernel record with `name` as given (the caller may pass one text at two addresses).
+fn kernel_named(corr: u32, start: u64, name: &'static str, grid_x: u32) -> Record {
     let Record::Kernel(mut k) = kernel(corr, start, "") else {
         unreachable!()
     };
-    k.name = name.clone();
+    k.name = name;
     k.grid = [grid_x, 1, 1];
     Record::Kernel(k)
 }
 
 #[test]
-fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_sharing() {
+fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
     let mut c = OfflineCollector::new(1_000);
-    // One name shared by two records; the same text again behind a second `Arc` (as when two
-    // modules hold a kernel of one name); another grid for that name; another name.
-    let gemm_a: Arc<str> = Arc::from("gemm");
-    let gemm_b: Arc<str> = Arc::from("gemm");
-    let soft: Arc<str> = Arc::from("softmax");
+    // One name shared by two records; the same text again at a second address (names are
+    // interned once per process, but grouping must not depend on it); another grid for that
+    // name; another name.
+    let gemm_a = intern_name("gemm");
+    let gemm_b: &'static str = Box::leak("gemm".to_string().into_boxed_str());
+    let soft: &'static str = "softmax";
     let kernels = [
-        kernel_named(1, 1_100, &gemm_a, 132),
-        kernel_named(2, 1_200, &gemm_a, 132),
-        kernel_named(3, 1_300, &gemm_b, 132),
-        kernel_named(4, 1_400, &gemm_b, 264),
-        kernel_named(5, 1_500, &soft, 132),
+        kernel_named(1, 1_100, gemm_a, 132),
+        kernel_named(2, 1_200, gemm_a, 132),
+        kernel_named(3, 1_300, gemm_b, 132),
+        kernel_named(4, 1_400, gemm_b, 264),
+        kernel_named(5, 1_500, soft, 132),
     ];
     for (i, k) in kernels.into_iter().enumerate() {
         c.accept(api(i as u32 + 1, 1_050 + 100 * i as u64));
@@ -199,4 +198,12 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_sharing() {
         .find(|g| g.name == "gemm" && g.grid[0] == 132)
         .unwrap();
     assert_eq!((gemm.total_ns, gemm.min_ns, gemm.max_ns), (1_500, 500, 500));
+}
+
+#[test]
+fn a_name_text_is_interned_once_per_process() {
+    let a = intern_name("interned_once_kernel");
+    let b = intern_name(&String::from("interned_once_kernel"));
+    assert!(std::ptr::eq(a, b), "one copy per text");
+    assert!(!std::ptr::eq(a, intern_name("interned_once_kernel2")));
 }

@@ -44,7 +44,7 @@ fn a_kernel_record_decodes_every_field_and_names_are_interned() {
     let Record::Kernel(r) = rec else {
         panic!("not a kernel: {rec:?}")
     };
-    assert_eq!(&*r.name, "vector_add");
+    assert_eq!(r.name, "vector_add");
     assert_eq!(
         (r.start, r.end, r.stream_id, r.correlation_id),
         (1_000, 3_500, 7, 42)
@@ -72,7 +72,7 @@ fn a_kernel_record_decodes_every_field_and_names_are_interned() {
         )
     };
     let Record::Kernel(r2) = again else { panic!() };
-    assert!(std::sync::Arc::ptr_eq(&r.name, &r2.name));
+    assert!(std::ptr::eq(r.name, r2.name));
 }
 
 #[test]
