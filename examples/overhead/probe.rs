@@ -25,33 +25,23 @@ pub(super) fn probe_correlation(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Res
             gpu_ledger::cupti::pop_external_id(lib)?;
             work.map(drop)
         })?;
-        let runtime: std::collections::HashSet<u32> =
-            seen.calls.iter().filter(|c| c.1).map(|c| c.0).collect();
-        let driver: std::collections::HashSet<u32> =
-            seen.calls.iter().filter(|c| !c.1).map(|c| c.0).collect();
-        let (mut at_runtime, mut at_driver, mut neither) = (0, 0, 0);
-        for corr in &seen.kernels {
-            if runtime.contains(corr) {
-                at_runtime += 1;
-            } else if driver.contains(corr) {
-                at_driver += 1;
-            } else {
-                neither += 1;
-            }
-        }
+        let c = classify(&seen.calls, &seen.kernels);
         let external = seen
             .external
             .iter()
             .filter(|e| e.1 == PROBE_EXTERNAL_ID)
             .count();
         println!(
-            "  API records {}: {} kernel records; {at_runtime} carry a runtime call's id, \
-             {at_driver} a driver call's, {neither} neither; callback entries {} runtime, {} \
-             driver; external-correlation records with the pushed id: {external} (of {} in all)",
+            "  API records {}: {} kernel records; {} carry a runtime call's id, {} a driver \
+             call's, {} neither; callback entries {} runtime, {} driver; external-correlation \
+             records with the pushed id: {external} (of {} in all)",
             if api_records { "on " } else { "off" },
             seen.kernels.len(),
-            runtime.len(),
-            driver.len(),
+            c.at_runtime,
+            c.at_driver,
+            c.neither,
+            c.runtime_calls,
+            c.driver_calls,
             seen.external.len()
         );
     }
@@ -62,4 +52,65 @@ pub(super) fn probe_correlation(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Res
          launch through the runtime, all inside one pushed external id)"
     );
     Ok(())
+}
+
+/// Kernel records sorted by whose correlation id they carry.
+#[derive(Debug, PartialEq, Eq)]
+struct Classified {
+    at_runtime: usize,
+    at_driver: usize,
+    neither: usize,
+    runtime_calls: usize,
+    driver_calls: usize,
+}
+
+/// `calls`: (correlation id, runtime domain) of the callback's entries; `kernels`: the kernel
+/// records' correlation ids. A kernel whose id a runtime entry saw counts as the runtime call's,
+/// even when a driver entry saw it too.
+fn classify(calls: &[(u32, bool)], kernels: &[u32]) -> Classified {
+    let runtime: std::collections::HashSet<u32> =
+        calls.iter().filter(|c| c.1).map(|c| c.0).collect();
+    let driver: std::collections::HashSet<u32> =
+        calls.iter().filter(|c| !c.1).map(|c| c.0).collect();
+    let mut out = Classified {
+        at_runtime: 0,
+        at_driver: 0,
+        neither: 0,
+        runtime_calls: runtime.len(),
+        driver_calls: driver.len(),
+    };
+    for corr in kernels {
+        if runtime.contains(corr) {
+            out.at_runtime += 1;
+        } else if driver.contains(corr) {
+            out.at_driver += 1;
+        } else {
+            out.neither += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_are_sorted_by_the_entry_that_saw_their_id() {
+        // A runtime launch (id 1) with its nested driver call (id 2), a driver launch (id 3).
+        let calls = [(1, true), (2, false), (3, false)];
+        let c = classify(&calls, &[1, 3, 3, 9]);
+        assert_eq!(
+            c,
+            Classified {
+                at_runtime: 1,
+                at_driver: 2,
+                neither: 1,
+                runtime_calls: 1,
+                driver_calls: 2
+            }
+        );
+        // Kernels that carry the nested driver call's id count as the driver's.
+        assert_eq!(classify(&calls, &[2]).at_driver, 1);
+    }
 }
