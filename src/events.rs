@@ -52,6 +52,14 @@ impl EventPool {
         self.free.lock().push(event);
     }
 
+    /// Returns a shared event once its last holder is done: an event that ends one scope and
+    /// starts the next ([`crate::ScopeGuard::next`]) is read by both scopes' records.
+    pub fn give_back_shared(&self, event: Arc<CudaEvent>) {
+        if let Ok(event) = Arc::try_unwrap(event) {
+            self.give_back(event);
+        }
+    }
+
     /// Event records CUDA refused.
     pub fn failures(&self) -> u64 {
         self.failures.load(std::sync::atomic::Ordering::Relaxed)

@@ -38,8 +38,9 @@ pub struct ScopeRecord {
     pub start_ns: u64,
     /// Host time of exit, as `start_ns`.
     pub end_ns: u64,
-    /// Start and end events when the scope was timed on a stream.
-    pub events: Option<(CudaEvent, CudaEvent)>,
+    /// Start and end events when the scope was timed on a stream. Shared where one event ends
+    /// a scope and starts the next ([`ScopeGuard::next`]).
+    pub events: Option<(Arc<CudaEvent>, Arc<CudaEvent>)>,
     /// Set when this guard was not the innermost open scope when it ended.
     pub out_of_order: bool,
     /// gpu-ledger's index of the thread the scope ran on.
@@ -50,7 +51,7 @@ struct Frame {
     path_id: u32,
     start_ns: u64,
     iteration: u64,
-    start_event: Option<(CudaEvent, Arc<CudaStream>)>,
+    start_event: Option<(Arc<CudaEvent>, Arc<CudaStream>)>,
     /// Identifies the guard, so that a guard dropped out of order is detected.
     token: u64,
     /// The counters pass this scope pushed a user range in (0: none).
@@ -129,64 +130,205 @@ impl ScopeGuard {
         THREAD
             .try_with(|t| {
                 let mut guard = t.borrow_mut();
-                // Fields are borrowed one by one below: no Arc<Running> clone (two contended
-                // atomic read-modify-writes) per scope.
                 let t = &mut *guard;
                 if !t.refresh() {
                     return Self::inert();
                 }
-                let Some(running) = t.running.as_deref() else {
+                // Moved out and back: no Arc<Running> clone (two contended atomic
+                // read-modify-writes) per scope.
+                let Some(running) = t.running.take() else {
                     return Self::inert();
                 };
-                let range_pass = if crate::counters::window::ranges_on() {
-                    running.counter_push(&name)
-                } else {
-                    0
-                };
-                let parent = t.stack.last().map_or(0, |f| f.path_id);
-                let path_id = match &name {
-                    Cow::Borrowed(s) => {
-                        let key = (parent, s.as_ptr() as usize, s.len());
-                        match t.static_cache.get(&key) {
-                            Some(id) => *id,
-                            None => {
-                                let id = running.paths.intern(parent, s);
-                                t.static_cache.insert(key, id);
-                                id
-                            }
-                        }
-                    }
-                    Cow::Owned(_) => {
-                        let children = t.cache.entry(parent).or_default();
-                        match children.get(name.as_ref()) {
-                            Some(id) => *id,
-                            None => {
-                                let id = running.paths.intern(parent, &name);
-                                children.insert(name, id);
-                                id
-                            }
-                        }
-                    }
-                };
-                running.push_correlation(path_id);
-                let start_event =
-                    stream.and_then(|s| running.events.record(s).map(|e| (e, s.clone())));
-                t.next_token += 1;
-                let token = t.next_token;
-                t.stack.push(Frame {
-                    path_id,
-                    start_ns: running.clock.read(),
-                    iteration: running.iteration(),
-                    start_event,
-                    token,
-                    range_pass,
-                });
-                ScopeGuard {
-                    token,
-                    _not_send: PhantomData,
-                }
+                let opened = t.open(&running, name, Start::Now(stream));
+                t.running = Some(running);
+                opened
             })
             .unwrap_or_else(|_| Self::inert())
+    }
+
+    /// Ends this scope and begins `name` after it, as its sibling, with one boundary: one host
+    /// clock reading ends this scope and starts the next, and on a scope timed on a stream
+    /// ([`crate::Profiler::scope_on`]) one event on that stream does both, so a chain of
+    /// adjacent scopes records one `cuEventRecord` per boundary instead of two. The next scope
+    /// is timed on the same stream.
+    ///
+    /// When this scope is not the innermost one open on the thread, or the profiler is not
+    /// running, this is the same as dropping it and opening `name` anew.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # fn demo(stream: &Arc<cudarc::driver::CudaStream>) {
+    /// use gpu_ledger::Profiler;
+    /// let s = Profiler::scope_on("forward", stream);
+    /// // ... forward launches ...
+    /// let s = s.next("backward"); // one event between forward and backward
+    /// // ... backward launches ...
+    /// drop(s);
+    /// # }
+    /// ```
+    pub fn next(mut self, name: impl Into<Cow<'static, str>>) -> ScopeGuard {
+        let name = name.into();
+        let token = std::mem::replace(&mut self.token, 0);
+        if token == 0 {
+            return ScopeGuard::enter(name, None);
+        }
+        let chained = THREAD.try_with(|t| {
+            let mut guard = t.borrow_mut();
+            let t = &mut *guard;
+            if t.running.is_none()
+                || t.generation != GENERATION.load(Ordering::Acquire)
+                || t.stack.last().is_none_or(|f| f.token != token)
+            {
+                return None;
+            }
+            let running = t.running.take()?;
+            let frame = t.stack.pop()?;
+            release(&running, &frame);
+            let boundary_ns = running.clock.read();
+            let boundary_event = frame.start_event.as_ref().and_then(|(_, stream)| {
+                running
+                    .events
+                    .record(stream)
+                    .map(|e| (Arc::new(e), stream.clone()))
+            });
+            let end_event = boundary_event.as_ref().map(|(e, _)| e.clone());
+            t.send_closed(&running, frame, boundary_ns, end_event, false);
+            let opened = t.open(
+                &running,
+                name.clone(),
+                Start::At(boundary_ns, boundary_event),
+            );
+            t.running = Some(running);
+            Some(opened)
+        });
+        match chained {
+            Ok(Some(next)) => next,
+            // Not the innermost scope, or the run changed: end it as a drop would, open anew.
+            _ => {
+                let stream = THREAD
+                    .try_with(|t| {
+                        let t = t.borrow();
+                        t.stack
+                            .iter()
+                            .find(|f| f.token == token)
+                            .and_then(|f| f.start_event.as_ref().map(|(_, s)| s.clone()))
+                    })
+                    .ok()
+                    .flatten();
+                drop(ScopeGuard {
+                    token,
+                    _not_send: PhantomData,
+                });
+                ScopeGuard::enter(name, stream.as_ref())
+            }
+        }
+    }
+}
+
+/// Where a scope opened by [`ThreadScopes::open`] starts.
+enum Start<'a> {
+    /// Now, once the scope is set up (so that its host time leaves gpu-ledger's own work out),
+    /// with a start event on the stream when it is timed on one.
+    Now(Option<&'a Arc<CudaStream>>),
+    /// At a boundary already taken: the end of the scope before it ([`ScopeGuard::next`]).
+    At(u64, Option<(Arc<CudaEvent>, Arc<CudaStream>)>),
+}
+
+/// Takes a closed scope's entries off CUPTI's external-correlation stack and the counters'
+/// range stack, before its end is read.
+fn release(running: &Running, frame: &Frame) {
+    running.pop_correlation();
+    if frame.range_pass != 0 {
+        running.counter_pop(frame.range_pass);
+    }
+}
+
+impl ThreadScopes {
+    /// Opens a scope `name` below the innermost open one, starting at `start`.
+    fn open(&mut self, running: &Running, name: Cow<'static, str>, start: Start<'_>) -> ScopeGuard {
+        let range_pass = if crate::counters::window::ranges_on() {
+            running.counter_push(&name)
+        } else {
+            0
+        };
+        let parent = self.stack.last().map_or(0, |f| f.path_id);
+        let path_id = match &name {
+            Cow::Borrowed(s) => {
+                let key = (parent, s.as_ptr() as usize, s.len());
+                match self.static_cache.get(&key) {
+                    Some(id) => *id,
+                    None => {
+                        let id = running.paths.intern(parent, s);
+                        self.static_cache.insert(key, id);
+                        id
+                    }
+                }
+            }
+            Cow::Owned(_) => {
+                let children = self.cache.entry(parent).or_default();
+                match children.get(name.as_ref()) {
+                    Some(id) => *id,
+                    None => {
+                        let id = running.paths.intern(parent, &name);
+                        children.insert(name, id);
+                        id
+                    }
+                }
+            }
+        };
+        running.push_correlation(path_id);
+        self.next_token += 1;
+        let token = self.next_token;
+        let (start_ns, start_event) = match start {
+            Start::Now(stream) => {
+                let event =
+                    stream.and_then(|s| running.events.record(s).map(|e| (Arc::new(e), s.clone())));
+                (running.clock.read(), event)
+            }
+            Start::At(ns, event) => (ns, event),
+        };
+        self.stack.push(Frame {
+            path_id,
+            start_ns,
+            iteration: running.iteration(),
+            start_event,
+            token,
+            range_pass,
+        });
+        ScopeGuard {
+            token,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Hands a closed scope's record (its frame taken off the stack and [`release`]d, ended at
+    /// `end_ns` and `end_event`) to the collector.
+    fn send_closed(
+        &mut self,
+        running: &Running,
+        frame: Frame,
+        end_ns: u64,
+        end_event: Option<Arc<CudaEvent>>,
+        out_of_order: bool,
+    ) {
+        let events = frame
+            .start_event
+            .and_then(|(start, _)| end_event.map(|end| (start, end)));
+        let iteration = running.iteration();
+        let thread = self.thread;
+        let Some(sender) = &mut self.sender else {
+            return;
+        };
+        sender.send(ScopeRecord {
+            path_id: frame.path_id,
+            iteration_at_entry: frame.iteration,
+            iteration,
+            start_ns: frame.start_ns,
+            end_ns,
+            events,
+            out_of_order,
+            thread,
+        });
     }
 }
 
@@ -199,38 +341,26 @@ impl Drop for ScopeGuard {
         let _ = THREAD.try_with(|t| {
             let mut guard = t.borrow_mut();
             let t = &mut *guard;
-            let Some(running) = t.running.as_deref() else {
-                return;
-            };
-            if t.generation != GENERATION.load(Ordering::Acquire) {
+            if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
                 return; // the run this guard belonged to has finished
             }
             let Some(pos) = t.stack.iter().rposition(|f| f.token == token) else {
                 return;
             };
+            // Moved out and back, as in `enter`.
+            let Some(running) = t.running.take() else {
+                return;
+            };
             let out_of_order = pos + 1 != t.stack.len();
             let frame = t.stack.remove(pos);
-            running.pop_correlation();
-            if frame.range_pass != 0 {
-                running.counter_pop(frame.range_pass);
-            }
+            release(&running, &frame);
             let end_ns = running.clock.read();
-            let events = frame
+            let end_event = frame
                 .start_event
-                .and_then(|(start, stream)| running.events.record(&stream).map(|end| (start, end)));
-            let iteration = running.iteration();
-            let thread = t.thread;
-            let Some(sender) = &mut t.sender else { return };
-            sender.send(ScopeRecord {
-                path_id: frame.path_id,
-                iteration_at_entry: frame.iteration,
-                iteration,
-                start_ns: frame.start_ns,
-                end_ns,
-                events,
-                out_of_order,
-                thread,
-            });
+                .as_ref()
+                .and_then(|(_, stream)| running.events.record(stream).map(Arc::new));
+            t.send_closed(&running, frame, end_ns, end_event, out_of_order);
+            t.running = Some(running);
         });
     }
 }

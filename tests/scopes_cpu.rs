@@ -365,3 +365,91 @@ fn a_zero_energy_counter_period_is_a_clear_error() {
     assert!(msg.contains("nvml_energy_period is zero"), "{msg}");
     assert!(msg.contains("None"), "names the fix: {msg}");
 }
+
+/// Spans of the only row of a run with `record_activities`, by path.
+fn spans_of(path: &std::path::Path) -> Vec<gpu_ledger::ledger::schema::ScopeSpan> {
+    let ledger = read_ledger(path).unwrap();
+    assert_eq!(ledger.iterations.len(), 1);
+    let mut spans = ledger.iterations[0]
+        .scope_spans
+        .clone()
+        .expect("spans recorded");
+    spans.sort_by_key(|s| s.start_ns);
+    spans
+}
+
+#[test]
+fn next_ends_a_scope_and_starts_its_sibling_at_one_boundary() {
+    let _turn = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(&path)
+        .record_activities(true)
+        .start()
+        .unwrap();
+    {
+        let _step = Profiler::scope("step");
+        let s = Profiler::scope("forward");
+        std::thread::sleep(Duration::from_millis(2));
+        let s = s.next("backward");
+        std::thread::sleep(Duration::from_millis(2));
+        let s = s.next(String::from("optimizer"));
+        drop(s);
+    }
+    profiler.step();
+    profiler.finish().unwrap();
+    let spans = spans_of(&path);
+    let paths: Vec<&str> = spans.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["step", "step/forward", "step/backward", "step/optimizer"],
+        "siblings under the same parent, in order"
+    );
+    // One clock reading ends each scope and starts the next.
+    assert_eq!(spans[1].end_ns, spans[2].start_ns);
+    assert_eq!(spans[2].end_ns, spans[3].start_ns);
+    assert!(spans[1].end_ns - spans[1].start_ns >= 2_000_000);
+    let ledger = read_ledger(&path).unwrap();
+    let row = &ledger.iterations[0];
+    assert!(row.warnings.is_empty(), "{:?}", row.warnings);
+    for p in ["step/forward", "step/backward", "step/optimizer"] {
+        let s = row.scopes.iter().find(|s| s.path == p).unwrap();
+        assert_eq!(s.calls, 1, "{p}");
+    }
+}
+
+#[test]
+fn next_on_a_scope_that_is_not_innermost_ends_it_and_opens_anew() {
+    let _turn = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let profiler = Profiler::builder()
+        .level(Level::Scopes)
+        .ledger_path(&path)
+        .record_activities(true)
+        .start()
+        .unwrap();
+    {
+        let a = Profiler::scope("a");
+        let _c = Profiler::scope("c");
+        // `a` is not the innermost scope: it ends (out of order) and `b` opens below `c`.
+        let _b = a.next("b");
+    }
+    profiler.step();
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    let row = &ledger.iterations[0];
+    let mut paths: Vec<&str> = row.scopes.iter().map(|s| s.path.as_str()).collect();
+    paths.sort();
+    assert_eq!(paths, ["a", "a/c", "a/c/b"]);
+    assert!(
+        row.warnings.iter().any(|w| w.contains("out of order")),
+        "{:?}",
+        row.warnings
+    );
+    // Without a profiler, next is as inert as the guard it replaces.
+    let g = Profiler::scope("x").next("y");
+    drop(g);
+}

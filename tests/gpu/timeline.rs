@@ -356,6 +356,82 @@ fn memcpy_bytes_by_direction_are_exact() {
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
+fn chained_scopes_on_a_stream_share_their_boundary_event() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let n = 1 << 22;
+    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chained.jsonl");
+    let profiler = Profiler::builder()
+        .level(gpu_ledger::Level::Timeline)
+        .ledger_path(&path)
+        .settle(std::time::Duration::from_secs(5))
+        .start()
+        .unwrap();
+    const ITERS: u64 = 20;
+    for _ in 0..ITERS {
+        let s = Profiler::scope_on("first", &g.stream);
+        g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+        let s = s.next("second");
+        for _ in 0..2 {
+            g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+        }
+        drop(s);
+        profiler.step();
+    }
+    g.stream.synchronize().unwrap();
+    let summary = profiler.finish().unwrap();
+    assert!(
+        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
+        "{:?}",
+        summary.trailer.warnings
+    );
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len() as u64, ITERS);
+    for row in &ledger.iterations {
+        assert!(row.warnings.is_empty(), "{:?}", row.warnings);
+        for (path, kernels) in [("first", 1), ("second", 2)] {
+            let s = row.scopes.iter().find(|s| s.path == path).unwrap();
+            assert_eq!(s.kernels, kernels, "{path}");
+            let ev = s.event_device_ns.expect("both scopes have event time");
+            assert!(
+                ev >= s.device_ns,
+                "{path}: events span {ev} ns, its kernels {} ns",
+                s.device_ns
+            );
+        }
+        println!(
+            "row {}: first {:?} ns (kernels {}), second {:?} ns (kernels {})",
+            row.index,
+            row.scopes
+                .iter()
+                .find(|s| s.path == "first")
+                .unwrap()
+                .event_device_ns,
+            row.scopes
+                .iter()
+                .find(|s| s.path == "first")
+                .unwrap()
+                .device_ns,
+            row.scopes
+                .iter()
+                .find(|s| s.path == "second")
+                .unwrap()
+                .event_device_ns,
+            row.scopes
+                .iter()
+                .find(|s| s.path == "second")
+                .unwrap()
+                .device_ns,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
 fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
     let _g = SERIAL.lock();
     let g = gpu();
