@@ -236,6 +236,7 @@ enum Start<'a> {
 
 /// Takes a closed scope's entries off CUPTI's external-correlation stack and the counters'
 /// range stack, before its end is read.
+#[inline]
 fn release(running: &Running, frame: &Frame) {
     running.pop_correlation();
     if frame.range_pass != 0 {
@@ -245,6 +246,7 @@ fn release(running: &Running, frame: &Frame) {
 
 impl ThreadScopes {
     /// Opens a scope `name` below the innermost open one, starting at `start`.
+    #[inline]
     fn open(&mut self, running: &Running, name: Cow<'static, str>, start: Start<'_>) -> ScopeGuard {
         let range_pass = if crate::counters::window::ranges_on() {
             running.counter_push(&name)
@@ -303,6 +305,7 @@ impl ThreadScopes {
 
     /// Hands a closed scope's record (its frame taken off the stack and [`release`]d, ended at
     /// `end_ns` and `end_event`) to the collector.
+    #[inline]
     fn send_closed(
         &mut self,
         running: &Running,
