@@ -36,8 +36,9 @@ cat > "$out/run.sh" <<'RUN'
 #   quick          the GPU tests and the demo
 #   suite          the GPU tests, the demo, the examples and the training loop (about 3 minutes)
 #   overhead       the benchmarks' summaries on this host, `overhead --decompose`,
-#                  `overhead --sustained 60` and `overhead --nvml-interference` (about 6
-#                  minutes), on a quiet machine
+#                  `overhead --sustained 60` and the probes (--nvml-interference,
+#                  --probe-correlation, --flip, --scope-on) (about 8 minutes), on a quiet
+#                  machine
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
@@ -51,7 +52,7 @@ if [[ $mode != overhead ]]; then
   "$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip_multi[@]}" >> "$logs/gpu-tests.log" 2>&1 || status=1
   # The demo's ledger stays out of $logs: a lent machine returns at most 8 files, and `all`
   # writes exactly 8 logs (nvidia-smi, gpu-tests, demo, examples, bench, overhead, sustained,
-  # interference).
+  # probes).
   "$here/demo" 20 /tmp/demo-ledger.jsonl > "$logs/demo.log" 2>&1 || status=1
 fi
 if [[ $mode == all || $mode == suite ]]; then
@@ -79,8 +80,16 @@ if [[ $mode == all || $mode == overhead ]]; then
   # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
   [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
   [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --sustained 60 > "$logs/sustained.log" 2>&1 || status=1; }
-  # Which of the NVML sampler's reads slows the GPU work, each repeated back to back (20 s).
-  [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --nvml-interference --rounds 6 > "$logs/interference.log" 2>&1 || status=1; }
+  # The probes, into one log (about 2 minutes): which NVML read slows the GPU work; whether
+  # kernel records carry the launch callback's correlation ids without API records; each part
+  # of the timeline level's CUPTI configuration switched inside one session; a scope timed on a
+  # stream against the application's own event pair.
+  if [[ -x $here/overhead ]]; then
+    for probe in "--nvml-interference --rounds 6" "--probe-correlation" "--flip --rounds 40 --launches 5000" "--scope-on --rounds 20 --launches 20000"; do
+      echo "=== overhead $probe" >> "$logs/probes.log"
+      timeout 150 "$here/overhead" $probe >> "$logs/probes.log" 2>&1 || { echo "overhead $probe failed: $?" >> "$logs/probes.log"; status=1; }
+    done
+  fi
 fi
 grep -hE "^test result|FAILED|panicked|Segmentation|SIGSEGV" "$logs"/gpu-tests.log 2>/dev/null | head -40
 exit $status
