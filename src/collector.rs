@@ -818,8 +818,8 @@ impl Collector {
             match crate::events::elapsed_ns(&ev.start, &ev.end) {
                 Ok(Some(ns)) => {
                     *it.event_ns.entry(ev.path_id).or_default() += ns;
-                    running.events.give_back_shared(ev.start);
-                    running.events.give_back_shared(ev.end);
+                    running.events.give_back(ev.start);
+                    running.events.give_back(ev.end);
                 }
                 Ok(None) if !force => still.push(ev),
                 Ok(None) => it.warnings.push(format!(

@@ -7,17 +7,18 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 use parking_lot::Mutex;
 
-/// Free timing-enabled events, of any context.
+/// Free timing-enabled events, of any context. Each is kept in its `Arc` across uses, so that an
+/// event shared by two scope records ([`crate::ScopeGuard::next`]) costs no allocation either.
 #[derive(Default)]
 pub struct EventPool {
-    free: Mutex<Vec<CudaEvent>>,
+    free: Mutex<Vec<Arc<CudaEvent>>>,
     failures: std::sync::atomic::AtomicU64,
 }
 
 impl EventPool {
     /// Records an event on `stream`: one from the pool when one of the stream's context is free.
     /// `None` when CUDA refused (counted; the scope then has no device time).
-    pub fn record(&self, stream: &Arc<CudaStream>) -> Option<CudaEvent> {
+    pub fn record(&self, stream: &Arc<CudaStream>) -> Option<Arc<CudaEvent>> {
         let ctx = stream.context();
         let reused = {
             let mut free = self.free.lock();
@@ -28,7 +29,7 @@ impl EventPool {
         let event = match reused {
             Some(e) => e,
             None => match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
-                Ok(e) => e,
+                Ok(e) => Arc::new(e),
                 Err(_) => {
                     self.failures
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -47,16 +48,11 @@ impl EventPool {
         }
     }
 
-    /// Returns an event whose time has been read.
-    pub fn give_back(&self, event: CudaEvent) {
-        self.free.lock().push(event);
-    }
-
-    /// Returns a shared event once its last holder is done: an event that ends one scope and
-    /// starts the next ([`crate::ScopeGuard::next`]) is read by both scopes' records.
-    pub fn give_back_shared(&self, event: Arc<CudaEvent>) {
-        if let Ok(event) = Arc::try_unwrap(event) {
-            self.give_back(event);
+    /// Returns an event whose time has been read. An event still held elsewhere (shared by the
+    /// next scope's record, which has not been read yet) is left to its last holder.
+    pub fn give_back(&self, mut event: Arc<CudaEvent>) {
+        if Arc::get_mut(&mut event).is_some() {
+            self.free.lock().push(event);
         }
     }
 

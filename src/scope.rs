@@ -185,12 +185,10 @@ impl ScopeGuard {
             let frame = t.stack.pop()?;
             release(&running, &frame);
             let boundary_ns = running.clock.read();
-            let boundary_event = frame.start_event.as_ref().and_then(|(_, stream)| {
-                running
-                    .events
-                    .record(stream)
-                    .map(|e| (Arc::new(e), stream.clone()))
-            });
+            let boundary_event = frame
+                .start_event
+                .as_ref()
+                .and_then(|(_, stream)| running.events.record(stream).map(|e| (e, stream.clone())));
             let end_event = boundary_event.as_ref().map(|(e, _)| e.clone());
             t.send_closed(&running, frame, boundary_ns, end_event, false);
             let opened = t.open(
@@ -283,8 +281,7 @@ impl ThreadScopes {
         let token = self.next_token;
         let (start_ns, start_event) = match start {
             Start::Now(stream) => {
-                let event =
-                    stream.and_then(|s| running.events.record(s).map(|e| (Arc::new(e), s.clone())));
+                let event = stream.and_then(|s| running.events.record(s).map(|e| (e, s.clone())));
                 (running.clock.read(), event)
             }
             Start::At(ns, event) => (ns, event),
@@ -361,7 +358,7 @@ impl Drop for ScopeGuard {
             let end_event = frame
                 .start_event
                 .as_ref()
-                .and_then(|(_, stream)| running.events.record(stream).map(Arc::new));
+                .and_then(|(_, stream)| running.events.record(stream));
             t.send_closed(&running, frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });
