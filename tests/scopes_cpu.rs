@@ -8,27 +8,44 @@ use parking_lot::Mutex;
 /// One profiler per process at a time: tests in this binary take turns.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn scopes_profiler(path: &std::path::Path) -> Profiler {
+/// A Scopes-level builder writing to `path`.
+fn scopes_builder(path: &std::path::Path) -> gpu_ledger::ProfilerBuilder {
     Profiler::builder()
         .level(Level::Scopes)
         .ledger_path(path)
         .settle(Duration::from_millis(200))
+}
+
+fn scopes_profiler(path: &std::path::Path) -> Profiler {
+    scopes_builder(path)
         .start()
         .expect("the scopes level needs no GPU")
 }
 
-/// This test's turn, a temporary directory, the ledger path in it and a Scopes-level profiler
-/// writing there (dropped in reverse: the profiler first, the turn last).
-fn serial_run() -> (
+/// What [`serial_run`] hands a test.
+type SerialRun = (
     parking_lot::MutexGuard<'static, ()>,
     tempfile::TempDir,
     std::path::PathBuf,
     Profiler,
-) {
+);
+
+/// This test's turn, a temporary directory, the ledger path in it and a Scopes-level profiler
+/// writing there (dropped in reverse: the profiler first, the turn last).
+fn serial_run() -> SerialRun {
+    serial_run_with(|b| b)
+}
+
+/// [`serial_run`] with the builder adjusted by `configure` first.
+fn serial_run_with(
+    configure: impl FnOnce(gpu_ledger::ProfilerBuilder) -> gpu_ledger::ProfilerBuilder,
+) -> SerialRun {
     let turn = SERIAL.lock();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
-    let profiler = scopes_profiler(&path);
+    let profiler = configure(scopes_builder(&path))
+        .start()
+        .expect("the scopes level needs no GPU");
     (turn, dir, path, profiler)
 }
 
@@ -380,15 +397,7 @@ fn spans_of(path: &std::path::Path) -> Vec<gpu_ledger::ledger::schema::ScopeSpan
 
 #[test]
 fn next_ends_a_scope_and_starts_its_sibling_at_one_boundary() {
-    let _turn = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = Profiler::builder()
-        .level(Level::Scopes)
-        .ledger_path(&path)
-        .record_activities(true)
-        .start()
-        .unwrap();
+    let (_turn, _dir, path, profiler) = serial_run_with(|b| b.record_activities(true));
     {
         let _step = Profiler::scope("step");
         let s = Profiler::scope("forward");
@@ -422,15 +431,7 @@ fn next_ends_a_scope_and_starts_its_sibling_at_one_boundary() {
 
 #[test]
 fn next_on_a_scope_that_is_not_innermost_ends_it_and_opens_anew() {
-    let _turn = SERIAL.lock();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("run.jsonl");
-    let profiler = Profiler::builder()
-        .level(Level::Scopes)
-        .ledger_path(&path)
-        .record_activities(true)
-        .start()
-        .unwrap();
+    let (_turn, _dir, path, profiler) = serial_run_with(|b| b.record_activities(true));
     {
         let a = Profiler::scope("a");
         let _c = Profiler::scope("c");
