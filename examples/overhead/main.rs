@@ -397,21 +397,18 @@ fn run_launches<const SCOPED: bool>(
     Ok(t0.elapsed())
 }
 
-/// Workload (c): `steps` training steps, each with its loss read back (a synchronize), as the
-/// training loop runs them; `profiler.step()` after every `step_every`-th.
-fn run_train_steps<const SCOPED: bool>(
-    gpu: &mut Gpu,
+/// `steps` runs of `step` (each ending in a synchronize of its own), timed on the host clock,
+/// with `profiler.step()` after every `step_every`-th: the loop of workloads (c) and (d).
+#[inline(always)]
+fn timed_steps(
     steps: u64,
     profiler: Option<&Profiler>,
     step_every: u64,
+    mut step: impl FnMut() -> Result<()>,
 ) -> Result<Duration> {
     let t0 = Instant::now();
     for i in 0..steps {
-        gpu.model.step(false, SCOPED)?;
-        {
-            let _log = scope::<SCOPED>("log");
-            gpu.model.read_loss()?;
-        }
+        step()?;
         if (i + 1) % step_every == 0 {
             if let Some(p) = profiler {
                 p.step();
@@ -421,6 +418,22 @@ fn run_train_steps<const SCOPED: bool>(
     Ok(t0.elapsed())
 }
 
+/// Workload (c): `steps` training steps, each with its loss read back (a synchronize), as the
+/// training loop runs them; `profiler.step()` after every `step_every`-th.
+fn run_train_steps<const SCOPED: bool>(
+    gpu: &mut Gpu,
+    steps: u64,
+    profiler: Option<&Profiler>,
+    step_every: u64,
+) -> Result<Duration> {
+    timed_steps(steps, profiler, step_every, || {
+        gpu.model.step(false, SCOPED)?;
+        let _log = scope::<SCOPED>("log");
+        gpu.model.read_loss()?;
+        Ok(())
+    })
+}
+
 /// Workload (d): `steps` kernel-mix steps; `profiler.step()` after every `step_every`-th.
 fn run_steps<const SCOPED: bool>(
     gpu: &mut Gpu,
@@ -428,8 +441,7 @@ fn run_steps<const SCOPED: bool>(
     profiler: Option<&Profiler>,
     step_every: u64,
 ) -> Result<Duration> {
-    let t0 = Instant::now();
-    for i in 0..steps {
+    timed_steps(steps, profiler, step_every, || {
         {
             let _step = scope::<SCOPED>("step");
             {
@@ -454,13 +466,8 @@ fn run_steps<const SCOPED: bool>(
             // The step's result is read on the host (a loss value): one synchronize per step.
             gpu.stream.synchronize()?;
         }
-        if (i + 1) % step_every == 0 {
-            if let Some(p) = profiler {
-                p.step();
-            }
-        }
-    }
-    Ok(t0.elapsed())
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
