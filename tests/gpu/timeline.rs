@@ -365,12 +365,7 @@ fn chained_scopes_on_a_stream_share_their_boundary_event() {
     let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("chained.jsonl");
-    let profiler = Profiler::builder()
-        .level(gpu_ledger::Level::Timeline)
-        .ledger_path(&path)
-        .settle(std::time::Duration::from_secs(5))
-        .start()
-        .unwrap();
+    let profiler = timeline(&path);
     const ITERS: u64 = 20;
     for _ in 0..ITERS {
         let s = Profiler::scope_on("first", &g.stream);
@@ -402,31 +397,11 @@ fn chained_scopes_on_a_stream_share_their_boundary_event() {
                 "{path}: events span {ev} ns, its kernels {} ns",
                 s.device_ns
             );
+            println!(
+                "row {} {path}: events {ev} ns, kernels {} ns",
+                row.index, s.device_ns
+            );
         }
-        println!(
-            "row {}: first {:?} ns (kernels {}), second {:?} ns (kernels {})",
-            row.index,
-            row.scopes
-                .iter()
-                .find(|s| s.path == "first")
-                .unwrap()
-                .event_device_ns,
-            row.scopes
-                .iter()
-                .find(|s| s.path == "first")
-                .unwrap()
-                .device_ns,
-            row.scopes
-                .iter()
-                .find(|s| s.path == "second")
-                .unwrap()
-                .event_device_ns,
-            row.scopes
-                .iter()
-                .find(|s| s.path == "second")
-                .unwrap()
-                .device_ns,
-        );
     }
 }
 
