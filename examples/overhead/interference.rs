@@ -50,18 +50,20 @@ impl NvmlRead {
     }
 }
 
-/// The NVML index of the benchmark's device, matched by PCI bus id.
+/// The NVML index of the benchmark's device, linked as the profiler links it (the environment
+/// record: UUID, or else PCI bus id).
 fn nvml_index_of(gpu: &Gpu, lib: &NvmlLibrary) -> Result<u32> {
-    use cudarc::driver::sys::CUdevice_attribute as a;
-    let domain = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
-    let bus = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
-    let device = gpu.ctx.attribute(a::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
-    let bus_id = format!("{domain:08X}:{bus:02X}:{device:02X}.0");
-    let d = lib
-        .nvml()
-        .device_by_pci_bus_id(bus_id.as_str())
-        .map_err(|e| format!("NVML has no device at PCI {bus_id}: {e}"))?;
-    Ok(d.index()?)
+    let ordinal = gpu.ctx.ordinal() as u32;
+    let mut env = gpu_ledger::device::environment(None, std::time::SystemTime::now());
+    env.fill_nvml(lib);
+    env.link_gpus_to_nvml();
+    env.nvml_for(ordinal).map(|n| n.index).ok_or_else(|| {
+        format!(
+            "CUDA device {ordinal} has no NVML device: {}",
+            env.missing.join("; ")
+        )
+        .into()
+    })
 }
 
 /// What one workload run under one read reported.
