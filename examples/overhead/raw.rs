@@ -1,6 +1,8 @@
 //! The raw-CUPTI reference: the least a CUPTI kernel tracer can do (configurations `raw-cupti`,
 //! `raw+api`, `raw+api+cb`, `raw+all`).
 
+use gpu_ledger::cupti;
+
 use super::*;
 
 /// The reference's buffers and counters. The buffers are allocated once and never freed, so a
@@ -68,12 +70,10 @@ struct CaptureState {
 
 /// CUPTI's clock, as API records carry it.
 fn cupti_clock() -> u64 {
-    let mut ts = 0u64;
-    if let Some(lib) = RAW_LIB.get() {
-        // SAFETY: out-pointer valid.
-        unsafe { lib.api.cuptiGetTimestamp(&mut ts) };
-    }
-    ts
+    RAW_LIB
+        .get()
+        .and_then(|lib| cupti::timestamp(lib).ok())
+        .unwrap_or(0)
 }
 
 /// The capture work of one callback (entry or exit).
@@ -334,9 +334,7 @@ impl RawSession {
             stopped: false,
         };
         for kind in mode.kinds() {
-            // SAFETY: plain enum argument.
-            let rc = unsafe { lib.api.cuptiActivityEnable(kind) };
-            cupti_ok(lib, "cuptiActivityEnable", rc)?;
+            cupti::activity_enable(lib, kind)?;
         }
         if mode >= RawMode::KernelApi {
             session.filter_api_records()?;
@@ -358,15 +356,11 @@ impl RawSession {
     /// Switches off the API records of every function gpu-ledger does not keep.
     fn filter_api_records(&self) -> Result<()> {
         for (runtime, cbid) in unneeded_api_functions() {
-            // SAFETY: plain integer arguments.
-            let rc = unsafe {
-                if runtime {
-                    self.lib.api.cuptiActivityEnableRuntimeApi(cbid, 0)
-                } else {
-                    self.lib.api.cuptiActivityEnableDriverApi(cbid, 0)
-                }
-            };
-            cupti_ok(self.lib, "cuptiActivityEnable{Driver,Runtime}Api", rc)?;
+            if runtime {
+                cupti::enable_runtime_api(self.lib, cbid, false)?;
+            } else {
+                cupti::enable_driver_api(self.lib, cbid, false)?;
+            }
         }
         Ok(())
     }
@@ -397,23 +391,18 @@ impl RawSession {
     }
 
     fn set_kind(&self, kind: sys::CUpti_ActivityKind::Type, on: bool) -> Result<()> {
-        // SAFETY: plain enum argument.
-        let rc = unsafe {
-            if on {
-                self.lib.api.cuptiActivityEnable(kind)
-            } else {
-                self.lib.api.cuptiActivityDisable(kind)
-            }
-        };
-        cupti_ok(self.lib, "cuptiActivity{Enable,Disable}", rc)
+        if on {
+            cupti::activity_enable(self.lib, kind)?;
+        } else {
+            cupti::activity_disable(self.lib, kind)?;
+        }
+        Ok(())
     }
 
     /// `cuptiActivityFlushAll(0)`: completed buffers come back to the pool (for runs longer than
     /// the pool holds; the callers flush outside what they time).
     pub(super) fn flush(&self) -> Result<()> {
-        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
-        let rc = unsafe { self.lib.api.cuptiActivityFlushAll(0) };
-        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)
+        Ok(cupti::flush_all(self.lib, false)?)
     }
 
     /// Switches one part of the timeline level's CUPTI configuration inside a session started
@@ -480,19 +469,12 @@ impl RawSession {
         let lib = self.lib;
         let mut first: Result<()> = Ok(());
         for kind in self.mode.kinds() {
-            // SAFETY: plain enum argument.
-            let rc = unsafe { lib.api.cuptiActivityDisable(kind) };
-            if let Err(e) = cupti_ok(lib, "cuptiActivityDisable", rc) {
-                first = first.and(Err(e));
+            if let Err(e) = cupti::activity_disable(lib, kind) {
+                first = first.and(Err(e.into()));
             }
         }
-        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
-        let rc = unsafe {
-            lib.api
-                .cuptiActivityFlushAll(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
-        };
-        if let Err(e) = cupti_ok(lib, "cuptiActivityFlushAll", rc) {
-            first = first.and(Err(e));
+        if let Err(e) = cupti::flush_all(lib, true) {
+            first = first.and(Err(e.into()));
         }
         if let Some(handle) = self.subscriber.take() {
             // SAFETY: the handle came from cuptiSubscribe and is released once.
@@ -603,27 +585,16 @@ impl RawSession {
     /// Runs `work` with the probe on, flushes (forced) and returns what the callbacks saw.
     pub(super) fn probe(&self, work: impl FnOnce() -> Result<()>) -> Result<ProbeSeen> {
         // Records made before the probe are handed back first: none is counted as the probe's.
-        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
-        let rc = unsafe {
-            self.lib
-                .api
-                .cuptiActivityFlushAll(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
-        };
-        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)?;
+        cupti::flush_all(self.lib, true)?;
         PROBE_CALLS.lock().clear();
         PROBE_KERNELS.lock().clear();
         PROBE_EXTERNAL.lock().clear();
         PROBE.store(true, Ordering::Relaxed);
         let worked = work();
-        // SAFETY: plain flag argument; CUPTI calls the completion callback from inside.
-        let rc = unsafe {
-            self.lib
-                .api
-                .cuptiActivityFlushAll(sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
-        };
+        let flushed = cupti::flush_all(self.lib, true);
         PROBE.store(false, Ordering::Relaxed);
         worked?;
-        cupti_ok(self.lib, "cuptiActivityFlushAll", rc)?;
+        flushed?;
         Ok(ProbeSeen {
             calls: std::mem::take(&mut *PROBE_CALLS.lock()),
             kernels: std::mem::take(&mut *PROBE_KERNELS.lock()),
