@@ -22,6 +22,7 @@ use crossbeam_channel::{Receiver, Sender};
 use cudarc::driver::CudaEvent;
 use cupti_sys as sys;
 
+use crate::activity::calls::CapturedCall;
 use crate::activity::record::{
     CopyRecord, KernelRecord, MemoryRecord, MemsetRecord, NameCache, Record, SyncRecord,
 };
@@ -149,6 +150,12 @@ impl OfflineCollector {
     /// `Collector::accept`: one decoded record.
     pub fn accept(&mut self, record: Record) {
         self.collector.accept(record);
+    }
+
+    /// One API call as the timeline level's callback captures it, in place of its API record
+    /// and external-correlation record.
+    pub fn accept_call(&mut self, call: CapturedCall) {
+        self.collector.accept_call(call);
     }
 
     /// What `step()` makes the collector do: ends the open iteration at these times, with
@@ -334,6 +341,8 @@ struct Collector {
     future_scopes: std::collections::BTreeMap<u64, Vec<ScopeRecord>>,
     /// Reused vector for draining the threads' scope rings.
     scope_batch: Vec<ScopeRecord>,
+    /// Reused vector for draining the threads' captured API calls.
+    call_batch: Vec<CapturedCall>,
     /// Scope timing events waiting in all iterations (none unless scopes are timed on streams).
     events_pending: usize,
     /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
@@ -360,6 +369,8 @@ struct Collector {
 }
 
 enum Deferred {
+    /// A captured call of an iteration whose start the collector has not seen yet.
+    Call(CapturedCall),
     Api {
         runtime: bool,
         cbid: u32,
@@ -407,6 +418,7 @@ impl Collector {
             trailer: Trailer::default(),
             future_scopes: std::collections::BTreeMap::new(),
             scope_batch: Vec::new(),
+            call_batch: Vec::new(),
             events_pending: 0,
             clock,
             deferred: Vec::new(),
@@ -526,6 +538,7 @@ impl Collector {
                     rv,
                 } => self.accept_api(runtime, cbid, start, corr, rv),
                 Deferred::Host(a) => self.accept_activity(a),
+                Deferred::Call(c) => self.accept_call(c),
             }
         }
         if let Some(future) = self.future_scopes.remove(&(index + 1)) {
@@ -579,6 +592,7 @@ impl Collector {
         let (Some(lib), Some(shared)) = (self.running.cupti, self.activity.clone()) else {
             return;
         };
+        self.drain_calls();
         // Each record is attributed as it is decoded: no Vec<Record> per buffer (128 bytes a
         // record, grown by reallocation), which tripled the cost per record.
         let mut names = std::mem::take(&mut self.names);
@@ -657,17 +671,66 @@ impl Collector {
             });
             return;
         }
+        self.register_call(pos, corr, class, rv, true);
+    }
+
+    /// A call the API callback captured ([`CapturedCall`]): placed in the iteration open when it
+    /// was entered, attributed to the scope open on its thread.
+    fn accept_call(&mut self, call: CapturedCall) {
+        let newest = self.iterations.back().map_or(0, |it| it.index);
+        if call.iteration > newest {
+            // Its iteration's start (the step() message) has not been taken yet.
+            self.deferred.push(Deferred::Call(call));
+            return;
+        }
+        self.trailer.api_records += 1;
+        let Some(pos) = self.position_of(call.iteration) else {
+            // Belongs to an iteration already written.
+            self.trailer.late_records += 1;
+            return;
+        };
+        if call.path_id != 0 {
+            self.external.insert(call.correlation_id, call.path_id);
+        }
+        let table = if call.runtime {
+            &self.runtime_class
+        } else {
+            &self.driver_class
+        };
+        let class = table.get(call.cbid as usize).copied().flatten();
+        self.register_call(
+            pos,
+            call.correlation_id,
+            class,
+            call.return_value,
+            !call.nested,
+        );
+    }
+
+    /// Records that call `corr` of `class` belongs to the iteration at `pos`, and places the
+    /// activities that waited for it. A call the application made itself (`outermost`) counts
+    /// toward the calls the row waits for, and its launch, copy or memset, when it succeeded, is
+    /// awaited; a driver call made inside a runtime call is neither.
+    fn register_call(
+        &mut self,
+        pos: usize,
+        corr: u32,
+        class: Option<ApiClass>,
+        rv: u32,
+        outermost: bool,
+    ) {
         let index = self.iterations[pos].index;
         self.api.insert(corr, index);
         self.iterations[pos].api_ids.push(corr);
-        if activity::is_counted(class) {
+        if outermost && activity::is_counted(class) {
             self.iterations[pos].counted_api_records += 1;
         }
         if let Some(waiting) = self.waiting.remove(&corr) {
             for a in waiting {
                 self.place(pos, a);
             }
-        } else if rv == 0
+        } else if outermost
+            && rv == 0
             && matches!(
                 class,
                 Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
@@ -675,6 +738,18 @@ impl Collector {
         {
             self.iterations[pos].expected.insert(corr);
         }
+    }
+
+    /// Takes the calls every thread's API callback captured since the last call. Before any
+    /// buffer is decoded: a synchronization or allocation record is placed as it is decoded, and
+    /// its scope comes from its call.
+    fn drain_calls(&mut self) {
+        let mut batch = std::mem::take(&mut self.call_batch);
+        self.running.drain_calls(&mut batch);
+        for call in batch.drain(..) {
+            self.accept_call(call);
+        }
+        self.call_batch = batch;
     }
 
     fn accept_activity(&mut self, a: Activity) {
@@ -751,6 +826,7 @@ impl Collector {
 
     fn maintain(&mut self) {
         self.drain_scopes();
+        self.drain_calls();
         let waiting_rows = self
             .iterations
             .iter()
@@ -927,6 +1003,7 @@ impl Collector {
         // Every step() message first, so that iteration boundaries are known; then every buffer
         // (the session was stopped with a forced flush before Finish was sent).
         self.take_iteration_ends();
+        self.drain_calls();
         while let Ok(b) = self.buffers.try_recv() {
             self.decode(b);
         }
@@ -950,6 +1027,7 @@ impl Collector {
                     rv,
                 } => self.accept_api(runtime, cbid, start, corr, rv),
                 Deferred::Host(a) => self.accept_activity(a),
+                Deferred::Call(c) => self.accept_call(c),
             }
         }
         // Ended iterations: written as usual, without waiting any longer.
@@ -1026,9 +1104,11 @@ impl Collector {
             eprintln!("gpu-ledger: warning: {msg}");
             self.trailer.warnings.push(msg);
         }
-        let corr_errors = self.running.correlation_errors.load(Ordering::Relaxed);
-        if corr_errors > 0 {
-            self.trailer.warnings.push(format!("{corr_errors} external-correlation push/pop calls failed; scope attribution may be incomplete"));
+        let lost = self.running.calls_lost();
+        if lost > 0 {
+            self.trailer.warnings.push(format!(
+                "{lost} API calls made by exiting threads could not be captured; their GPU records were placed by time and counted in the unscoped path"
+            ));
         }
         let event_failures = self.running.events.failures();
         if event_failures > 0 {

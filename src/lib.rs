@@ -40,6 +40,7 @@ pub mod profiler;
 pub mod rank;
 pub mod scope;
 mod signals;
+mod thread_slot;
 pub mod util;
 
 pub use error::{Error, Result};

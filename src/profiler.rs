@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use cudarc::driver::CudaStream;
 use parking_lot::RwLock;
 
+use crate::activity::calls::{ApiCalls, CapturedCall};
 use crate::activity::pool::BufferPool;
-use crate::activity::{ActivityShared, ActivityStats, LaunchCounter, TimelineSession};
+use crate::activity::{ActivityShared, ActivityStats, TimelineSession};
 use crate::collector::{self, Finish, IterationEnd};
 use crate::counters::window::CounterState;
 use crate::cupti;
@@ -230,7 +231,6 @@ pub(crate) struct Running {
     /// The run's origin and the clock scopes read.
     pub(crate) clock: HostClock,
     pub(crate) cupti: Option<&'static LoadedCupti>,
-    iteration: AtomicU64,
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
     /// `step()`'s messages; the collector polls them (see [`IterationEnd`]).
@@ -238,11 +238,11 @@ pub(crate) struct Running {
     /// The one `Finish` message; the collector sleeps on this channel.
     finish: crossbeam_channel::Sender<Finish>,
     thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
-    pub(crate) correlation_errors: AtomicU64,
     /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
     pub(crate) step_ns: AtomicU64,
-    /// Launch, copy and memset calls made so far (counted by a CUPTI callback).
-    launches: Arc<LaunchCounter>,
+    /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
+    /// callback at the timeline level), and the calls it captured.
+    calls: Arc<ApiCalls>,
     /// The counters level, when it was set up; taken at shutdown.
     counters: parking_lot::Mutex<Option<CounterState>>,
     /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
@@ -264,28 +264,20 @@ impl Running {
         self.clock.now_ns()
     }
     pub(crate) fn iteration(&self) -> u64 {
-        self.iteration.load(Ordering::Relaxed)
+        self.calls.iteration.load(Ordering::Relaxed)
     }
-    #[inline]
-    pub(crate) fn push_correlation(&self, path_id: u32) {
-        if let Some(lib) = self.cupti {
-            if cupti::push_external_id(lib, u64::from(path_id)).is_err() {
-                self.correlation_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    /// Takes every thread's captured API calls.
+    pub(crate) fn drain_calls(&self, out: &mut Vec<CapturedCall>) {
+        self.calls.drain_into(out);
     }
-    #[inline]
-    pub(crate) fn pop_correlation(&self) {
-        if let Some(lib) = self.cupti {
-            if cupti::pop_external_id(lib).is_err() {
-                self.correlation_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+    /// Calls the callback could not hand to their thread's ring.
+    pub(crate) fn calls_lost(&self) -> u64 {
+        self.calls.lost.load(Ordering::Relaxed)
     }
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
     /// returns its sending end.
     pub(crate) fn register_thread(&self) -> ScopeSender {
-        let (slot, sender) = ScopeSlot::new();
+        let (slot, sender) = ScopeSlot::new(crate::scope::RING_CAPACITY);
         self.thread_slots.lock().push(slot);
         sender
     }
@@ -327,15 +319,13 @@ impl Running {
         Arc::new(Running {
             clock: HostClock::monotonic(Instant::now()),
             cupti: None,
-            iteration: AtomicU64::new(0),
             paths: PathTable::default(),
             events: EventPool::default(),
             control,
             finish,
             thread_slots: parking_lot::Mutex::new(Vec::new()),
-            correlation_errors: AtomicU64::new(0),
             step_ns: AtomicU64::new(0),
-            launches: Arc::new(LaunchCounter::default()),
+            calls: Arc::new(ApiCalls::default()),
             counters: parking_lot::Mutex::new(None),
             counters_path: 0,
             open: RwLock::new(false),
@@ -587,13 +577,14 @@ impl Profiler {
         let counters = running
             .with_counters(|c| c.end_iteration(running.iteration()))
             .flatten();
-        // The count first, then the timestamp: every call counted here started before the
-        // iteration's end time, so the collector never waits for a call of the next iteration.
-        let launches = running.launches.total.load(Ordering::SeqCst);
+        // The count first, then the iteration's end: every call counted here was entered in
+        // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
+        // for a call of the next iteration.
+        let launches = running.calls.total.load(Ordering::SeqCst);
         let host_end_ns = running.now_ns();
         let cupti_end = running.cupti_now();
         let open_scopes = scope::open_scopes(running);
-        let index = running.iteration.fetch_add(1, Ordering::AcqRel);
+        let index = running.calls.iteration.fetch_add(1, Ordering::SeqCst);
         let _ = running.control.send(IterationEnd {
             index,
             host_end_ns,
@@ -848,15 +839,13 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     let running = Arc::new(Running {
         clock: HostClock::new(origin),
         cupti,
-        iteration: AtomicU64::new(0),
         paths,
         events: EventPool::default(),
         control: control_tx,
         finish: finish_tx,
         thread_slots: parking_lot::Mutex::new(Vec::new()),
-        correlation_errors: AtomicU64::new(0),
         step_ns: AtomicU64::new(0),
-        launches: Arc::new(LaunchCounter::default()),
+        calls: Arc::new(ApiCalls::default()),
         counters: parking_lot::Mutex::new(counter_state),
         counters_path,
         open: RwLock::new(true),
@@ -873,7 +862,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         session = Some(TimelineSession::start(
             lib,
             shared.clone(),
-            running.launches.clone(),
+            running.calls.clone(),
         )?);
         activity = Some(shared);
     }

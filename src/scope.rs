@@ -1,11 +1,11 @@
 //! Scope guards and the per-thread scope stack.
 //!
-//! Entering a scope looks up its path id in a thread-local cache, pushes that id onto CUPTI's
-//! per-thread external-correlation stack (at the timeline level) and reads the host clock (the
-//! TSC where the kernel trusts it, `crate::host_clock`); leaving
-//! pops it and pushes a [`ScopeRecord`] onto the thread's own single-producer ring, which the
-//! collector drains every 2 ms: no lock, no atomic read-modify-write and no
-//! allocation per scope. A disabled profiler costs one relaxed atomic load per scope.
+//! Entering a scope looks up its path id in a thread-local cache, makes it the path the thread's
+//! API calls are attributed to (`crate::activity::calls`, read by CUPTI's callback at the
+//! timeline level) and reads the host clock (the TSC where the kernel trusts it,
+//! `crate::host_clock`); leaving hands the calls back to the enclosing scope and pushes a
+//! [`ScopeRecord`] onto the thread's own single-producer ring, which the collector drains every
+//! 2 ms: no lock, no atomic read-modify-write and no allocation per scope. A disabled profiler costs one relaxed atomic load per scope.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaStream};
 
 use crate::profiler::Running;
+use crate::thread_slot::{SlotSender, ThreadSlot};
 
 /// True while a profiler runs. Checked first by every scope.
 pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -91,6 +92,7 @@ impl ThreadScopes {
             self.running = crate::profiler::current();
             self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
             self.stack.clear();
+            crate::activity::calls::set_scope_path(0);
             self.sender = self.running.as_ref().map(|r| r.register_thread());
             self.cache.clear();
             self.static_cache.clear();
@@ -183,7 +185,7 @@ impl ScopeGuard {
             }
             let running = t.running.take()?;
             let frame = t.stack.pop()?;
-            release(&running, &frame);
+            release(&running, &frame, t.innermost());
             let boundary_ns = running.clock.read();
             let boundary_event = frame
                 .start_event
@@ -232,17 +234,22 @@ enum Start<'a> {
     At(u64, Option<(Arc<CudaEvent>, Arc<CudaStream>)>),
 }
 
-/// Takes a closed scope's entries off CUPTI's external-correlation stack and the counters'
-/// range stack, before its end is read.
+/// Takes a closed scope off the counters' range stack and hands the thread's API calls back to
+/// `innermost`, the scope still open (0: none), before the scope's end is read.
 #[inline]
-fn release(running: &Running, frame: &Frame) {
-    running.pop_correlation();
+fn release(running: &Running, frame: &Frame, innermost: u32) {
+    crate::activity::calls::set_scope_path(innermost);
     if frame.range_pass != 0 {
         running.counter_pop(frame.range_pass);
     }
 }
 
 impl ThreadScopes {
+    /// Path id of the innermost open scope (0: none).
+    fn innermost(&self) -> u32 {
+        self.stack.last().map_or(0, |f| f.path_id)
+    }
+
     /// Opens a scope `name` below the innermost open one, starting at `start`.
     #[inline]
     fn open(&mut self, running: &Running, name: Cow<'static, str>, start: Start<'_>) -> ScopeGuard {
@@ -251,7 +258,7 @@ impl ThreadScopes {
         } else {
             0
         };
-        let parent = self.stack.last().map_or(0, |f| f.path_id);
+        let parent = self.innermost();
         let path_id = match &name {
             Cow::Borrowed(s) => {
                 let key = (parent, s.as_ptr() as usize, s.len());
@@ -276,7 +283,7 @@ impl ThreadScopes {
                 }
             }
         };
-        running.push_correlation(path_id);
+        crate::activity::calls::set_scope_path(path_id);
         self.next_token += 1;
         let token = self.next_token;
         let (start_ns, start_event) = match start {
@@ -353,7 +360,7 @@ impl Drop for ScopeGuard {
             };
             let out_of_order = pos + 1 != t.stack.len();
             let frame = t.stack.remove(pos);
-            release(&running, &frame);
+            release(&running, &frame, t.innermost());
             let end_ns = running.clock.read();
             let end_event = frame
                 .start_event
@@ -369,63 +376,12 @@ impl Drop for ScopeGuard {
 /// lock and a vector push per scope until the collector drains it): the collector drains every
 /// 2 ms, so a thread closing up to 2 million scopes a second never spills. About 320 KiB per
 /// thread that opens scopes.
-const RING_CAPACITY: usize = 4096;
+pub(crate) const RING_CAPACITY: usize = 4096;
 
-/// A thread's closed scopes, waiting for the collector: the reading end of the thread's ring,
-/// and an overflow vector for the records that found the ring full (the collector behind), so
-/// that none is dropped. Outlives the thread: what it closed before exiting is still drained.
-pub(crate) struct ScopeSlot {
-    ring: parking_lot::Mutex<rtrb::Consumer<ScopeRecord>>,
-    overflow: parking_lot::Mutex<Vec<ScopeRecord>>,
-}
-
-impl ScopeSlot {
-    /// A slot and the sending end for the thread it belongs to.
-    pub(crate) fn new() -> (Arc<ScopeSlot>, ScopeSender) {
-        let (producer, consumer) = rtrb::RingBuffer::new(RING_CAPACITY);
-        let slot = Arc::new(ScopeSlot {
-            ring: parking_lot::Mutex::new(consumer),
-            overflow: parking_lot::Mutex::new(Vec::new()),
-        });
-        let sender = ScopeSender {
-            producer,
-            slot: slot.clone(),
-        };
-        (slot, sender)
-    }
-
-    /// Moves every record sent so far into `out` (ring and overflow; their relative order does
-    /// not matter: records carry their iteration).
-    pub(crate) fn drain_into(&self, out: &mut Vec<ScopeRecord>) {
-        {
-            let mut ring = self.ring.lock();
-            let n = ring.slots();
-            if let Ok(chunk) = ring.read_chunk(n) {
-                out.extend(chunk);
-            }
-        }
-        let mut overflow = self.overflow.lock();
-        if !overflow.is_empty() {
-            out.append(&mut overflow);
-        }
-    }
-}
-
+/// A thread's closed scopes, waiting for the collector.
+pub(crate) type ScopeSlot = ThreadSlot<ScopeRecord>;
 /// The writing end of a thread's [`ScopeSlot`], owned by that thread.
-pub(crate) struct ScopeSender {
-    producer: rtrb::Producer<ScopeRecord>,
-    slot: Arc<ScopeSlot>,
-}
-
-impl ScopeSender {
-    /// Hands a closed scope to the collector: a store and a release store into the ring, or,
-    /// when the ring is full, a lock of the overflow vector.
-    fn send(&mut self, record: ScopeRecord) {
-        if let Err(rtrb::PushError::Full(record)) = self.producer.push(record) {
-            self.slot.overflow.lock().push(record);
-        }
-    }
-}
+pub(crate) type ScopeSender = SlotSender<ScopeRecord>;
 
 /// Open scope paths of the calling thread, innermost last (for the structural warning when an
 /// iteration ends with scopes open).
@@ -504,62 +460,5 @@ impl PathTable {
             .paths
             .get((id - 1) as usize)
             .map_or(0, |p| p.0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(path_id: u32) -> ScopeRecord {
-        ScopeRecord {
-            path_id,
-            iteration_at_entry: 0,
-            iteration: 0,
-            start_ns: 0,
-            end_ns: 1,
-            events: None,
-            out_of_order: false,
-            thread: 0,
-        }
-    }
-
-    #[test]
-    fn a_full_ring_spills_into_the_overflow_and_nothing_is_lost() {
-        let (slot, mut sender) = ScopeSlot::new();
-        let n = 3 * RING_CAPACITY as u32 + 7;
-        for id in 0..n {
-            sender.send(record(id));
-        }
-        assert_eq!(slot.overflow.lock().len(), n as usize - RING_CAPACITY);
-        let mut out = Vec::new();
-        slot.drain_into(&mut out);
-        let mut ids: Vec<u32> = out.iter().map(|r| r.path_id).collect();
-        ids.sort_unstable();
-        assert_eq!(ids, (0..n).collect::<Vec<_>>());
-        // Drained: the whole ring takes records again, and a second drain gives only those.
-        for id in 0..RING_CAPACITY as u32 {
-            sender.send(record(n + id));
-        }
-        assert!(slot.overflow.lock().is_empty());
-        out.clear();
-        slot.drain_into(&mut out);
-        assert_eq!(out.len(), RING_CAPACITY);
-        assert_eq!(out[0].path_id, n);
-    }
-
-    #[test]
-    fn records_sent_before_the_thread_exits_are_still_drained() {
-        let (slot, mut sender) = ScopeSlot::new();
-        std::thread::spawn(move || {
-            for id in 0..10 {
-                sender.send(record(id));
-            }
-        })
-        .join()
-        .unwrap();
-        let mut out = Vec::new();
-        slot.drain_into(&mut out);
-        assert_eq!(out.len(), 10);
     }
 }

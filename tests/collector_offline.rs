@@ -3,6 +3,7 @@
 //! in the iteration their launch call's host time falls in, and a row waits for its records.
 
 use cupti_sys as sys;
+use gpu_ledger::activity::calls::CapturedCall;
 use gpu_ledger::activity::record::{intern_name, ApiRecord, KernelRecord, Record};
 use gpu_ledger::collector::OfflineCollector;
 use gpu_ledger::ledger::schema::IterationRow;
@@ -206,4 +207,92 @@ fn a_name_text_is_interned_once_per_process() {
     let b = intern_name(&String::from("interned_once_kernel"));
     assert!(std::ptr::eq(a, b), "one copy per text");
     assert!(!std::ptr::eq(a, intern_name("interned_once_kernel2")));
+}
+
+/// A call as the timeline level's API callback captures it (the design since session 6: no API
+/// or external-correlation records).
+fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
+    CapturedCall {
+        correlation_id: corr,
+        cbid: LAUNCH,
+        iteration,
+        path_id,
+        return_value: 0,
+        runtime: false,
+        nested: false,
+    }
+}
+
+#[test]
+fn captured_calls_place_kernels_by_their_entry_iteration_and_scope() {
+    let mut c = OfflineCollector::new(1_000);
+    let fwd = c.intern_path("step/forward");
+    // Kernel 1 before its call, kernel 2 after; kernel 3's call made outside any scope.
+    c.accept(kernel(1, 1_150, "fwd_kernel"));
+    c.accept_call(call(1, 0, fwd));
+    c.accept_call(call(2, 0, fwd));
+    c.accept_call(call(3, 0, 0));
+    c.accept(kernel(2, 1_250, "fwd_kernel"));
+    assert!(c.take_rows().is_empty(), "iteration 0 has not ended");
+    // A call entered in iteration 1 arrives before the step() that opened it.
+    c.accept_call(call(4, 1, fwd));
+    c.end_iteration(5_000, 2_000, 3);
+    assert!(
+        c.take_rows().is_empty(),
+        "kernel 3 has not arrived: the row waits"
+    );
+    // Kernel 3 runs after the iteration's CUPTI end: the call's iteration places it, not time.
+    c.accept(kernel(3, 2_500, "loose_kernel"));
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert!(row.complete, "{:?}", row.warnings);
+    assert_eq!(kernels_of(row, "step/forward"), 2);
+    assert_eq!(kernels_of(row, "(unscoped)"), 1);
+
+    c.accept(kernel(4, 2_600, "fwd_kernel"));
+    c.end_iteration(9_000, 3_000, 4);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1, "call 4 was kept until its iteration began");
+    assert_eq!(kernels_of(&rows[0], "step/forward"), 1);
+    let (_, trailer) = c.finish(10_000, 3_500);
+    assert_eq!(trailer.api_records, 4);
+    assert_eq!((trailer.late_records, trailer.unplaced_records), (0, 0));
+}
+
+#[test]
+fn a_driver_call_inside_a_runtime_call_is_neither_counted_nor_awaited() {
+    let mut c = OfflineCollector::new(1_000);
+    let gemm = c.intern_path("gemm");
+    let runtime_launch =
+        sys::CUpti_runtime_api_trace_cbid_enum::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    // cudaLaunchKernel (id 10) calls cuLaunchKernel (id 11); the kernel carries id 10.
+    c.accept_call(CapturedCall {
+        nested: true,
+        ..call(11, 0, gemm)
+    });
+    c.accept_call(CapturedCall {
+        runtime: true,
+        cbid: runtime_launch,
+        ..call(10, 0, gemm)
+    });
+    c.accept(kernel(10, 1_200, "gemm_kernel"));
+    // One counted call: the runtime one.
+    c.end_iteration(5_000, 2_000, 1);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1, "the inner driver call's id is not awaited");
+    assert!(rows[0].complete, "{:?}", rows[0].warnings);
+    assert_eq!(rows[0].missing_records, 0);
+    assert_eq!(kernels_of(&rows[0], "gemm"), 1);
+}
+
+#[test]
+fn a_captured_call_of_a_written_iteration_is_late() {
+    let mut c = OfflineCollector::new(1_000);
+    c.accept_call(call(1, 0, 0));
+    c.accept(kernel(1, 1_100, "k"));
+    c.end_iteration(5_000, 2_000, 1);
+    assert_eq!(c.take_rows().len(), 1);
+    c.accept_call(call(2, 0, 0));
+    assert_eq!(c.trailer().late_records, 1);
 }

@@ -478,7 +478,8 @@ fn run_steps<const SCOPED: bool>(
 enum RawMode {
     /// CONCURRENT_KERNEL records only: the floor.
     Kernel,
-    /// Plus the driver/runtime API records gpu-ledger keeps.
+    /// Plus the driver/runtime API records gpu-ledger kept until its API callback captured
+    /// calls itself (docs/overhead.md).
     KernelApi,
     /// Plus a subscriber callback on the counted functions.
     KernelApiCallback,
@@ -487,8 +488,9 @@ enum RawMode {
 }
 
 impl RawMode {
-    /// The activity kinds this mode enables. `All` mirrors gpu-ledger's timeline kinds
-    /// (`KINDS` in src/activity/mod.rs) plus the API kinds.
+    /// The activity kinds this mode enables. `All` is the timeline level's configuration before
+    /// the API callback captured calls: its kinds (`KINDS` in src/activity/mod.rs) plus the API
+    /// and external-correlation kinds it no longer enables.
     fn kinds(self) -> Vec<sys::CUpti_ActivityKind::Type> {
         use sys::CUpti_ActivityKind as k;
         let mut kinds = vec![k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];

@@ -4,6 +4,7 @@
 //! to the collector thread through a channel, without copying; decoding into owned
 //! [`record::Record`]s happens there, never on the application's threads.
 
+pub mod calls;
 pub mod pool;
 pub mod record;
 
@@ -215,47 +216,12 @@ pub fn classify_api(name: &str) -> Option<ApiClass> {
     None
 }
 
-/// Counts, as they are made, the API calls whose GPU activity the collector waits for (launches,
-/// copies, memsets), so that an iteration's row waits until CUPTI has delivered the API record
-/// of every call made before its `step()`: a default flush holds back buffers that still hold
-/// records of running work, so arrival alone cannot tell.
-#[derive(Default)]
-pub struct LaunchCounter {
-    /// Calls made since the session started.
-    pub total: AtomicU64,
-}
-
 thread_local! {
-    /// Depth of counted runtime-API calls in progress on this thread. A runtime call such as
-    /// `cudaLaunchKernel` (cuBLAS makes these) calls the driver inside; CUPTI fires a driver
-    /// callback for that inner call but writes no API record for it, so it must not be counted.
+    /// Depth of counted runtime-API calls in progress on this thread, for the counters level's
+    /// launch callback ([`outermost_call_entry`]). A runtime call such as `cudaLaunchKernel`
+    /// (cuBLAS makes these) calls the driver inside, and CUPTI fires a driver callback for that
+    /// inner call too.
     static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// CUPTI callback: on entry to a counted API function that is not nested in a counted runtime
-/// call, one relaxed atomic add. Nothing here can panic or allocate.
-unsafe extern "C" fn count_api_call(
-    userdata: *mut std::os::raw::c_void,
-    domain: sys::CUpti_CallbackDomain::Type,
-    _cbid: sys::CUpti_CallbackId,
-    cbdata: *const std::os::raw::c_void,
-) {
-    if userdata.is_null() || cbdata.is_null() {
-        return;
-    }
-    // SAFETY: for the driver and runtime API domains, the only ones enabled, CUPTI passes a
-    // CUpti_CallbackData; userdata is the session's LaunchCounter, alive until unsubscribe.
-    let (enter, counter) = unsafe {
-        let data = &*(cbdata as *const sys::CUpti_CallbackData);
-        (
-            data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER,
-            &*(userdata as *const LaunchCounter),
-        )
-    };
-    let runtime = domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
-    if outermost_call_entry(runtime, enter) {
-        counter.total.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Tracks the nesting of counted runtime calls on this thread (call it for every callback of a
@@ -281,49 +247,49 @@ pub fn is_counted(class: Option<ApiClass>) -> bool {
     )
 }
 
-/// Activity kinds the timeline level enables.
-const KINDS: [sys::CUpti_ActivityKind::Type; 8] = [
+/// Activity kinds the timeline level enables. Not DRIVER and RUNTIME, nor EXTERNAL_CORRELATION:
+/// the callback captures what attribution needs of each call ([`calls`]).
+const KINDS: [sys::CUpti_ActivityKind::Type; 7] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMORY2,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_OVERHEAD,
 ];
 
-/// A running activity-tracing session: CUPTI's subscriber slot, the enabled kinds and the
-/// callbacks' shared state.
+/// A running activity-tracing session: CUPTI's subscriber slot, the enabled kinds, the buffer
+/// callbacks' shared state and the calls the API callback captures.
 pub struct TimelineSession {
     lib: &'static LoadedCupti,
     subscription: Option<Subscription>,
     shared: Arc<ActivityShared>,
     /// Kept alive here: CUPTI's callback holds a pointer to it until unsubscribe.
-    counter: Arc<LaunchCounter>,
+    calls: Arc<calls::ApiCalls>,
 }
 
 impl TimelineSession {
-    /// Claims CUPTI, installs the buffer callbacks and enables the timeline's activity kinds and
-    /// the API records attribution needs.
+    /// Claims CUPTI, installs the buffer callbacks, enables the timeline's activity kinds and
+    /// the API callback that captures what attribution needs of each call.
     ///
     /// # Errors
     /// [`crate::Error::CuptiBusy`] when another CUPTI client is attached; any CUPTI failure.
     pub fn start(
         lib: &'static LoadedCupti,
         shared: Arc<ActivityShared>,
-        counter: Arc<LaunchCounter>,
+        calls: Arc<calls::ApiCalls>,
     ) -> Result<Self> {
-        let userdata = Arc::as_ptr(&counter) as *mut std::os::raw::c_void;
-        // SAFETY: the counter outlives the subscription (the session owns a clone and
-        // unsubscribes before dropping it); count_api_call never unwinds.
-        let subscription = unsafe { cupti::subscribe(lib, count_api_call, userdata) }?;
+        let userdata = Arc::as_ptr(&calls) as *mut std::os::raw::c_void;
+        // SAFETY: `calls` outlives the subscription (the session owns a clone and unsubscribes
+        // before dropping it); capture_api_call never unwinds.
+        let subscription = unsafe { cupti::subscribe(lib, calls::capture_api_call, userdata) }?;
         *SHARED.write() = Some(shared.clone());
-        let mut session = TimelineSession {
+        let session = TimelineSession {
             lib,
             subscription: Some(subscription),
             shared,
-            counter,
+            calls,
         };
         // On any failure below, Drop undoes what was done.
         // The pool hands out zeroed buffers (see `pool`): CUPTI need not zero them on the
@@ -334,17 +300,17 @@ impl TimelineSession {
         for kind in KINDS {
             cupti::activity_enable(lib, kind)?;
         }
-        session.set_api_records(true)?;
-        session.set_counting(true)?;
+        session.set_capture(true)?;
         Ok(session)
     }
 
-    /// The calls counted so far.
-    pub fn counter(&self) -> &Arc<LaunchCounter> {
-        &self.counter
+    /// The calls captured and counted so far.
+    pub fn calls(&self) -> &Arc<calls::ApiCalls> {
+        &self.calls
     }
 
-    fn set_counting(&self, enable: bool) -> Result<()> {
+    /// The API callback, for every function attribution traces ([`classify_api`]).
+    fn set_capture(&self, enable: bool) -> Result<()> {
         let Some(sub) = &self.subscription else {
             return Ok(());
         };
@@ -354,7 +320,7 @@ impl TimelineSession {
             (d::CUPTI_CB_DOMAIN_RUNTIME_API, sys::RUNTIME_API_CBIDS),
         ] {
             for (cbid, name) in table {
-                if is_counted(classify_api(name)) {
+                if classify_api(name).is_some() {
                     cupti::enable_callback(self.lib, sub, domain, *cbid, enable)?;
                 }
             }
@@ -365,31 +331,6 @@ impl TimelineSession {
     /// The callbacks' shared state.
     pub fn shared(&self) -> &Arc<ActivityShared> {
         &self.shared
-    }
-
-    /// API records: the DRIVER and RUNTIME kinds are enabled whole, then every function that
-    /// attribution does not need is switched off again (`cuptiActivityEnableDriverApi(cbid, 0)`),
-    /// the documented way to trace a subset. Enabling single functions without the kind produced
-    /// no API records on CUPTI 13.0 (measured, docs/measurements.md).
-    fn set_api_records(&mut self, enable: bool) -> Result<()> {
-        use sys::CUpti_ActivityKind as k;
-        if !enable {
-            cupti::activity_disable(self.lib, k::CUPTI_ACTIVITY_KIND_DRIVER)?;
-            return cupti::activity_disable(self.lib, k::CUPTI_ACTIVITY_KIND_RUNTIME);
-        }
-        cupti::activity_enable(self.lib, k::CUPTI_ACTIVITY_KIND_DRIVER)?;
-        cupti::activity_enable(self.lib, k::CUPTI_ACTIVITY_KIND_RUNTIME)?;
-        for (cbid, name) in sys::DRIVER_API_CBIDS {
-            if classify_api(name).is_none() {
-                cupti::enable_driver_api(self.lib, *cbid, false)?;
-            }
-        }
-        for (cbid, name) in sys::RUNTIME_API_CBIDS {
-            if classify_api(name).is_none() {
-                cupti::enable_runtime_api(self.lib, *cbid, false)?;
-            }
-        }
-        Ok(())
     }
 
     /// Asks CUPTI to hand over every buffer holding completed records.
@@ -418,8 +359,7 @@ impl TimelineSession {
         for kind in KINDS {
             keep(cupti::activity_disable(self.lib, kind));
         }
-        keep(self.set_counting(false));
-        keep(self.set_api_records(false));
+        keep(self.set_capture(false));
         keep(cupti::flush_all(self.lib, true));
         // Best effort, as at start.
         let _ = cupti::declare_zeroed_buffers(self.lib, false);

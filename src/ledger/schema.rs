@@ -299,7 +299,10 @@ pub struct Trailer {
     pub kernel_records: u64,
     /// All activity records decoded over the whole run.
     pub activity_records: u64,
-    /// Driver and runtime API records among them (only the calls attribution needs are traced).
+    /// Driver and runtime API calls the timeline level's callback captured (only the calls
+    /// attribution needs are traced). Not among `activity_records`: CUPTI writes no API records
+    /// for them. (Ledgers written before the callback captured calls counted CUPTI's API records
+    /// here, which were.)
     #[serde(default)]
     pub api_records: u64,
     /// Activity records CUPTI dropped over the whole run.

@@ -77,9 +77,9 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
         "{:?}",
         summary.trailer.warnings
     );
-    // Recovery: every quiet iteration after the first has all its kernel and API records. (With
-    // only two buffers CUPTI may still refuse a request now and then, since it holds one buffer
-    // per context and one for API records at once: any such drop is counted in its row.)
+    // Recovery: every quiet iteration after the first has all its kernel records. (With only two
+    // buffers CUPTI may still refuse a request now and then, since it holds one buffer per
+    // context at once: any such drop is counted in its row.)
     for row in &ledger.iterations[2..] {
         assert_eq!(kernel_launches(row), 10, "iteration {}", row.index);
         assert_eq!(row.missing_records, 0, "iteration {}", row.index);

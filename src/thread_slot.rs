@@ -1,0 +1,111 @@
+//! A thread's hand-over to the collector: a single-producer ring the thread writes without a lock,
+//! and an overflow vector for what finds the ring full, so that nothing is dropped when the
+//! collector falls behind. Closed scopes and captured API calls travel this way.
+
+use std::sync::Arc;
+
+/// The collector's end of one thread's hand-over. Outlives the thread: what the thread sent
+/// before exiting is still drained.
+pub(crate) struct ThreadSlot<T> {
+    ring: parking_lot::Mutex<rtrb::Consumer<T>>,
+    overflow: parking_lot::Mutex<Vec<T>>,
+}
+
+impl<T> ThreadSlot<T> {
+    /// A slot whose ring holds `capacity` items, and the sending end for its thread.
+    pub(crate) fn new(capacity: usize) -> (Arc<ThreadSlot<T>>, SlotSender<T>) {
+        let (producer, consumer) = rtrb::RingBuffer::new(capacity);
+        let slot = Arc::new(ThreadSlot {
+            ring: parking_lot::Mutex::new(consumer),
+            overflow: parking_lot::Mutex::new(Vec::new()),
+        });
+        let sender = SlotSender {
+            producer,
+            slot: slot.clone(),
+        };
+        (slot, sender)
+    }
+
+    /// Moves every item sent so far into `out`: the ring's, then the overflow's. Their relative
+    /// order is not kept, and need not be: a scope record and a captured call carry what places
+    /// them (their iteration).
+    pub(crate) fn drain_into(&self, out: &mut Vec<T>) {
+        {
+            let mut ring = self.ring.lock();
+            let n = ring.slots();
+            if let Ok(chunk) = ring.read_chunk(n) {
+                out.extend(chunk);
+            }
+        }
+        let mut overflow = self.overflow.lock();
+        if !overflow.is_empty() {
+            out.append(&mut overflow);
+        }
+    }
+
+    /// Items waiting in the overflow vector (tests).
+    #[cfg(test)]
+    pub(crate) fn overflowed(&self) -> usize {
+        self.overflow.lock().len()
+    }
+}
+
+/// The writing end of a [`ThreadSlot`], owned by its thread.
+pub(crate) struct SlotSender<T> {
+    producer: rtrb::Producer<T>,
+    slot: Arc<ThreadSlot<T>>,
+}
+
+impl<T> SlotSender<T> {
+    /// Hands an item to the collector: a store and a release store into the ring, or, when the
+    /// ring is full, a lock of the overflow vector.
+    #[inline]
+    pub(crate) fn send(&mut self, item: T) {
+        if let Err(rtrb::PushError::Full(item)) = self.producer.push(item) {
+            self.slot.overflow.lock().push(item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_ring_spills_into_the_overflow_and_nothing_is_lost() {
+        const CAPACITY: usize = 64;
+        let (slot, mut sender) = ThreadSlot::new(CAPACITY);
+        let n = 3 * CAPACITY as u32 + 7;
+        for id in 0..n {
+            sender.send(id);
+        }
+        assert_eq!(slot.overflowed(), n as usize - CAPACITY);
+        let mut out = Vec::new();
+        slot.drain_into(&mut out);
+        assert_eq!(out, (0..n).collect::<Vec<_>>());
+        // Drained: the whole ring takes items again, and a second drain gives only those.
+        for id in 0..CAPACITY as u32 {
+            sender.send(n + id);
+        }
+        assert_eq!(slot.overflowed(), 0);
+        out.clear();
+        slot.drain_into(&mut out);
+        assert_eq!(out.len(), CAPACITY);
+        assert_eq!(out[0], n);
+    }
+
+    #[test]
+    fn items_sent_before_the_thread_exits_are_still_drained() {
+        let (slot, mut sender) = ThreadSlot::new(16);
+        std::thread::spawn(move || {
+            for id in 0..10u32 {
+                sender.send(id);
+            }
+        })
+        .join()
+        .unwrap();
+        let mut out = Vec::new();
+        slot.drain_into(&mut out);
+        assert_eq!(out.len(), 10);
+    }
+}
