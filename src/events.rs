@@ -62,8 +62,12 @@ impl EventPool {
     }
 }
 
-/// Device time between two recorded events, when both have completed; `None` while pending.
-/// `Err` when CUDA reports an error for them.
+/// Device time between two events recorded on one stream, `start` first, once `end` has
+/// completed; `None` while pending. `Err` when CUDA reports an error for them.
+///
+/// Two driver calls: `cuEventQuery` on the end, then `cuEventElapsedTime`. (cudarc's
+/// `elapsed_ms` also synchronizes on both events and binds the context three times, seven calls
+/// per scope made on the collector's thread while the application launches.)
 pub fn elapsed_ns(
     start: &CudaEvent,
     end: &CudaEvent,
@@ -71,6 +75,18 @@ pub fn elapsed_ns(
     if !end.try_is_complete()? {
         return Ok(None);
     }
-    let ms = start.elapsed_ms(end)?;
+    start.context().bind_to_thread()?;
+    // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed
+    // during it. `end` has completed and `start` was recorded before it on the same stream, so
+    // both have, as cuEventElapsedTime requires; were `start` pending, the call would return
+    // NOT_READY, handled below.
+    let ms =
+        match unsafe { cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event()) } {
+            Ok(ms) => ms,
+            Err(cudarc::driver::DriverError(
+                cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY,
+            )) => return Ok(None),
+            Err(e) => return Err(e),
+        };
     Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64))
 }

@@ -4,10 +4,13 @@
 //! pair of timing-enabled events recorded around each launch (two `cuEventRecord`s on two events
 //! made beforehand, the reference); inside a `Profiler::scope_on` per launch at `Level::Scopes`
 //! (two events each); and inside a chain of adjacent scopes, one per launch, each begun by
-//! `ScopeGuard::next` on the one before (one event per boundary). Differences are paired by
-//! round.
+//! `ScopeGuard::next` on the one before (one event per boundary). A fifth way separates what
+//! reading the events costs the launching thread: the event pair, each on events of its own, read
+//! by a second thread every 2 ms as gpu-ledger's collector reads scope events
+//! (`gpu_ledger::events::elapsed_ns`). Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
 
 use super::*;
 
@@ -16,10 +19,14 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
     let rounds = args.rounds.max(6);
     let new_event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
     let (before, after) = (new_event()?, new_event()?);
-    let ways = ["plain", "event pair", "scope_on", "chained"];
-    let mut per_launch: [Vec<f64>; 4] = Default::default();
+    let ways = ["plain", "event pair", "scope_on", "chained", "pair, read"];
+    let mut per_launch: [Vec<f64>; 5] = Default::default();
+    // The fifth way's events: a pair per launch, made once.
+    let pairs: Vec<(Arc<CudaEvent>, Arc<CudaEvent>)> = (0..n)
+        .map(|_| Ok((Arc::new(new_event()?), Arc::new(new_event()?))))
+        .collect::<Result<_>>()?;
     eprintln!(
-        "overhead: --scope-on on {}: {rounds} rounds of {n} empty launches, four ways",
+        "overhead: --scope-on on {}: {rounds} rounds of {n} empty launches, five ways",
         gpu.name
     );
     for round in 0..=rounds {
@@ -37,6 +44,7 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     gpu.stream.synchronize()?;
                     t0.elapsed()
                 }
+                4 => read_pairs(gpu, &pairs)?,
                 chained_or_not => {
                     let chained = chained_or_not == 3;
                     let profiler = Profiler::builder()
@@ -97,6 +105,16 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
     for (way, v) in ways.iter().zip(&per_launch) {
         println!("  {way:<11} {:.3}", median(v).unwrap_or(f64::NAN));
     }
+    if let (Some(read), Some(scope_vs_read)) = (diff(4, 1), diff(2, 4)) {
+        println!(
+            "  reading the pairs on another thread adds {} over the event pair",
+            read.describe(1.0, 3, " µs/launch")
+        );
+        println!(
+            "  scope_on - read pair {}",
+            scope_vs_read.describe(1.0, 3, " µs/launch")
+        );
+    }
     if let (Some(events), Some(scope), Some(vs), Some(chained), Some(chained_vs)) =
         (diff(1, 0), diff(2, 0), diff(2, 1), diff(3, 0), diff(3, 1))
     {
@@ -122,4 +140,55 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The event pair around each launch, each pair read by a second thread every 2 ms while the
+/// launches go on, as the collector reads scope events. Returns the launching thread's time.
+fn read_pairs(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<Duration> {
+    let (tx, rx) = crossbeam_channel::unbounded::<(Arc<CudaEvent>, Arc<CudaEvent>)>();
+    let reader = std::thread::spawn(move || -> std::result::Result<u64, String> {
+        let mut pending = std::collections::VecDeque::new();
+        let mut read = 0u64;
+        let mut open = true;
+        while open || !pending.is_empty() {
+            std::thread::sleep(Duration::from_millis(2));
+            loop {
+                match rx.try_recv() {
+                    Ok(pair) => pending.push_back(pair),
+                    Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+            while let Some((start, end)) = pending.front() {
+                match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                    Some(_) => {
+                        read += 1;
+                        pending.pop_front();
+                    }
+                    None => break,
+                }
+            }
+        }
+        Ok(read)
+    });
+    let t0 = Instant::now();
+    for (before, after) in pairs {
+        before.record(&gpu.stream)?;
+        gpu.launch_empty()?;
+        after.record(&gpu.stream)?;
+        let _ = tx.send((before.clone(), after.clone()));
+    }
+    gpu.stream.synchronize()?;
+    let elapsed = t0.elapsed();
+    drop(tx);
+    let read = reader
+        .join()
+        .map_err(|_| "the reading thread panicked".to_string())??;
+    if read != pairs.len() as u64 {
+        return Err(format!("read {read} of {} pairs", pairs.len()).into());
+    }
+    Ok(elapsed)
 }
