@@ -267,6 +267,9 @@ struct IterationState {
     placed: Vec<Placed>,
     /// Correlation ids of launch/copy/memset calls whose GPU record has not arrived.
     expected: HashSet<u32>,
+    /// Outermost calls whose GPU record came through a nested call's id before the outermost
+    /// call itself was registered: not awaited when it is.
+    arrived: HashSet<u32>,
     /// Correlation ids of every API record of this iteration (to forget them afterwards).
     api_ids: Vec<u32>,
     events: Vec<PendingEvents>,
@@ -295,6 +298,7 @@ impl IterationState {
             scopes: Vec::new(),
             placed: Vec::new(),
             expected: HashSet::default(),
+            arrived: HashSet::default(),
             api_ids: Vec::new(),
             events: Vec::new(),
             event_ns: HashMap::default(),
@@ -326,6 +330,8 @@ struct Collector {
     runtime_class: Vec<Option<ApiClass>>,
     /// correlation id -> scope path id.
     external: HashMap<u32, u32>,
+    /// correlation id of a nested call -> the outermost call's ([`CapturedCall::nested`]).
+    alias: HashMap<u32, u32>,
     /// correlation id -> (iteration index, API start).
     api: HashMap<u32, u64>,
     /// Activities whose API record has not arrived yet, by correlation id.
@@ -409,6 +415,7 @@ impl Collector {
             driver_class: class_table(sys::DRIVER_API_CBIDS),
             runtime_class: class_table(sys::RUNTIME_API_CBIDS),
             external: HashMap::default(),
+            alias: HashMap::default(),
             api: HashMap::default(),
             waiting: HashMap::default(),
             iterations,
@@ -692,6 +699,10 @@ impl Collector {
         if call.path_id != 0 {
             self.external.insert(call.correlation_id, call.path_id);
         }
+        if call.nested {
+            self.alias
+                .insert(call.correlation_id, call.outer_correlation_id);
+        }
         let table = if call.runtime {
             &self.runtime_class
         } else {
@@ -710,7 +721,8 @@ impl Collector {
     /// Records that call `corr` of `class` belongs to the iteration at `pos`, and places the
     /// activities that waited for it. A call the application made itself (`outermost`) counts
     /// toward the calls the row waits for, and its launch, copy or memset, when it succeeded, is
-    /// awaited; a driver call made inside a runtime call is neither.
+    /// awaited (unless a nested call's GPU record stood for it already); a call made inside
+    /// another is neither.
     fn register_call(
         &mut self,
         pos: usize,
@@ -735,6 +747,7 @@ impl Collector {
                 class,
                 Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
             )
+            && !self.iterations[pos].arrived.remove(&corr)
         {
             self.iterations[pos].expected.insert(corr);
         }
@@ -797,8 +810,19 @@ impl Collector {
     fn place(&mut self, pos: usize, a: Activity) {
         let corr = a.correlation_id();
         let path_id = self.external.get(&corr).copied().unwrap_or(0);
+        let outer = self.alias.get(&corr).copied();
         let it = &mut self.iterations[pos];
-        it.expected.remove(&corr);
+        match outer {
+            // A nested call's record stands for its outermost call's.
+            Some(outer) => {
+                if !it.expected.remove(&outer) {
+                    it.arrived.insert(outer);
+                }
+            }
+            None => {
+                it.expected.remove(&corr);
+            }
+        }
         it.placed.push(Placed {
             path_id,
             activity: a,
@@ -979,6 +1003,7 @@ impl Collector {
         for corr in &it.api_ids {
             self.api.remove(corr);
             self.external.remove(corr);
+            self.alias.remove(corr);
         }
         let dropped_now = self.dropped_total();
         let mut row = self.build_row(it, incomplete, dropped_now);

@@ -220,6 +220,7 @@ fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
         return_value: 0,
         runtime: false,
         nested: false,
+        outer_correlation_id: corr,
     }
 }
 
@@ -261,29 +262,42 @@ fn captured_calls_place_kernels_by_their_entry_iteration_and_scope() {
 }
 
 #[test]
-fn a_driver_call_inside_a_runtime_call_is_neither_counted_nor_awaited() {
-    let mut c = OfflineCollector::new(1_000);
-    let gemm = c.intern_path("gemm");
+fn a_nested_call_is_neither_counted_nor_awaited_and_its_records_stand_for_the_outer_call() {
     let runtime_launch =
         sys::CUpti_runtime_api_trace_cbid_enum::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
-    // cudaLaunchKernel (id 10) calls cuLaunchKernel (id 11); the kernel carries id 10.
-    c.accept_call(CapturedCall {
-        nested: true,
-        ..call(11, 0, gemm)
-    });
-    c.accept_call(CapturedCall {
-        runtime: true,
-        cbid: runtime_launch,
-        ..call(10, 0, gemm)
-    });
-    c.accept(kernel(10, 1_200, "gemm_kernel"));
-    // One counted call: the runtime one.
-    c.end_iteration(5_000, 2_000, 1);
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1, "the inner driver call's id is not awaited");
-    assert!(rows[0].complete, "{:?}", rows[0].warnings);
-    assert_eq!(rows[0].missing_records, 0);
-    assert_eq!(kernels_of(&rows[0], "gemm"), 1);
+    // cudaLaunchKernel (id 10) calls cuLaunchKernel (id 11). The kernel may carry either id
+    // (the inner one with CUPTI's API records off, run 50), and may arrive before the outer call,
+    // between the two, or after both.
+    for (kernel_id, kernel_at) in [(10, 0), (11, 0), (11, 1), (11, 2), (10, 2)] {
+        let mut c = OfflineCollector::new(1_000);
+        let gemm = c.intern_path("gemm");
+        let inner = CapturedCall {
+            nested: true,
+            outer_correlation_id: 10,
+            ..call(11, 0, gemm)
+        };
+        let outer = CapturedCall {
+            runtime: true,
+            cbid: runtime_launch,
+            ..call(10, 0, gemm)
+        };
+        let mut events = vec![Err(inner), Err(outer)];
+        events.insert(kernel_at, Ok(kernel(kernel_id, 1_200, "gemm_kernel")));
+        for e in events {
+            match e {
+                Ok(k) => c.accept(k),
+                Err(call) => c.accept_call(call),
+            }
+        }
+        // One counted call: the outer one.
+        c.end_iteration(5_000, 2_000, 1);
+        let rows = c.take_rows();
+        let case = format!("kernel id {kernel_id} at {kernel_at}");
+        assert_eq!(rows.len(), 1, "{case}: the row is written");
+        assert!(rows[0].complete, "{case}: {:?}", rows[0].warnings);
+        assert_eq!(rows[0].missing_records, 0, "{case}");
+        assert_eq!(kernels_of(&rows[0], "gemm"), 1, "{case}");
+    }
 }
 
 #[test]

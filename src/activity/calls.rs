@@ -35,10 +35,14 @@ pub struct CapturedCall {
     pub return_value: u32,
     /// True for a runtime API call, false for a driver API call.
     pub runtime: bool,
-    /// A driver call made inside a traced runtime call (`cudaLaunchKernel` calls
-    /// `cuLaunchKernel`): its GPU work carries the runtime call's id, so it is neither counted
-    /// nor awaited, only kept for attribution.
+    /// A call made inside another traced call (`cudaLaunchKernel` calls `cuLaunchKernel`). The
+    /// GPU work may carry either call's id: with CUPTI's API records off, cuBLAS's kernels carry
+    /// the inner driver call's (run 50). So a nested call is neither counted nor awaited itself;
+    /// its GPU records stand for the outermost call's.
     pub nested: bool,
+    /// The correlation id of the outermost traced call this one was made in (its own when not
+    /// nested).
+    pub outer_correlation_id: u32,
 }
 
 /// Calls a thread's ring holds before they spill into its slot's overflow vector (a lock per
@@ -119,25 +123,28 @@ impl ApiCalls {
         return_value: u32,
     ) {
         let taken = CALL_THREAD.try_with(|t| {
-            let depth = t.runtime_depth.get();
+            let depth = t.depth.get();
             if enter {
-                if runtime {
-                    t.runtime_depth.set(depth + 1);
-                }
+                t.depth.set(depth + 1);
                 // The iteration first, then the count (see `total`).
                 *correlation_data = self.iteration.load(Ordering::SeqCst);
-                if (runtime || depth == 0) && self.counted(runtime, cbid) {
-                    self.total.fetch_add(1, Ordering::SeqCst);
+                if depth == 0 {
+                    t.outer.set(correlation_id);
+                    if self.counted(runtime, cbid) {
+                        self.total.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 return true;
             }
-            let nested = if runtime {
-                t.runtime_depth.set(depth.saturating_sub(1));
-                false
-            } else {
-                depth > 0
-            };
+            let depth = depth.saturating_sub(1);
+            t.depth.set(depth);
+            let nested = depth > 0;
             let call = CapturedCall {
+                outer_correlation_id: if nested {
+                    t.outer.get()
+                } else {
+                    correlation_id
+                },
                 correlation_id,
                 cbid,
                 iteration: *correlation_data,
@@ -172,8 +179,10 @@ impl ApiCalls {
 struct CallThread {
     /// The innermost scope open on this thread ([`set_scope_path`]).
     scope_path: Cell<u32>,
-    /// Traced runtime calls in progress on this thread.
-    runtime_depth: Cell<u32>,
+    /// Traced calls in progress on this thread.
+    depth: Cell<u32>,
+    /// The correlation id of the outermost of them.
+    outer: Cell<u32>,
     /// This thread's ring, for the run (session) that made it.
     sender: RefCell<Option<(u64, SlotSender<CapturedCall>)>>,
 }
@@ -182,7 +191,8 @@ thread_local! {
     static CALL_THREAD: CallThread = const {
         CallThread {
             scope_path: Cell::new(0),
-            runtime_depth: Cell::new(0),
+            depth: Cell::new(0),
+            outer: Cell::new(0),
             sender: RefCell::new(None),
         }
     };
@@ -287,22 +297,38 @@ mod tests {
     }
 
     #[test]
-    fn a_driver_call_inside_a_runtime_call_is_kept_but_not_counted() {
+    fn a_call_inside_another_is_kept_but_not_counted() {
         let calls = ApiCalls::default();
         call(&calls, true, "cudaLaunchKernel_v7000", 20, || {
             call(&calls, false, "cuLaunchKernel", 21, || {});
+        });
+        // A runtime call inside a runtime call is nested too.
+        call(&calls, true, "cudaMemcpy_v3020", 30, || {
+            call(&calls, true, "cudaMemcpyAsync_v3020", 31, || {
+                call(&calls, false, "cuMemcpyAsync", 32, || {});
+            });
         });
         // Synchronization and allocation are traced, not counted.
         call(&calls, false, "cuCtxSynchronize", 22, || {});
         let got = drained(&calls);
         let by_id = |c: u32| got.iter().find(|g| g.correlation_id == c).unwrap();
         assert!(by_id(21).nested && !by_id(21).runtime);
+        assert_eq!(by_id(21).outer_correlation_id, 20);
         assert!(!by_id(20).nested && by_id(20).runtime);
+        assert_eq!(by_id(20).outer_correlation_id, 20);
         assert!(!by_id(22).nested);
+        assert!(by_id(31).nested && by_id(32).nested && !by_id(30).nested);
+        assert_eq!(
+            (
+                by_id(31).outer_correlation_id,
+                by_id(32).outer_correlation_id
+            ),
+            (30, 30)
+        );
         assert_eq!(
             calls.total.load(Ordering::SeqCst),
-            1,
-            "only the runtime launch counts"
+            2,
+            "only the outermost launch and copy count"
         );
     }
 
