@@ -914,14 +914,25 @@ impl Collector {
         }
         let before = it.events.len();
         let mut still = Vec::new();
+        // Scopes complete in the order they were recorded on a stream: unless giving up, the
+        // first pending pair ends this pass, so a tick makes one driver call per completed scope
+        // and one more, not one per scope still running.
+        let mut blocked = false;
         for ev in it.events.drain(..) {
+            if blocked {
+                still.push(ev);
+                continue;
+            }
             match crate::events::elapsed_ns(&ev.start, &ev.end) {
                 Ok(Some(ns)) => {
                     *it.event_ns.entry(ev.path_id).or_default() += ns;
                     running.events.give_back(ev.start);
                     running.events.give_back(ev.end);
                 }
-                Ok(None) if !force => still.push(ev),
+                Ok(None) if !force => {
+                    blocked = true;
+                    still.push(ev);
+                }
                 Ok(None) => it.warnings.push(format!(
                     "scope {}: timing events had not completed when the row was written",
                     running.paths.path(ev.path_id)

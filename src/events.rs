@@ -3,29 +3,38 @@
 
 use std::sync::Arc;
 
+use crossbeam_queue::SegQueue;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
-use parking_lot::Mutex;
 
 /// Free timing-enabled events, of any context. Each is kept in its `Arc` across uses, so that an
 /// event shared by two scope records ([`crate::ScopeGuard::next`]) costs no allocation either.
+/// A lock-free queue: the collector gives events back in bursts while scopes take them on the
+/// application's threads, and a lock there made the two wait on each other.
 #[derive(Default)]
 pub struct EventPool {
-    free: Mutex<Vec<Arc<CudaEvent>>>,
+    free: SegQueue<Arc<CudaEvent>>,
     failures: std::sync::atomic::AtomicU64,
 }
+
+/// Events of another context taken off the queue before one of the stream's is found (or a new
+/// one made): they go back, and with one context per process this never happens.
+const CONTEXT_TRIES: usize = 4;
 
 impl EventPool {
     /// Records an event on `stream`: one from the pool when one of the stream's context is free.
     /// `None` when CUDA refused (counted; the scope then has no device time).
     pub fn record(&self, stream: &Arc<CudaStream>) -> Option<Arc<CudaEvent>> {
         let ctx = stream.context();
-        let reused = {
-            let mut free = self.free.lock();
-            free.iter()
-                .rposition(|e| Arc::ptr_eq(e.context(), ctx))
-                .map(|i| free.swap_remove(i))
-        };
+        let mut reused = None;
+        for _ in 0..CONTEXT_TRIES {
+            let Some(e) = self.free.pop() else { break };
+            if Arc::ptr_eq(e.context(), ctx) {
+                reused = Some(e);
+                break;
+            }
+            self.free.push(e);
+        }
         let event = match reused {
             Some(e) => e,
             None => match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
@@ -52,7 +61,7 @@ impl EventPool {
     /// next scope's record, which has not been read yet) is left to its last holder.
     pub fn give_back(&self, mut event: Arc<CudaEvent>) {
         if Arc::get_mut(&mut event).is_some() {
-            self.free.lock().push(event);
+            self.free.push(event);
         }
     }
 
@@ -62,24 +71,21 @@ impl EventPool {
     }
 }
 
-/// Device time between two events recorded on one stream, `start` first, once `end` has
-/// completed; `None` while pending. `Err` when CUDA reports an error for them.
+/// Device time between two events recorded on one stream, `start` first, once both have
+/// completed; `None` while either is pending. `Err` when CUDA reports an error for them.
 ///
-/// Two driver calls: `cuEventQuery` on the end, then `cuEventElapsedTime`. (cudarc's
-/// `elapsed_ms` also synchronizes on both events and binds the context three times, seven calls
-/// per scope made on the collector's thread while the application launches.)
+/// One driver call, `cuEventElapsedTime`, which itself answers NOT_READY while an event is
+/// pending (and a context check). cudarc's `elapsed_ms` also synchronizes on both events and
+/// binds the context three times: seven calls per scope on the collector's thread, each contending
+/// with the application's launches (`overhead --scope-on`, runs 49–51).
 pub fn elapsed_ns(
     start: &CudaEvent,
     end: &CudaEvent,
 ) -> Result<Option<u64>, cudarc::driver::DriverError> {
-    if !end.try_is_complete()? {
-        return Ok(None);
-    }
     start.context().bind_to_thread()?;
     // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed
-    // during it. `end` has completed and `start` was recorded before it on the same stream, so
-    // both have, as cuEventElapsedTime requires; were `start` pending, the call would return
-    // NOT_READY, handled below.
+    // during it; cuEventElapsedTime only reads them, and returns NOT_READY (handled below) while
+    // either has not completed.
     let ms =
         match unsafe { cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event()) } {
             Ok(ms) => ms,
