@@ -918,13 +918,12 @@ impl Collector {
         // first pending pair ends this pass, so a tick makes one driver call per completed scope
         // and one more, not one per scope still running.
         let mut blocked = false;
-        let mut reader = crate::events::EventReader::default();
         for ev in it.events.drain(..) {
             if blocked {
                 still.push(ev);
                 continue;
             }
-            match reader.elapsed_ns(&ev.start, &ev.end) {
+            match crate::events::elapsed_ns(&ev.start, &ev.end) {
                 Ok(Some(ns)) => {
                     *it.event_ns.entry(ev.path_id).or_default() += ns;
                     running.events.give_back(ev.start);

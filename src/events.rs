@@ -71,48 +71,28 @@ impl EventPool {
     }
 }
 
-/// Reads scope events on one thread for one pass, making each events' context current once.
-/// Binding per pair (cudarc's `bind_to_thread`) swapped an atomic in the `CudaContext` that every
-/// `record` on the application's threads swaps too, so the cache line moved between threads on
-/// every read and every record. A pass ends with the reader: something else may make another
-/// context current on the thread in between.
-#[derive(Default)]
-pub struct EventReader {
-    /// Address of the context made current by this reader.
-    bound: Option<usize>,
-}
-
-impl EventReader {
-    /// Device time between two events recorded on one stream, `start` first, once both have
-    /// completed; `None` while either is pending. `Err` when CUDA reports an error for them.
-    ///
-    /// One driver call, `cuEventElapsedTime`, which itself answers NOT_READY while an event is
-    /// pending. cudarc's `elapsed_ms` also synchronizes on both events and binds the context
-    /// three times: seven calls per scope on the collector's thread, each contending with the
-    /// application's launches (`overhead --scope-on`, runs 49–53).
-    pub fn elapsed_ns(
-        &mut self,
-        start: &CudaEvent,
-        end: &CudaEvent,
-    ) -> Result<Option<u64>, cudarc::driver::DriverError> {
-        let ctx = start.context();
-        let key = Arc::as_ptr(ctx) as usize;
-        if self.bound != Some(key) {
-            ctx.bind_to_thread()?;
-            self.bound = Some(key);
-        }
-        // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed
-        // during it; their context is current on this thread (above); cuEventElapsedTime only
-        // reads them, and returns NOT_READY (handled below) while either has not completed.
-        let ms = match unsafe {
-            cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event())
-        } {
+/// Device time between two events recorded on one stream, `start` first, once both have
+/// completed; `None` while either is pending. `Err` when CUDA reports an error for them.
+///
+/// One driver call, `cuEventElapsedTime`, which itself answers NOT_READY while an event is
+/// pending (and a context check). cudarc's `elapsed_ms` also synchronizes on both events and
+/// binds the context three times: seven calls per scope on the collector's thread, each contending
+/// with the application's launches (`overhead --scope-on`, runs 49–51).
+pub fn elapsed_ns(
+    start: &CudaEvent,
+    end: &CudaEvent,
+) -> Result<Option<u64>, cudarc::driver::DriverError> {
+    start.context().bind_to_thread()?;
+    // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed
+    // during it; cuEventElapsedTime only reads them, and returns NOT_READY (handled below) while
+    // either has not completed.
+    let ms =
+        match unsafe { cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event()) } {
             Ok(ms) => ms,
             Err(cudarc::driver::DriverError(
                 cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY,
             )) => return Ok(None),
             Err(e) => return Err(e),
         };
-        Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64))
-    }
+    Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64))
 }

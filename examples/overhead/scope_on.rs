@@ -7,7 +7,7 @@
 //! `ScopeGuard::next` on the one before (one event per boundary). A fifth way separates what
 //! reading the events costs the launching thread: the event pair, each on events of its own, read
 //! by a second thread every 2 ms as gpu-ledger's collector reads scope events
-//! (`gpu_ledger::events::EventReader`, one per pass). Differences are paired by round.
+//! (`gpu_ledger::events::elapsed_ns`). Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -162,9 +162,8 @@ fn read_pairs(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<D
                     }
                 }
             }
-            let mut reader = gpu_ledger::events::EventReader::default();
             while let Some((start, end)) = pending.front() {
-                match reader.elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
                     Some(_) => {
                         read += 1;
                         pending.pop_front();
