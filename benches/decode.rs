@@ -19,6 +19,10 @@
 //!   records wait for the end, kernels for their API record);
 //! - `attribution/real_collector_step_first`: the same with each iteration ended before its
 //!   records arrive, as when CUPTI delivers buffers at a flush after `step()`;
+//! - `attribution/captured_calls` and `captured_calls_step_first`: the design since session 6
+//!   (`docs/design-notes.md`): a buffer of kernel records only, each launch's call handed to the
+//!   collector as the API callback captures it (`OfflineCollector::accept_call`) just before its
+//!   kernel record is decoded. Throughput in kernel records (one per launch);
 //! - `attribution_model/{siphash,multiplicative}`: NOT the collector's code: a stand-in doing the
 //!   per-launch hash-map work `Collector::accept` does (see `AttributionModel` below), with std's
 //!   SipHash and with a multiplicative hash of the u32 correlation id, to size what the hasher
@@ -36,6 +40,7 @@ use std::time::{Duration, Instant};
 use common::{verdict, wall_and_cpu_medians, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
+use gpu_ledger::activity::calls::CapturedCall;
 use gpu_ledger::activity::record::{decode, NameCache, Record};
 use gpu_ledger::collector::OfflineCollector;
 use gpu_ledger::ledger::schema::IterationRow;
@@ -336,6 +341,8 @@ const SCOPES: u64 = 10;
 /// continuous timeline (the collector's maps live on across iterations as in a run).
 struct RealAttribution {
     collector: OfflineCollector,
+    /// Kernel-record buffers, each launch's call captured (else the launch mix of records).
+    captured: bool,
     /// End each iteration before its records arrive (else right after its last record).
     step_first: bool,
     launches_per_pass: u64,
@@ -348,17 +355,19 @@ struct RealAttribution {
 }
 
 impl RealAttribution {
-    fn new(buf: &Buffer, step_first: bool) -> Self {
+    fn new(buf: &Buffer, step_first: bool, captured: bool) -> Self {
         let collector = OfflineCollector::new(launch_api_start(0) - 1);
         // External ids 1..=10: "step" and nine phases below it.
         assert_eq!(collector.intern_path("step"), 1);
         for id in 2..=SCOPES as u32 {
             assert_eq!(collector.intern_path(&format!("step/phase{id}")), id);
         }
-        assert_eq!(buf.records.len() % 3, 0, "whole launches");
-        let launches_per_pass = buf.records.len() as u64 / 3;
+        let per_launch = if captured { 1 } else { 3 };
+        assert_eq!(buf.records.len() % per_launch, 0, "whole launches");
+        let launches_per_pass = (buf.records.len() / per_launch) as u64;
         RealAttribution {
             collector,
+            captured,
             step_first,
             launches_per_pass,
             pass: 0,
@@ -395,6 +404,21 @@ impl RealAttribution {
                     k.start += dt;
                     k.end += dt;
                     k.correlation_id = k.correlation_id.wrapping_add(dc);
+                    if self.captured {
+                        // Launch g of the run is the buffer's launch i = g % n, in scope
+                        // 1 + i % 10, entered in iteration g / 1000.
+                        let i = self.launches_seen % self.launches_per_pass;
+                        self.collector.accept_call(CapturedCall {
+                            correlation_id: k.correlation_id,
+                            cbid: sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                            iteration: self.launches_seen / LAUNCHES_PER_ITERATION,
+                            path_id: (1 + i % SCOPES) as u32,
+                            return_value: 0,
+                            runtime: false,
+                            nested: false,
+                            outer_correlation_id: k.correlation_id,
+                        });
+                    }
                     true
                 }
                 Record::Api(a) => {
@@ -434,8 +458,8 @@ impl RealAttribution {
 /// Checks that the real collector attributes every launch of the launch mix (a benchmark of a
 /// collector that places nothing would measure a no-op): over a few passes, every row written is
 /// complete and holds its 1 000 kernels, each in its launch's scope path, none unscoped.
-fn verify_real_attribution(buf: &Buffer, step_first: bool) {
-    let mut a = RealAttribution::new(buf, step_first);
+fn verify_real_attribution(buf: &Buffer, step_first: bool, captured: bool) {
+    let mut a = RealAttribution::new(buf, step_first, captured);
     let n = a.launches_per_pass;
     let mut rows = 0u64;
     let mut next_index = 0u64;
@@ -522,10 +546,22 @@ fn bench_decode(c: &mut Criterion) {
         ("real_collector", false),
         ("real_collector_step_first", true),
     ] {
-        verify_real_attribution(&buf, step_first);
+        verify_real_attribution(&buf, step_first, false);
         group.bench_function(label, |b| {
-            let mut a = RealAttribution::new(&buf, step_first);
+            let mut a = RealAttribution::new(&buf, step_first, false);
             b.iter(|| a.pass(&buf))
+        });
+    }
+    let kernels = Buffer::new(Mix::Kernel, &names);
+    group.throughput(Throughput::Elements(kernels.records.len() as u64));
+    for (label, step_first) in [
+        ("captured_calls", false),
+        ("captured_calls_step_first", true),
+    ] {
+        verify_real_attribution(&kernels, step_first, true);
+        group.bench_function(label, |b| {
+            let mut a = RealAttribution::new(&kernels, step_first, true);
+            b.iter(|| a.pass(&kernels))
         });
     }
     group.finish();
@@ -631,8 +667,21 @@ fn summary() {
         ("attribution, real collector", false),
         ("attribution, real collector, step first", true),
     ] {
-        let mut a = RealAttribution::new(&buf, step_first);
+        let mut a = RealAttribution::new(&buf, step_first, false);
         row(label, rate(&buf, |b| a.pass(b)), Some(TARGET_RECORDS_PER_S));
+    }
+    let kernels = Buffer::new(Mix::Kernel, &names);
+    for (label, step_first) in [
+        ("attribution, captured calls (kernel records)", false),
+        ("attribution, captured calls, step first", true),
+    ] {
+        verify_real_attribution(&kernels, step_first, true);
+        let mut a = RealAttribution::new(&kernels, step_first, true);
+        row(
+            label,
+            rate(&kernels, |b| a.pass(b)),
+            Some(TARGET_RECORDS_PER_S),
+        );
     }
     row(
         "attribution model, SipHash (std)",
@@ -652,8 +701,10 @@ fn summary() {
     );
     println!(
         "(real collector: decode, Collector::accept, an iteration ended every {LAUNCHES_PER_ITERATION} \
-         launches and its row built, through gpu_ledger::collector::OfflineCollector; the \
-         attribution model rows are a stand-in for Collector::accept, not its code)"
+         launches and its row built, through gpu_ledger::collector::OfflineCollector; captured \
+         calls: the timeline level's design since session 6, one kernel record and one captured \
+         call per launch, rates in kernel records; the attribution model rows are a stand-in for \
+         Collector::accept, not its code)"
     );
 }
 
