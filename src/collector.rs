@@ -1,6 +1,7 @@
-//! The collector thread: decodes CUPTI buffers, attributes each activity to a scope (through
-//! external correlation) and an iteration (through the host time of the API call that launched
-//! it), and writes one ledger row per iteration once its records have arrived.
+//! The collector thread: decodes CUPTI buffers, attributes each activity to a scope and an
+//! iteration through the call that launched it (captured by the API callback on the calling
+//! thread: the scope open there and the iteration open at its entry; `crate::activity::calls`),
+//! and writes one ledger row per iteration once its records have arrived.
 //!
 //! An iteration's row is written when the iteration has ended, a CUPTI flush has run after its
 //! end, every kernel launch, copy and memset call made in it has its GPU record, and every
@@ -270,7 +271,7 @@ struct IterationState {
     /// Outermost calls whose GPU record came through a nested call's id before the outermost
     /// call itself was registered: not awaited when it is.
     arrived: HashSet<u32>,
-    /// Correlation ids of every API record of this iteration (to forget them afterwards).
+    /// Correlation ids of every call of this iteration (to forget them afterwards).
     api_ids: Vec<u32>,
     events: Vec<PendingEvents>,
     event_ns: HashMap<u32, u64>,
@@ -334,7 +335,7 @@ struct Collector {
     /// correlation id -> its call: iteration, scope path, outermost call. One entry per call,
     /// so that a launch costs one insert, one lookup and one removal here.
     api: HashMap<u32, CallEntry>,
-    /// Activities whose API record has not arrived yet, by correlation id.
+    /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
     iterations: VecDeque<IterationState>,
     last_flush: Instant,
@@ -1002,7 +1003,8 @@ impl Collector {
         self.running.cupti.is_some() || self.offline_timeline
     }
 
-    /// Whether every counted call made before the iteration's end has its API record here.
+    /// Whether every counted call made before the iteration's end has been captured (or, from
+    /// the offline collector's records, has its API record) here.
     fn api_records_in(&self, it: &IterationState) -> bool {
         !self.timeline_rules()
             || self.counted_api_records_before + it.counted_api_records >= it.launches_by_end
@@ -1226,7 +1228,7 @@ impl Collector {
         if missing > 0 {
             it.warnings.push(format!(
                 "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
-                 time ({} ms): {} without a GPU record, {} without an API record",
+                 time ({} ms): {} without a GPU record, {} whose call was not captured",
                 self.settle.as_millis(),
                 it.expected.len(),
                 it.missing_api_records
