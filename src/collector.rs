@@ -329,12 +329,12 @@ struct Collector {
     names: NameCache,
     driver_class: Vec<Option<ApiClass>>,
     runtime_class: Vec<Option<ApiClass>>,
-    /// correlation id -> scope path id, from external-correlation records (the offline
-    /// collector's and the decode benchmark's input; the timeline level no longer enables them).
+    /// correlation id -> scope path id.
     external: HashMap<u32, u32>,
-    /// correlation id -> its call: iteration, scope path, outermost call. One entry per call,
-    /// so that a launch costs one insert, one lookup and one removal here.
-    api: HashMap<u32, CallEntry>,
+    /// correlation id of a nested call -> the outermost call's ([`CapturedCall::nested`]).
+    alias: HashMap<u32, u32>,
+    /// correlation id -> iteration index of its call.
+    api: HashMap<u32, u64>,
     /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
     iterations: VecDeque<IterationState>,
@@ -373,19 +373,6 @@ struct Collector {
     /// when a row is ready (every counted call's API record in, a "flush" after the end). Always
     /// false in a profiler's collector, where `running.cupti` decides.
     offline_timeline: bool,
-}
-
-/// What the collector keeps of a call until its iteration's row is written.
-#[derive(Clone, Copy)]
-struct CallEntry {
-    /// The iteration it belongs to.
-    index: u64,
-    /// The scope path its work is attributed to; 0 when the call carried none (an
-    /// external-correlation record may still name one).
-    path_id: u32,
-    /// The outermost call's id when this call was made inside another
-    /// ([`CapturedCall::nested`]); its own id otherwise.
-    outer: u32,
 }
 
 enum Deferred {
@@ -429,6 +416,7 @@ impl Collector {
             driver_class: class_table(sys::DRIVER_API_CBIDS),
             runtime_class: class_table(sys::RUNTIME_API_CBIDS),
             external: HashMap::default(),
+            alias: HashMap::default(),
             api: HashMap::default(),
             waiting: HashMap::default(),
             iterations,
@@ -691,7 +679,7 @@ impl Collector {
             });
             return;
         }
-        self.register_call(pos, corr, class, rv, (0, corr));
+        self.register_call(pos, corr, class, rv, true);
     }
 
     /// A call the API callback captured ([`CapturedCall`]): placed in the iteration open when it
@@ -709,29 +697,30 @@ impl Collector {
             self.trailer.late_records += 1;
             return;
         };
+        if call.path_id != 0 {
+            self.external.insert(call.correlation_id, call.path_id);
+        }
+        if call.nested {
+            self.alias
+                .insert(call.correlation_id, call.outer_correlation_id);
+        }
         let table = if call.runtime {
             &self.runtime_class
         } else {
             &self.driver_class
         };
         let class = table.get(call.cbid as usize).copied().flatten();
-        let outer = if call.nested {
-            call.outer_correlation_id
-        } else {
-            call.correlation_id
-        };
         self.register_call(
             pos,
             call.correlation_id,
             class,
             call.return_value,
-            (call.path_id, outer),
+            !call.nested,
         );
     }
 
-    /// Records that call `corr` of `class`, made in scope path `path_id` inside outermost call
-    /// `outer` (itself when not nested), belongs to the iteration at `pos`, and places the
-    /// activities that waited for it. A call the application made itself (the outermost) counts
+    /// Records that call `corr` of `class` belongs to the iteration at `pos`, and places the
+    /// activities that waited for it. A call the application made itself (`outermost`) counts
     /// toward the calls the row waits for, and its launch, copy or memset, when it succeeded, is
     /// awaited (unless a nested call's GPU record stood for it already); a call made inside
     /// another is neither.
@@ -741,18 +730,10 @@ impl Collector {
         corr: u32,
         class: Option<ApiClass>,
         rv: u32,
-        (path_id, outer): (u32, u32),
+        outermost: bool,
     ) {
-        let outermost = outer == corr;
         let index = self.iterations[pos].index;
-        self.api.insert(
-            corr,
-            CallEntry {
-                index,
-                path_id,
-                outer,
-            },
-        );
+        self.api.insert(corr, index);
         self.iterations[pos].api_ids.push(corr);
         if outermost && activity::is_counted(class) {
             self.iterations[pos].counted_api_records += 1;
@@ -800,8 +781,8 @@ impl Collector {
         }
         let corr = a.correlation_id();
         match self.api.get(&corr).copied() {
-            Some(call) => match self.position_of(call.index) {
-                Some(pos) => self.place_with(pos, a, Some(call)),
+            Some(index) => match self.position_of(index) {
+                Some(pos) => self.place(pos, a),
                 None => self.trailer.late_records += 1,
             },
             None => self.waiting.entry(corr).or_default().push(a),
@@ -827,28 +808,19 @@ impl Collector {
         (pos < self.iterations.len()).then_some(pos)
     }
 
-    /// Places activity `a` in the iteration at `pos`, attributed through its call.
     fn place(&mut self, pos: usize, a: Activity) {
-        let call = self.api.get(&a.correlation_id()).copied();
-        self.place_with(pos, a, call);
-    }
-
-    /// [`place`](Self::place) with the activity's call already looked up.
-    fn place_with(&mut self, pos: usize, a: Activity, call: Option<CallEntry>) {
         let corr = a.correlation_id();
-        let mut path_id = call.map_or(0, |c| c.path_id);
-        if path_id == 0 && !self.external.is_empty() {
-            path_id = self.external.get(&corr).copied().unwrap_or(0);
-        }
+        let path_id = self.external.get(&corr).copied().unwrap_or(0);
+        let outer = self.alias.get(&corr).copied();
         let it = &mut self.iterations[pos];
-        match call {
+        match outer {
             // A nested call's record stands for its outermost call's.
-            Some(c) if c.outer != corr => {
-                if !it.expected.remove(&c.outer) {
-                    it.arrived.insert(c.outer);
+            Some(outer) => {
+                if !it.expected.remove(&outer) {
+                    it.arrived.insert(outer);
                 }
             }
-            _ => {
+            None => {
                 it.expected.remove(&corr);
             }
         }
@@ -1041,12 +1013,10 @@ impl Collector {
         }
         // A shortfall is reported in this row once; later rows start from the count at its end.
         self.counted_api_records_before = have.max(it.launches_by_end);
-        let external = !self.external.is_empty();
         for corr in &it.api_ids {
             self.api.remove(corr);
-            if external {
-                self.external.remove(corr);
-            }
+            self.external.remove(corr);
+            self.alias.remove(corr);
         }
         let dropped_now = self.dropped_total();
         let mut row = self.build_row(it, incomplete, dropped_now);
