@@ -1215,7 +1215,8 @@ impl Collector {
         let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::default();
         let mut memsets: HashMap<u32, CopyGroup> = HashMap::default();
         let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
-        let mut scope_intervals: HashMap<u32, ScopeActivity> = HashMap::default();
+        // path id -> (launches, kernels, device intervals).
+        let mut scope_intervals: HashMap<u32, (u64, u64, Vec<(u64, u64)>)> = HashMap::default();
         let mut memory_events: Vec<&MemoryRecord> = Vec::new();
         for p in &it.placed {
             let interval = match &p.activity {
@@ -1502,10 +1503,6 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
 
 /// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
 const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-
-/// A scope path's GPU activity in a row: launches (kernels, copies, memsets), kernels, and their
-/// device intervals.
-type ScopeActivity = (u64, u64, Vec<(u64, u64)>);
 
 #[derive(Hash, PartialEq, Eq)]
 struct KernelKey {
