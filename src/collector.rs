@@ -1207,16 +1207,11 @@ impl Collector {
         // Devices.
         let mut per_device: HashMap<u32, (Vec<(u64, u64)>, u64)> = HashMap::default();
         let mut kernels: HashMap<KernelKey, KernelGroup> = HashMap::default();
-        // Kernels group by their name's text. Names are interned, one address per text, so the
-        // text is hashed and compared once per distinct (address, length) in a row, not once per
-        // kernel (it was a fifth of the row's cost: `benches/decode.rs`, captured calls).
-        let mut name_ids: HashMap<(usize, usize), u32> = HashMap::default();
-        let mut name_by_text: HashMap<&'static str, u32> = HashMap::default();
         let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::default();
         let mut memsets: HashMap<u32, CopyGroup> = HashMap::default();
         let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
-        // path id -> (launches, kernels, device intervals).
-        let mut scope_intervals: HashMap<u32, (u64, u64, Vec<(u64, u64)>)> = HashMap::default();
+        let mut scope_intervals: HashMap<u32, (u64, Vec<(u64, u64)>)> = HashMap::default();
+        let mut scope_kernels: HashMap<u32, u64> = HashMap::default();
         let mut memory_events: Vec<&MemoryRecord> = Vec::new();
         for p in &it.placed {
             let interval = match &p.activity {
@@ -1224,12 +1219,8 @@ impl Collector {
                     let e = per_device.entry(k.device_id).or_default();
                     e.0.push((k.start, k.end));
                     e.1 += 1;
-                    let next = name_by_text.len() as u32;
-                    let name = *name_ids
-                        .entry((k.name.as_ptr() as usize, k.name.len()))
-                        .or_insert_with(|| *name_by_text.entry(k.name).or_insert(next));
                     let g = kernels
-                        .entry(KernelKey::of(k, name))
+                        .entry(KernelKey::of(k))
                         .or_insert_with(|| KernelGroup {
                             name: k.name.to_string(),
                             device_id: k.device_id,
@@ -1254,6 +1245,7 @@ impl Collector {
                     g.min_ns = g.min_ns.min(d);
                     g.max_ns = g.max_ns.max(d);
                     g.graph_launches += u64::from(k.graph_id != 0);
+                    *scope_kernels.entry(p.path_id).or_default() += 1;
                     Some((k.start, k.end))
                 }
                 Activity::Memcpy(c) => {
@@ -1312,8 +1304,7 @@ impl Collector {
             if let Some(iv) = interval {
                 let e = scope_intervals.entry(p.path_id).or_default();
                 e.0 += 1;
-                e.1 += u64::from(matches!(p.activity, Activity::Kernel(_)));
-                e.2.push(iv);
+                e.1.push(iv);
             }
         }
         // Peak device memory, in time order, carrying live bytes across iterations.
@@ -1378,11 +1369,11 @@ impl Collector {
                 .event_device_ns = Some(*ns);
         }
         let mut inclusive: HashMap<u32, Vec<(u64, u64)>> = HashMap::default();
-        for (path_id, (launches, kernel_count, ivs)) in scope_intervals {
+        for (path_id, (launches, ivs)) in scope_intervals {
             let mut own = ivs.clone();
             let r = rows.entry(path_id).or_insert_with(|| new_row(path_id));
             r.launches += launches;
-            r.kernels = kernel_count;
+            r.kernels = scope_kernels.get(&path_id).copied().unwrap_or(0);
             r.device_ns = union_busy(&mut own).map_or(0, |b| b.busy_ns);
             let mut p = path_id;
             loop {
@@ -1506,8 +1497,7 @@ const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_ME
 
 #[derive(Hash, PartialEq, Eq)]
 struct KernelKey {
-    /// The name's id in the row (one per text).
-    name: u32,
+    name: &'static str,
     device_id: u32,
     grid: [u32; 3],
     block: [u32; 3],
@@ -1518,9 +1508,9 @@ struct KernelKey {
 }
 
 impl KernelKey {
-    fn of(k: &KernelRecord, name: u32) -> Self {
+    fn of(k: &KernelRecord) -> Self {
         KernelKey {
-            name,
+            name: k.name,
             device_id: k.device_id,
             grid: k.grid,
             block: k.block,
