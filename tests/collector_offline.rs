@@ -261,42 +261,49 @@ fn captured_calls_place_kernels_by_their_entry_iteration_and_scope() {
     assert_eq!((trailer.late_records, trailer.unplaced_records), (0, 0));
 }
 
-#[test]
-fn a_nested_call_is_neither_counted_nor_awaited_and_its_records_stand_for_the_outer_call() {
+/// Feeds `cudaLaunchKernel` (id 10, in scope `gemm`) with the driver call inside it (id
+/// `inner_id`) and their kernel (id `kernel_id`, arriving at position `kernel_at` among the two
+/// calls), ends the iteration with one counted call, and checks its row is complete with the
+/// kernel in `gemm`.
+fn nested_launch_completes_its_row(inner_id: u32, kernel_id: u32, kernel_at: usize) {
     let runtime_launch =
         sys::CUpti_runtime_api_trace_cbid_enum::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    let case = format!("inner id {inner_id}, kernel id {kernel_id} at {kernel_at}");
+    let mut c = OfflineCollector::new(1_000);
+    let gemm = c.intern_path("gemm");
+    let inner = CapturedCall {
+        nested: true,
+        outer_correlation_id: 10,
+        ..call(inner_id, 0, gemm)
+    };
+    let outer = CapturedCall {
+        runtime: true,
+        cbid: runtime_launch,
+        ..call(10, 0, gemm)
+    };
+    let mut events = vec![Err(inner), Err(outer)];
+    events.insert(kernel_at, Ok(kernel(kernel_id, 1_200, "gemm_kernel")));
+    for e in events {
+        match e {
+            Ok(k) => c.accept(k),
+            Err(call) => c.accept_call(call),
+        }
+    }
+    c.end_iteration(5_000, 2_000, 1);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1, "{case}: the row is written");
+    assert!(rows[0].complete, "{case}: {:?}", rows[0].warnings);
+    assert_eq!(rows[0].missing_records, 0, "{case}");
+    assert_eq!(kernels_of(&rows[0], "gemm"), 1, "{case}");
+}
+
+#[test]
+fn a_nested_call_is_neither_counted_nor_awaited_and_its_records_stand_for_the_outer_call() {
     // cudaLaunchKernel (id 10) calls cuLaunchKernel (id 11). The kernel may carry either id
     // (the inner one with CUPTI's API records off, run 50), and may arrive before the outer call,
     // between the two, or after both.
     for (kernel_id, kernel_at) in [(10, 0), (11, 0), (11, 1), (11, 2), (10, 2)] {
-        let mut c = OfflineCollector::new(1_000);
-        let gemm = c.intern_path("gemm");
-        let inner = CapturedCall {
-            nested: true,
-            outer_correlation_id: 10,
-            ..call(11, 0, gemm)
-        };
-        let outer = CapturedCall {
-            runtime: true,
-            cbid: runtime_launch,
-            ..call(10, 0, gemm)
-        };
-        let mut events = vec![Err(inner), Err(outer)];
-        events.insert(kernel_at, Ok(kernel(kernel_id, 1_200, "gemm_kernel")));
-        for e in events {
-            match e {
-                Ok(k) => c.accept(k),
-                Err(call) => c.accept_call(call),
-            }
-        }
-        // One counted call: the outer one.
-        c.end_iteration(5_000, 2_000, 1);
-        let rows = c.take_rows();
-        let case = format!("kernel id {kernel_id} at {kernel_at}");
-        assert_eq!(rows.len(), 1, "{case}: the row is written");
-        assert!(rows[0].complete, "{case}: {:?}", rows[0].warnings);
-        assert_eq!(rows[0].missing_records, 0, "{case}");
-        assert_eq!(kernels_of(&rows[0], "gemm"), 1, "{case}");
+        nested_launch_completes_its_row(11, kernel_id, kernel_at);
     }
 }
 
@@ -306,36 +313,8 @@ fn a_nested_call_with_its_outer_calls_id_is_neither_counted_nor_awaited_twice() 
     // the two captures share an id, and the kernel must satisfy the one awaited call whatever
     // the order (run 56 failed the cuBLAS GPU test on a collector that took "outermost" from
     // ids differing; this is that case without a GPU).
-    let runtime_launch =
-        sys::CUpti_runtime_api_trace_cbid_enum::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
     for kernel_at in 0..3 {
-        let mut c = OfflineCollector::new(1_000);
-        let gemm = c.intern_path("gemm");
-        let inner = CapturedCall {
-            nested: true,
-            outer_correlation_id: 10,
-            ..call(10, 0, gemm)
-        };
-        let outer = CapturedCall {
-            runtime: true,
-            cbid: runtime_launch,
-            ..call(10, 0, gemm)
-        };
-        let mut events = vec![Err(inner), Err(outer)];
-        events.insert(kernel_at, Ok(kernel(10, 1_200, "gemm_kernel")));
-        for e in events {
-            match e {
-                Ok(k) => c.accept(k),
-                Err(call) => c.accept_call(call),
-            }
-        }
-        c.end_iteration(5_000, 2_000, 1);
-        let rows = c.take_rows();
-        let case = format!("kernel at {kernel_at}");
-        assert_eq!(rows.len(), 1, "{case}: the row is written");
-        assert!(rows[0].complete, "{case}: {:?}", rows[0].warnings);
-        assert_eq!(rows[0].missing_records, 0, "{case}");
-        assert_eq!(kernels_of(&rows[0], "gemm"), 1, "{case}");
+        nested_launch_completes_its_row(10, 10, kernel_at);
     }
 }
 
