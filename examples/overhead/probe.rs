@@ -4,7 +4,8 @@
 //! records: that every kernel record carries the correlation id the callback saw at the call's
 //! entry (for runtime launches such as cuBLAS's, the runtime call's or the nested driver call's),
 //! and whether external-correlation records still come. This probes both, with API records on
-//! (the baseline) and off, on empty launches and on the training step.
+//! (the baseline) and off, on empty launches and on the training step, and counts the runtime
+//! calls whose id a driver entry saw too (a nested driver call sharing its id).
 
 use super::*;
 
@@ -33,8 +34,8 @@ pub(super) fn probe_correlation(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Res
             .count();
         println!(
             "  API records {}: {} kernel records; {} carry a runtime call's id, {} a driver \
-             call's, {} neither; callback entries {} runtime, {} driver; external-correlation \
-             records with the pushed id: {external} (of {} in all)",
+             call's, {} neither; callback entries {} runtime, {} driver, {} ids seen by both; \
+             external-correlation records with the pushed id: {external} (of {} in all)",
             if api_records { "on " } else { "off" },
             seen.kernels.len(),
             c.at_runtime,
@@ -42,6 +43,7 @@ pub(super) fn probe_correlation(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Res
             c.neither,
             c.runtime_calls,
             c.driver_calls,
+            c.shared_ids,
             seen.external.len()
         );
     }
@@ -62,6 +64,9 @@ struct Classified {
     neither: usize,
     runtime_calls: usize,
     driver_calls: usize,
+    /// Runtime calls whose id a driver entry saw too: a driver call made inside a runtime call
+    /// that carries the runtime call's id (what run 56's cuBLAS failure suggested).
+    shared_ids: usize,
 }
 
 /// `calls`: (correlation id, runtime domain) of the callback's entries; `kernels`: the kernel
@@ -78,6 +83,7 @@ fn classify(calls: &[(u32, bool)], kernels: &[u32]) -> Classified {
         neither: 0,
         runtime_calls: runtime.len(),
         driver_calls: driver.len(),
+        shared_ids: runtime.intersection(&driver).count(),
     };
     for corr in kernels {
         if runtime.contains(corr) {
@@ -107,10 +113,15 @@ mod tests {
                 at_driver: 2,
                 neither: 1,
                 runtime_calls: 1,
-                driver_calls: 2
+                driver_calls: 2,
+                shared_ids: 0,
             }
         );
         // Kernels that carry the nested driver call's id count as the driver's.
         assert_eq!(classify(&calls, &[2]).at_driver, 1);
+        // A nested driver call with the runtime call's id: shared, and its kernel the runtime's.
+        let same = [(1, true), (1, false)];
+        let c = classify(&same, &[1]);
+        assert_eq!((c.shared_ids, c.at_runtime), (1, 1));
     }
 }
