@@ -327,8 +327,7 @@ struct Collector {
     settle: Duration,
     flush_interval: Duration,
     names: NameCache,
-    driver_class: Vec<Option<ApiClass>>,
-    runtime_class: Vec<Option<ApiClass>>,
+    classes: activity::ApiClasses,
     /// correlation id -> scope path id.
     external: HashMap<u32, u32>,
     /// correlation id of a nested call -> the outermost call's ([`CapturedCall::nested`]).
@@ -388,15 +387,6 @@ enum Deferred {
     Host(Activity),
 }
 
-fn class_table(table: &[(u32, &str)]) -> Vec<Option<ApiClass>> {
-    let max = table.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
-    let mut out = vec![None; max + 1];
-    for (id, name) in table {
-        out[*id as usize] = activity::classify_api(name);
-    }
-    out
-}
-
 impl Collector {
     fn new(s: CollectorSetup) -> Self {
         let mut iterations = VecDeque::new();
@@ -413,8 +403,7 @@ impl Collector {
             settle: s.settle,
             flush_interval: s.flush_interval,
             names: NameCache::default(),
-            driver_class: class_table(sys::DRIVER_API_CBIDS),
-            runtime_class: class_table(sys::RUNTIME_API_CBIDS),
+            classes: activity::ApiClasses::default(),
             external: HashMap::default(),
             alias: HashMap::default(),
             api: HashMap::default(),
@@ -654,12 +643,7 @@ impl Collector {
     }
 
     fn accept_api(&mut self, runtime: bool, cbid: u32, start: u64, corr: u32, rv: u32) {
-        let table = if runtime {
-            &self.runtime_class
-        } else {
-            &self.driver_class
-        };
-        let class = table.get(cbid as usize).copied().flatten();
+        let class = self.classes.of(runtime, cbid);
         let Some(pos) = self.position_at(start) else {
             self.trailer.unplaced_records += 1;
             return;
@@ -704,12 +688,7 @@ impl Collector {
             self.alias
                 .insert(call.correlation_id, call.outer_correlation_id);
         }
-        let table = if call.runtime {
-            &self.runtime_class
-        } else {
-            &self.driver_class
-        };
-        let class = table.get(call.cbid as usize).copied().flatten();
+        let class = self.classes.of(call.runtime, call.cbid);
         self.register_call(
             pos,
             call.correlation_id,

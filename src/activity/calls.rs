@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cupti_sys as sys;
 
-use super::{classify_api, is_counted};
+use super::{is_counted, ApiClasses};
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
 /// One API call, captured at its exit.
@@ -67,28 +67,18 @@ pub struct ApiCalls {
     pub lost: AtomicU64,
     session: u64,
     slots: parking_lot::Mutex<Vec<Arc<ThreadSlot<CapturedCall>>>>,
-    counted_driver: Box<[bool]>,
-    counted_runtime: Box<[bool]>,
+    classes: ApiClasses,
 }
 
 impl Default for ApiCalls {
     fn default() -> Self {
-        fn counted(table: &[(u32, &str)]) -> Box<[bool]> {
-            let max = table.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
-            let mut out = vec![false; max + 1];
-            for (id, name) in table {
-                out[*id as usize] = is_counted(classify_api(name));
-            }
-            out.into_boxed_slice()
-        }
         ApiCalls {
             total: AtomicU64::new(0),
             iteration: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
-            counted_driver: counted(sys::DRIVER_API_CBIDS),
-            counted_runtime: counted(sys::RUNTIME_API_CBIDS),
+            classes: ApiClasses::default(),
         }
     }
 }
@@ -96,12 +86,7 @@ impl Default for ApiCalls {
 impl ApiCalls {
     /// Whether calls of this function are counted.
     fn counted(&self, runtime: bool, cbid: u32) -> bool {
-        let table = if runtime {
-            &self.counted_runtime
-        } else {
-            &self.counted_driver
-        };
-        table.get(cbid as usize).copied().unwrap_or(false)
+        is_counted(self.classes.of(runtime, cbid))
     }
 
     /// Moves every call captured so far, on every thread, into `out`.

@@ -239,6 +239,40 @@ pub(crate) fn outermost_call_entry(runtime: bool, enter: bool) -> bool {
         .unwrap_or(false)
 }
 
+/// The class of every driver and runtime function ([`classify_api`]), by callback id: the
+/// callback's "is it counted" and the collector's "is it awaited" read the same table.
+pub struct ApiClasses {
+    driver: Box<[Option<ApiClass>]>,
+    runtime: Box<[Option<ApiClass>]>,
+}
+
+impl Default for ApiClasses {
+    fn default() -> Self {
+        fn table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
+            let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
+            let mut out = vec![None; max + 1];
+            for (id, name) in cbids {
+                out[*id as usize] = classify_api(name);
+            }
+            out.into_boxed_slice()
+        }
+        ApiClasses {
+            driver: table(sys::DRIVER_API_CBIDS),
+            runtime: table(sys::RUNTIME_API_CBIDS),
+        }
+    }
+}
+
+impl ApiClasses {
+    /// The class of function `cbid` of the runtime (`runtime`) or driver API; `None` for
+    /// functions not traced and unknown ids.
+    #[inline]
+    pub fn of(&self, runtime: bool, cbid: u32) -> Option<ApiClass> {
+        let table = if runtime { &self.runtime } else { &self.driver };
+        table.get(cbid as usize).copied().flatten()
+    }
+}
+
 /// True for the API classes whose calls are counted and awaited.
 pub fn is_counted(class: Option<ApiClass>) -> bool {
     matches!(
