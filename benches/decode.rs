@@ -541,27 +541,19 @@ fn bench_decode(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("attribution");
-    group.throughput(Throughput::Elements(buf.records.len() as u64));
-    for (label, step_first) in [
-        ("real_collector", false),
-        ("real_collector_step_first", true),
-    ] {
-        verify_real_attribution(&buf, step_first, false);
-        group.bench_function(label, |b| {
-            let mut a = RealAttribution::new(&buf, step_first, false);
-            b.iter(|| a.pass(&buf))
-        });
-    }
+    // The old design's records (three per launch), then the captured calls (kernel records).
     let kernels = Buffer::new(Mix::Kernel, &names);
-    group.throughput(Throughput::Elements(kernels.records.len() as u64));
-    for (label, step_first) in [
-        ("captured_calls", false),
-        ("captured_calls_step_first", true),
+    for (label, input, step_first, captured) in [
+        ("real_collector", &buf, false, false),
+        ("real_collector_step_first", &buf, true, false),
+        ("captured_calls", &kernels, false, true),
+        ("captured_calls_step_first", &kernels, true, true),
     ] {
-        verify_real_attribution(&kernels, step_first, true);
+        verify_real_attribution(input, step_first, captured);
+        group.throughput(Throughput::Elements(input.records.len() as u64));
         group.bench_function(label, |b| {
-            let mut a = RealAttribution::new(&kernels, step_first, true);
-            b.iter(|| a.pass(&kernels))
+            let mut a = RealAttribution::new(input, step_first, captured);
+            b.iter(|| a.pass(input))
         });
     }
     group.finish();
