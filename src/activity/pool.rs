@@ -11,9 +11,10 @@
 //! otherwise it zeroes each buffer itself inside the request, on the thread that asked, often the
 //! application's launching thread (4 MiB per request by default).
 //!
-//! Trade-off: memory is `buffer_bytes × buffers`. A kernel launch costs about 300 bytes of records
-//! (kernel, API and external-correlation records), so the default 8 × 4 MiB holds about 110 000
-//! launches in flight; growth to 64 buffers (256 MiB) covers bursts the collector falls behind on.
+//! Trade-off: memory is `buffer_bytes × buffers`. A kernel launch costs one 216-byte kernel
+//! record (the API callback captures the call itself, `super::calls`), so the default 8 × 4 MiB
+//! holds about 155 000 launches in flight; growth to 64 buffers (256 MiB) covers bursts the
+//! collector falls behind on.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
