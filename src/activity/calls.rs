@@ -9,7 +9,7 @@
 //! sees every call, so it keeps what the collector used from those records: the correlation id
 //! the GPU records carry, the function, its return value, the iteration open at entry, and the
 //! scope path open on the thread. Each goes into the thread's own ring
-//! ([`crate::thread_slot`]): no lock, no allocation and no clock read per call.
+//! (`crate::thread_slot`): no lock, no allocation and no clock read per call.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};

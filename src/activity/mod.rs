@@ -216,29 +216,6 @@ pub fn classify_api(name: &str) -> Option<ApiClass> {
     None
 }
 
-thread_local! {
-    /// Depth of counted runtime-API calls in progress on this thread, for the counters level's
-    /// launch callback ([`outermost_call_entry`]). A runtime call such as `cudaLaunchKernel`
-    /// (cuBLAS makes these) calls the driver inside, and CUPTI fires a driver callback for that
-    /// inner call too.
-    static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Tracks the nesting of counted runtime calls on this thread (call it for every callback of a
-/// counted function, entry and exit) and says whether this is the entry of a call the
-/// application made: a runtime call, or a driver call not made inside one.
-pub(crate) fn outermost_call_entry(runtime: bool, enter: bool) -> bool {
-    RUNTIME_DEPTH
-        .try_with(|depth| {
-            let d = depth.get();
-            if runtime {
-                depth.set(if enter { d + 1 } else { d.saturating_sub(1) });
-            }
-            enter && (runtime || d == 0)
-        })
-        .unwrap_or(false)
-}
-
 /// The class of every driver and runtime function ([`classify_api`]), by callback id: the
 /// callback's "is it counted" and the collector's "is it awaited" read the same table.
 pub struct ApiClasses {

@@ -202,7 +202,7 @@ pub enum Record {
 static NAMES: parking_lot::Mutex<Option<rustc_hash::FxHashSet<&'static str>>> =
     parking_lot::Mutex::new(None);
 
-/// The process's one copy of `text` (see [`NAMES`]).
+/// The process's one copy of `text`, stored once and never freed (see `NAMES`).
 pub fn intern_name(text: &str) -> &'static str {
     let mut names = NAMES.lock();
     let names = names.get_or_insert_with(Default::default);

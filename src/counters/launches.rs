@@ -86,7 +86,7 @@ impl LaunchSink for LaunchLog {
             return;
         }
         // The driver launch a runtime launch makes inside is not a launch of its own.
-        if !crate::activity::outermost_call_entry(runtime, enter) {
+        if !outermost_call_entry(runtime, enter) {
             return;
         }
         let entry = if is_graph {
@@ -176,4 +176,27 @@ impl LaunchRecorder {
     pub fn stop(mut self) -> Result<()> {
         self.subscription.unsubscribe()
     }
+}
+
+thread_local! {
+    /// Depth of runtime launch calls in progress on this thread ([`outermost_call_entry`]). A
+    /// runtime call such as `cudaLaunchKernel` (cuBLAS makes these) calls the driver inside, and
+    /// CUPTI fires a driver callback for that inner call too. (The timeline level's callback
+    /// tracks its own nesting, `crate::activity::calls`.)
+    static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Tracks the nesting of runtime launch calls on this thread (call it for every callback of a
+/// counted function, entry and exit) and says whether this is the entry of a call the
+/// application made: a runtime call, or a driver call not made inside one.
+fn outermost_call_entry(runtime: bool, enter: bool) -> bool {
+    RUNTIME_DEPTH
+        .try_with(|depth| {
+            let d = depth.get();
+            if runtime {
+                depth.set(if enter { d + 1 } else { d.saturating_sub(1) });
+            }
+            enter && (runtime || d == 0)
+        })
+        .unwrap_or(false)
 }
