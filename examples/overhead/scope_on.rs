@@ -7,7 +7,11 @@
 //! `ScopeGuard::next` on the one before (one event per boundary). A fifth way separates what
 //! reading the events costs the launching thread: the event pair, each on events of its own, read
 //! by a second thread every 2 ms as gpu-ledger's collector reads scope events
-//! (`gpu_ledger::events::elapsed_ns`). Differences are paired by round.
+//! (`gpu_ledger::events::elapsed_ns`). Two more ways split that figure: the pairs recorded but
+//! never read ("pairs cycled": what using a fresh pair per launch costs the driver), and the pairs
+//! read by a second thread that finds them through one shared index instead of a channel ("pairs,
+//! index read": the reading alone, without a channel's allocation and reference counts).
+//! Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -19,8 +23,16 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
     let rounds = args.rounds.max(6);
     let new_event = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
     let (before, after) = (new_event()?, new_event()?);
-    let ways = ["plain", "event pair", "scope_on", "chained", "pair, read"];
-    let mut per_launch: [Vec<f64>; 5] = Default::default();
+    let ways = [
+        "plain",
+        "event pair",
+        "scope_on",
+        "chained",
+        "pair, read",
+        "pairs cycled",
+        "pairs, index read",
+    ];
+    let mut per_launch: [Vec<f64>; 7] = Default::default();
     // The fifth way's events: a pair per launch, made once.
     let pairs: Vec<(Arc<CudaEvent>, Arc<CudaEvent>)> = (0..n)
         .map(|_| Ok((Arc::new(new_event()?), Arc::new(new_event()?))))
@@ -45,6 +57,17 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     t0.elapsed()
                 }
                 4 => read_pairs(gpu, &pairs)?,
+                5 => {
+                    let t0 = Instant::now();
+                    for (before, after) in &pairs {
+                        before.record(&gpu.stream)?;
+                        gpu.launch_empty()?;
+                        after.record(&gpu.stream)?;
+                    }
+                    gpu.stream.synchronize()?;
+                    t0.elapsed()
+                }
+                6 => read_pairs_by_index(gpu, &pairs)?,
                 chained_or_not => {
                     let chained = chained_or_not == 3;
                     let profiler = Profiler::builder()
@@ -113,6 +136,20 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         println!(
             "  scope_on - read pair {}",
             scope_vs_read.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let (Some(cycled), Some(index_read), Some(channel)) = (diff(5, 1), diff(6, 5), diff(4, 6)) {
+        println!(
+            "  a fresh pair per launch adds {} over the same pair each time",
+            cycled.describe(1.0, 3, " µs/launch")
+        );
+        println!(
+            "  reading them on another thread (shared index) adds {}",
+            index_read.describe(1.0, 3, " µs/launch")
+        );
+        println!(
+            "  handing them over by channel adds {}",
+            channel.describe(1.0, 3, " µs/launch")
         );
     }
     if let (Some(events), Some(scope), Some(vs), Some(chained), Some(chained_vs)) =
@@ -191,4 +228,60 @@ fn read_pairs(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<D
         return Err(format!("read {read} of {} pairs", pairs.len()).into());
     }
     Ok(elapsed)
+}
+
+/// The pairs recorded as in [`read_pairs`], read by a second thread every 2 ms, which finds them
+/// through one shared count of pairs recorded: no channel, no reference counts. Returns the
+/// launching thread's time.
+fn read_pairs_by_index(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<Duration> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let recorded = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| -> Result<Duration> {
+        let reader = s.spawn(|| -> std::result::Result<usize, String> {
+            let mut read = 0usize;
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                let upto = recorded.load(Ordering::Acquire);
+                while read < upto {
+                    let (start, end) = &pairs[read];
+                    match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                        Some(_) => read += 1,
+                        None => break,
+                    }
+                }
+                // `recorded` is final once `done` is seen: every recorded pair has been read.
+                if finished && read == upto {
+                    return Ok(read);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let t0 = Instant::now();
+        let mut result = Ok(());
+        for (i, (before, after)) in pairs.iter().enumerate() {
+            let step = before
+                .record(&gpu.stream)
+                .map_err(Into::into)
+                .and_then(|()| gpu.launch_empty())
+                .and_then(|()| after.record(&gpu.stream).map_err(Into::into));
+            if let Err(e) = step {
+                result = Err(e);
+                break;
+            }
+            recorded.store(i + 1, Ordering::Release);
+        }
+        let synced = gpu.stream.synchronize();
+        let elapsed = t0.elapsed();
+        done.store(true, Ordering::Release);
+        result?;
+        synced?;
+        let read = reader
+            .join()
+            .map_err(|_| "the reading thread panicked".to_string())??;
+        if read != pairs.len() {
+            return Err(format!("read {read} of {} pairs", pairs.len()).into());
+        }
+        Ok(elapsed)
+    })
 }
