@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::events::{EventReader, ScopeEvents};
 use crossbeam_channel::{Receiver, Sender};
-use cudarc::driver::CudaEvent;
 use cupti_sys as sys;
 
 use crate::activity::calls::CapturedCall;
@@ -252,8 +252,7 @@ struct Placed {
 
 struct PendingEvents {
     path_id: u32,
-    start: Arc<CudaEvent>,
-    end: Arc<CudaEvent>,
+    events: ScopeEvents,
 }
 
 struct IterationState {
@@ -351,6 +350,8 @@ struct Collector {
     call_batch: Vec<CapturedCall>,
     /// Scope timing events waiting in all iterations (none unless scopes are timed on streams).
     events_pending: usize,
+    /// Reads scope events and gives them back to the run's pool.
+    event_reader: EventReader,
     /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
     /// ns already.
     clock: Option<TickConverter>,
@@ -417,6 +418,7 @@ impl Collector {
             scope_batch: Vec::new(),
             call_batch: Vec::new(),
             events_pending: 0,
+            event_reader: EventReader::default(),
             clock,
             deferred: Vec::new(),
             finishing: false,
@@ -572,12 +574,11 @@ impl Collector {
                 ));
             }
             let mut rec = rec;
-            if let Some((start, end)) = rec.events.take() {
+            if let Some(events) = rec.events.take() {
                 self.events_pending += 1;
                 it.events.push(PendingEvents {
                     path_id: rec.path_id,
-                    start,
-                    end,
+                    events,
                 });
             }
             it.scopes.push(rec);
@@ -882,6 +883,7 @@ impl Collector {
         for pos in 0..self.iterations.len() {
             self.resolve_events_at(pos, false);
         }
+        self.event_reader.end_pass(&self.running.events);
     }
 
     /// Reads the completed scope events of the iteration at `pos`; with `force`, gives up on the
@@ -903,12 +905,8 @@ impl Collector {
                 still.push(ev);
                 continue;
             }
-            match crate::events::elapsed_ns(&ev.start, &ev.end) {
-                Ok(Some(ns)) => {
-                    *it.event_ns.entry(ev.path_id).or_default() += ns;
-                    running.events.give_back(ev.start);
-                    running.events.give_back(ev.end);
-                }
+            match self.event_reader.read(&ev.events) {
+                Ok(Some(ns)) => *it.event_ns.entry(ev.path_id).or_default() += ns,
                 Ok(None) if !force => {
                     blocked = true;
                     still.push(ev);
@@ -983,6 +981,7 @@ impl Collector {
         }
         // Only this row's events are given up on: later iterations' may still complete.
         self.resolve_events_at(0, true);
+        self.event_reader.end_pass(&self.running.events);
         let Some(mut it) = self.iterations.pop_front() else {
             return;
         };

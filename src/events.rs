@@ -1,73 +1,208 @@
 //! Timing events for scopes opened on a stream (`Profiler::scope_on`), recycled so that a scope
 //! costs two `cuEventRecord` calls and no event creation in steady state.
+//!
+//! The pool owns every event it makes and destroys them when the run ends; scopes and the
+//! collector pass plain driver handles ([`EventHandle`]). A scope thread takes events from its own
+//! free list ([`LocalEvents`]) and, when that is empty, takes in one lock every event the
+//! collector has read since. Before, events travelled as `Arc<CudaEvent>` through a shared
+//! lock-free queue, and each scope's four reference-count and queue-slot cache lines, last
+//! written by the collector, cost the launching thread a miss each (docs/overhead.md, "Scope on a
+//! stream").
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crossbeam_queue::SegQueue;
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::sys::{CUcontext, CUevent, CUevent_flags};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 
-/// Free timing-enabled events, of any context. Each is kept in its `Arc` across uses, so that an
-/// event shared by two scope records ([`crate::ScopeGuard::next`]) costs no allocation either.
-/// A lock-free queue: the collector gives events back in bursts while scopes take them on the
-/// application's threads, and a lock there made the two wait on each other.
-#[derive(Default)]
-pub struct EventPool {
-    free: SegQueue<Arc<CudaEvent>>,
-    failures: std::sync::atomic::AtomicU64,
+/// One of the pool's timing events: its driver handle and its context's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventHandle {
+    event: CUevent,
+    ctx: CUcontext,
 }
 
-/// Events of another context taken off the queue before one of the stream's is found (or a new
-/// one made): they go back, and with one context per process this never happens.
+// SAFETY: driver handles are opaque values that the driver lets any thread use. The event behind
+// a handle lives as long as the run's `EventPool`, which owns it, and handles are only used
+// through the pool's run: scope threads drop theirs when a new run starts, and the collector,
+// which reads them, holds the run.
+unsafe impl Send for EventHandle {}
+// SAFETY: as for Send; a handle is a copied value with no interior state.
+unsafe impl Sync for EventHandle {}
+
+/// The events of a scope opened on a stream, as its record carries them to the collector.
+#[derive(Clone, Copy, Debug)]
+pub struct ScopeEvents {
+    /// Recorded when the scope began.
+    pub start: EventHandle,
+    /// Recorded when it ended.
+    pub end: EventHandle,
+    /// `start` is also the end of the scope before it ([`crate::ScopeGuard::next`]).
+    pub start_shared: bool,
+    /// `end` is also the start of the scope after it.
+    pub end_shared: bool,
+}
+
+/// A thread's free events, taken without a lock or an atomic operation.
+#[derive(Default)]
+pub(crate) struct LocalEvents {
+    free: Vec<EventHandle>,
+}
+
+/// Free events of the wrong context looked at before one of the stream's is sought elsewhere:
+/// with one context per thread the last free event always fits.
 const CONTEXT_TRIES: usize = 4;
 
+impl LocalEvents {
+    fn take(&mut self, ctx: CUcontext) -> Option<EventHandle> {
+        let from = self.free.len().saturating_sub(CONTEXT_TRIES);
+        let i = self.free[from..].iter().rposition(|h| h.ctx == ctx)?;
+        Some(self.free.swap_remove(from + i))
+    }
+}
+
+/// Timing-enabled events of any context, owned for the run.
+#[derive(Default)]
+pub struct EventPool {
+    /// Every event made; dropped (destroyed) with the pool.
+    owned: parking_lot::Mutex<Vec<CudaEvent>>,
+    /// Events the collector has read, for any scope thread to take.
+    returned: parking_lot::Mutex<Vec<EventHandle>>,
+    failures: AtomicU64,
+}
+
 impl EventPool {
-    /// Records an event on `stream`: one from the pool when one of the stream's context is free.
-    /// `None` when CUDA refused (counted; the scope then has no device time).
-    pub fn record(&self, stream: &Arc<CudaStream>) -> Option<Arc<CudaEvent>> {
+    /// Records an event on `stream`: a free one of the stream's context from `local`, else from
+    /// those returned since, else a new one. `None` when CUDA refused (counted; the scope then
+    /// has no device time).
+    pub(crate) fn record(
+        &self,
+        local: &mut LocalEvents,
+        stream: &CudaStream,
+    ) -> Option<EventHandle> {
         let ctx = stream.context();
-        let mut reused = None;
-        for _ in 0..CONTEXT_TRIES {
-            let Some(e) = self.free.pop() else { break };
-            if Arc::ptr_eq(e.context(), ctx) {
-                reused = Some(e);
-                break;
-            }
-            self.free.push(e);
-        }
-        let event = match reused {
-            Some(e) => e,
-            None => match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
-                Ok(e) => Arc::new(e),
-                Err(_) => {
-                    self.failures
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return None;
+        let key = ctx.cu_ctx();
+        let handle = match local.take(key) {
+            Some(h) => h,
+            None => {
+                self.take_returned(local);
+                match local.take(key) {
+                    Some(h) => h,
+                    None => self.create(ctx)?,
                 }
-            },
+            }
         };
-        match event.record(stream) {
-            Ok(()) => Some(event),
+        if ctx.bind_to_thread().is_err() {
+            return self.failed(local, handle);
+        }
+        // SAFETY: the event belongs to the pool, which outlives this call, and to the stream's
+        // context (`take` matched it), which is bound to this thread; the stream is borrowed.
+        match unsafe { cudarc::driver::result::event::record(handle.event, stream.cu_stream()) } {
+            Ok(()) => Some(handle),
+            Err(_) => self.failed(local, handle),
+        }
+    }
+
+    fn failed(&self, local: &mut LocalEvents, handle: EventHandle) -> Option<EventHandle> {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        local.free.push(handle);
+        None
+    }
+
+    /// Moves every returned event into `local`; swapping vectors when `local` is empty, so that
+    /// neither side allocates in steady state.
+    fn take_returned(&self, local: &mut LocalEvents) {
+        let mut returned = self.returned.lock();
+        if local.free.is_empty() {
+            std::mem::swap(&mut local.free, &mut *returned);
+        } else {
+            local.free.append(&mut returned);
+        }
+    }
+
+    fn create(&self, ctx: &Arc<CudaContext>) -> Option<EventHandle> {
+        match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
+            Ok(e) => {
+                let handle = EventHandle {
+                    event: e.cu_event(),
+                    ctx: ctx.cu_ctx(),
+                };
+                self.owned.lock().push(e);
+                Some(handle)
+            }
             Err(_) => {
-                self.failures
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.give_back(event);
+                self.failures.fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
     }
 
-    /// Returns an event whose time has been read. An event still held elsewhere (shared by the
-    /// next scope's record, which has not been read yet) is left to its last holder.
-    pub fn give_back(&self, mut event: Arc<CudaEvent>) {
-        if Arc::get_mut(&mut event).is_some() {
-            self.free.push(event);
+    /// Makes the events in `batch` free for any scope thread, emptying it.
+    pub(crate) fn give_back(&self, batch: &mut Vec<EventHandle>) {
+        if !batch.is_empty() {
+            self.returned.lock().append(batch);
         }
     }
 
     /// Event records CUDA refused.
     pub fn failures(&self) -> u64 {
-        self.failures.load(std::sync::atomic::Ordering::Relaxed)
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Events made so far (tests).
+    #[cfg(test)]
+    fn made(&self) -> usize {
+        self.owned.lock().len()
+    }
+}
+
+/// The collector's side: reads scope events and gives the read ones back to the pool.
+#[derive(Default)]
+pub(crate) struct EventReader {
+    /// The context made current on the collector's thread for the last read, this pass.
+    bound: Option<CUcontext>,
+    /// Events read this pass, given back together.
+    batch: Vec<EventHandle>,
+    /// Shared boundary events whose one scope has been read: the event is free once the
+    /// other's has been read too.
+    half_read: rustc_hash::FxHashSet<EventHandle>,
+}
+
+impl EventReader {
+    /// Device time of a scope's events, once both have completed; `None` while either is
+    /// pending. The events are given back (at [`EventReader::end_pass`]) once read.
+    pub(crate) fn read(&mut self, ev: &ScopeEvents) -> Result<Option<u64>, DriverError> {
+        if self.bound != Some(ev.start.ctx) {
+            // SAFETY: the context is alive: the run's pool owns events of it, and cudarc's
+            // context, which the pool's events hold, keeps it.
+            unsafe { cudarc::driver::result::ctx::set_current(ev.start.ctx) }?;
+            self.bound = Some(ev.start.ctx);
+        }
+        // SAFETY: both events belong to the run's pool, alive while the collector runs; the
+        // call only reads them.
+        let ns = raw_elapsed_ns(unsafe {
+            cudarc::driver::result::event::elapsed(ev.start.event, ev.end.event)
+        })?;
+        if ns.is_some() {
+            self.release(ev.start, ev.start_shared);
+            self.release(ev.end, ev.end_shared);
+        }
+        Ok(ns)
+    }
+
+    fn release(&mut self, handle: EventHandle, shared: bool) {
+        if !shared || self.half_read.remove(&handle) {
+            self.batch.push(handle);
+        } else {
+            self.half_read.insert(handle);
+        }
+    }
+
+    /// Ends a pass: gives the events read back to `pool` in one lock, and forgets the bound
+    /// context (other work on the thread may change it between passes).
+    pub(crate) fn end_pass(&mut self, pool: &EventPool) {
+        pool.give_back(&mut self.batch);
+        self.bound = None;
     }
 }
 
@@ -78,21 +213,87 @@ impl EventPool {
 /// pending (and a context check). cudarc's `elapsed_ms` also synchronizes on both events and
 /// binds the context three times: seven calls per scope on the collector's thread, each contending
 /// with the application's launches (`overhead --scope-on`, runs 49–51).
-pub fn elapsed_ns(
-    start: &CudaEvent,
-    end: &CudaEvent,
-) -> Result<Option<u64>, cudarc::driver::DriverError> {
+pub fn elapsed_ns(start: &CudaEvent, end: &CudaEvent) -> Result<Option<u64>, DriverError> {
     start.context().bind_to_thread()?;
     // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed
     // during it; cuEventElapsedTime only reads them, and returns NOT_READY (handled below) while
     // either has not completed.
-    let ms =
-        match unsafe { cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event()) } {
-            Ok(ms) => ms,
-            Err(cudarc::driver::DriverError(
-                cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY,
-            )) => return Ok(None),
-            Err(e) => return Err(e),
+    raw_elapsed_ns(unsafe {
+        cudarc::driver::result::event::elapsed(start.cu_event(), end.cu_event())
+    })
+}
+
+/// `cuEventElapsedTime`'s answer in ns: NOT_READY is `None`.
+fn raw_elapsed_ns(answer: Result<f32, DriverError>) -> Result<Option<u64>, DriverError> {
+    match answer {
+        Ok(ms) => Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64)),
+        Err(DriverError(cudarc::driver::sys::cudaError_enum::CUDA_ERROR_NOT_READY)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(event: usize, ctx: usize) -> EventHandle {
+        EventHandle {
+            event: event as CUevent,
+            ctx: ctx as CUcontext,
+        }
+    }
+
+    #[test]
+    fn a_thread_takes_the_newest_free_event_of_its_context() {
+        let mut local = LocalEvents {
+            free: vec![handle(1, 10), handle(2, 10), handle(3, 20)],
         };
-    Ok(Some((f64::from(ms) * 1e6).round().max(0.0) as u64))
+        assert_eq!(local.take(10 as CUcontext), Some(handle(2, 10)));
+        assert_eq!(local.take(20 as CUcontext), Some(handle(3, 20)));
+        assert_eq!(local.take(10 as CUcontext), Some(handle(1, 10)));
+        assert_eq!(local.take(10 as CUcontext), None);
+    }
+
+    #[test]
+    fn events_of_another_context_beyond_the_last_few_are_not_searched() {
+        let mut free = vec![handle(1, 10)];
+        free.extend((0..CONTEXT_TRIES).map(|i| handle(100 + i, 20)));
+        let mut local = LocalEvents { free };
+        assert_eq!(local.take(10 as CUcontext), None);
+        assert_eq!(
+            local.free.len(),
+            CONTEXT_TRIES + 1,
+            "nothing is lost by looking"
+        );
+    }
+
+    #[test]
+    fn returned_events_reach_a_thread_in_one_take_and_nothing_is_made() {
+        let pool = EventPool::default();
+        let mut batch = vec![handle(1, 10), handle(2, 10)];
+        pool.give_back(&mut batch);
+        assert!(batch.is_empty());
+        let mut local = LocalEvents::default();
+        pool.take_returned(&mut local);
+        assert_eq!(local.free.len(), 2);
+        assert!(pool.returned.lock().is_empty());
+        assert_eq!(pool.made(), 0);
+    }
+
+    #[test]
+    fn a_shared_boundary_event_is_given_back_only_after_both_its_scopes_are_read() {
+        let mut reader = EventReader::default();
+        let boundary = handle(2, 10);
+        reader.release(handle(1, 10), false);
+        reader.release(boundary, true);
+        assert_eq!(reader.batch, vec![handle(1, 10)]);
+        reader.release(boundary, true);
+        reader.release(handle(3, 10), false);
+        assert_eq!(reader.batch, vec![handle(1, 10), boundary, handle(3, 10)]);
+        assert!(reader.half_read.is_empty());
+        let pool = EventPool::default();
+        reader.end_pass(&pool);
+        assert_eq!(pool.returned.lock().len(), 3);
+        assert!(reader.batch.is_empty());
+    }
 }

@@ -14,8 +14,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::CudaStream;
 
+use crate::events::{EventHandle, LocalEvents, ScopeEvents};
 use crate::profiler::Running;
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
@@ -41,7 +42,7 @@ pub struct ScopeRecord {
     pub end_ns: u64,
     /// Start and end events when the scope was timed on a stream. Shared where one event ends
     /// a scope and starts the next ([`ScopeGuard::next`]).
-    pub events: Option<(Arc<CudaEvent>, Arc<CudaEvent>)>,
+    pub events: Option<ScopeEvents>,
     /// Set when this guard was not the innermost open scope when it ended.
     pub out_of_order: bool,
     /// gpu-ledger's index of the thread the scope ran on.
@@ -52,11 +53,19 @@ struct Frame {
     path_id: u32,
     start_ns: u64,
     iteration: u64,
-    start_event: Option<(Arc<CudaEvent>, Arc<CudaStream>)>,
+    start_event: Option<StartEvent>,
     /// Identifies the guard, so that a guard dropped out of order is detected.
     token: u64,
     /// The counters pass this scope pushed a user range in (0: none).
     range_pass: u64,
+}
+
+/// The event a scope timed on a stream began with, and the stream its end is recorded on.
+struct StartEvent {
+    handle: EventHandle,
+    stream: Arc<CudaStream>,
+    /// Also the end of the scope before it ([`ScopeGuard::next`]).
+    shared: bool,
 }
 
 #[derive(Default)]
@@ -74,6 +83,8 @@ struct ThreadScopes {
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
     next_token: u64,
     thread: u32,
+    /// This thread's free timing events of the running profiler's pool.
+    events: LocalEvents,
 }
 
 /// Thread indices handed out in order of first scope.
@@ -96,6 +107,8 @@ impl ThreadScopes {
             self.sender = self.running.as_ref().map(|r| r.register_thread());
             self.cache.clear();
             self.static_cache.clear();
+            // Events of the earlier run's pool, which destroys them.
+            self.events = LocalEvents::default();
         }
         self.running.is_some()
     }
@@ -187,11 +200,15 @@ impl ScopeGuard {
             let frame = t.stack.pop()?;
             release(&running, &frame, t.innermost());
             let boundary_ns = running.clock.read();
-            let boundary_event = frame
-                .start_event
-                .as_ref()
-                .and_then(|(_, stream)| running.events.record(stream).map(|e| (e, stream.clone())));
-            let end_event = boundary_event.as_ref().map(|(e, _)| e.clone());
+            let boundary_event = frame.start_event.as_ref().and_then(|start| {
+                let handle = running.events.record(&mut t.events, &start.stream)?;
+                Some(StartEvent {
+                    handle,
+                    stream: start.stream.clone(),
+                    shared: true,
+                })
+            });
+            let end_event = boundary_event.as_ref().map(|e| (e.handle, true));
             t.send_closed(&running, frame, boundary_ns, end_event, false);
             let opened = t.open(
                 &running,
@@ -211,7 +228,7 @@ impl ScopeGuard {
                         t.stack
                             .iter()
                             .find(|f| f.token == token)
-                            .and_then(|f| f.start_event.as_ref().map(|(_, s)| s.clone()))
+                            .and_then(|f| f.start_event.as_ref().map(|e| e.stream.clone()))
                     })
                     .ok()
                     .flatten();
@@ -231,7 +248,7 @@ enum Start<'a> {
     /// with a start event on the stream when it is timed on one.
     Now(Option<&'a Arc<CudaStream>>),
     /// At a boundary already taken: the end of the scope before it ([`ScopeGuard::next`]).
-    At(u64, Option<(Arc<CudaEvent>, Arc<CudaStream>)>),
+    At(u64, Option<StartEvent>),
 }
 
 /// Takes a closed scope off the counters' range stack and hands the thread's API calls back to
@@ -288,7 +305,14 @@ impl ThreadScopes {
         let token = self.next_token;
         let (start_ns, start_event) = match start {
             Start::Now(stream) => {
-                let event = stream.and_then(|s| running.events.record(s).map(|e| (e, s.clone())));
+                let event = stream.and_then(|s| {
+                    let handle = running.events.record(&mut self.events, s)?;
+                    Some(StartEvent {
+                        handle,
+                        stream: s.clone(),
+                        shared: false,
+                    })
+                });
                 (running.clock.read(), event)
             }
             Start::At(ns, event) => (ns, event),
@@ -308,19 +332,27 @@ impl ThreadScopes {
     }
 
     /// Hands a closed scope's record (its frame taken off the stack and [`release`]d, ended at
-    /// `end_ns` and `end_event`) to the collector.
+    /// `end_ns` and `end_event`, which is shared when it also starts the next scope) to the
+    /// collector. A start event without an end (CUDA refused the end's record, counted) is not
+    /// reused: the pool destroys it when the run ends.
     #[inline]
     fn send_closed(
         &mut self,
         running: &Running,
         frame: Frame,
         end_ns: u64,
-        end_event: Option<Arc<CudaEvent>>,
+        end_event: Option<(EventHandle, bool)>,
         out_of_order: bool,
     ) {
-        let events = frame
-            .start_event
-            .and_then(|(start, _)| end_event.map(|end| (start, end)));
+        let events = frame.start_event.and_then(|start| {
+            let (end, end_shared) = end_event?;
+            Some(ScopeEvents {
+                start: start.handle,
+                end,
+                start_shared: start.shared,
+                end_shared,
+            })
+        });
         let iteration = running.iteration();
         let thread = self.thread;
         let Some(sender) = &mut self.sender else {
@@ -362,10 +394,12 @@ impl Drop for ScopeGuard {
             let frame = t.stack.remove(pos);
             release(&running, &frame, t.innermost());
             let end_ns = running.clock.read();
-            let end_event = frame
-                .start_event
-                .as_ref()
-                .and_then(|(_, stream)| running.events.record(stream));
+            let end_event = frame.start_event.as_ref().and_then(|start| {
+                running
+                    .events
+                    .record(&mut t.events, &start.stream)
+                    .map(|e| (e, false))
+            });
             t.send_closed(&running, frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });

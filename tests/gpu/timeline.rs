@@ -410,6 +410,77 @@ fn chained_scopes_on_a_stream_share_their_boundary_event() {
     }
 }
 
+/// Scope events are recycled (the pool gives a read event to the next scope that needs one), and
+/// a boundary event shared by two chained scopes must not be recorded again before both are
+/// read: over many iterations, every scope's event time still covers its own kernels and nothing
+/// else's.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn recycled_scope_events_time_each_scope_right_over_many_iterations() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let n = 1 << 22;
+    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("recycled.jsonl");
+    let profiler = timeline(&path);
+    const ITERS: u64 = 300;
+    for _ in 0..ITERS {
+        let s = Profiler::scope_on("chain_a", &g.stream);
+        g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+        let s = s.next("chain_b");
+        for _ in 0..3 {
+            g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+        }
+        drop(s);
+        let s = Profiler::scope_on("alone", &g.stream);
+        for _ in 0..2 {
+            g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+        }
+        drop(s);
+        profiler.step();
+    }
+    g.stream.synchronize().unwrap();
+    let summary = profiler.finish().unwrap();
+    assert!(
+        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
+        "{:?}",
+        summary.trailer.warnings
+    );
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len() as u64, ITERS);
+    let mut worst = 0.0f64;
+    for row in &ledger.iterations {
+        assert!(row.warnings.is_empty(), "{:?}", row.warnings);
+        for (path, kernels) in [("chain_a", 1), ("chain_b", 3), ("alone", 2)] {
+            let s = row.scopes.iter().find(|s| s.path == path).unwrap();
+            assert_eq!(s.kernels, kernels, "row {} {path}", row.index);
+            let ev = s.event_device_ns.expect("every scope has event time");
+            // The events bracket the scope's kernels on one stream: never less than their busy
+            // time. An event recorded again by a later scope before this one was read would
+            // stretch the span over that scope's work too (or make it negative, read as 0).
+            assert!(
+                ev >= s.device_ns,
+                "row {} {path}: events span {ev} ns, its kernels {} ns",
+                row.index,
+                s.device_ns
+            );
+            // Launch gaps between the kernels stretch it a little; a recycled event read after
+            // it was recorded again stretches it by at least the collector's 2 ms pass.
+            assert!(
+                ev < 10 * s.device_ns + 200_000,
+                "row {} {path}: events span {ev} ns, over ten times its kernels' {} ns + 200 µs",
+                row.index,
+                s.device_ns
+            );
+            worst = worst.max(ev as f64 / s.device_ns as f64);
+        }
+    }
+    println!("{ITERS} iterations, largest event span / kernel time {worst:.3}");
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
