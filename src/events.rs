@@ -3,8 +3,8 @@
 //!
 //! The pool owns every event it makes and destroys them when the run ends; scopes and the
 //! collector pass plain driver handles ([`EventHandle`]). A scope thread takes events from its own
-//! free list ([`LocalEvents`]) and, when that is empty, takes in one lock every event the
-//! collector has read since. Before, events travelled as `Arc<CudaEvent>` through a shared
+//! free list ([`LocalEvents`]) and, when that is empty, takes a whole batch of events the
+//! collector has read, from a lock-free queue: no lock and no allocation on the scope's thread. Before, events travelled as `Arc<CudaEvent>` through a shared
 //! lock-free queue, and each scope's four reference-count and queue-slot cache lines, last
 //! written by the collector, cost the launching thread a miss each (docs/overhead.md, "Scope on a
 //! stream").
@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crossbeam_queue::ArrayQueue;
 use cudarc::driver::sys::{CUcontext, CUevent, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 
@@ -61,14 +62,30 @@ impl LocalEvents {
     }
 }
 
+/// Batches of returned events the queues hold; the collector keeps adding to its own batch while
+/// the queue is full (no scope thread has taken any for a while).
+const BATCHES: usize = 64;
+
 /// Timing-enabled events of any context, owned for the run.
-#[derive(Default)]
 pub struct EventPool {
-    /// Every event made; dropped (destroyed) with the pool.
+    /// Every event made; dropped (destroyed) with the pool. Locked only to add a new event.
     owned: parking_lot::Mutex<Vec<CudaEvent>>,
-    /// Events the collector has read, for any scope thread to take.
-    returned: parking_lot::Mutex<Vec<EventHandle>>,
+    /// Batches of events the collector has read, for any scope thread to take whole.
+    returned: ArrayQueue<Vec<EventHandle>>,
+    /// Emptied batch vectors going back to the collector, so that neither side allocates.
+    spare: ArrayQueue<Vec<EventHandle>>,
     failures: AtomicU64,
+}
+
+impl Default for EventPool {
+    fn default() -> Self {
+        EventPool {
+            owned: parking_lot::Mutex::new(Vec::new()),
+            returned: ArrayQueue::new(BATCHES),
+            spare: ArrayQueue::new(BATCHES),
+            failures: AtomicU64::new(0),
+        }
+    }
 }
 
 impl EventPool {
@@ -109,15 +126,18 @@ impl EventPool {
         None
     }
 
-    /// Moves every returned event into `local`; swapping vectors when `local` is empty, so that
-    /// neither side allocates in steady state.
+    /// Moves one returned batch into `local`. The emptied vector goes back as a spare.
     fn take_returned(&self, local: &mut LocalEvents) {
-        let mut returned = self.returned.lock();
+        let Some(mut batch) = self.returned.pop() else {
+            return;
+        };
         if local.free.is_empty() {
-            std::mem::swap(&mut local.free, &mut *returned);
+            std::mem::swap(&mut local.free, &mut batch);
         } else {
-            local.free.append(&mut returned);
+            local.free.append(&mut batch);
         }
+        // A full spare queue drops the vector: only when threads took far more than returned.
+        let _ = self.spare.push(batch);
     }
 
     fn create(&self, ctx: &Arc<CudaContext>) -> Option<EventHandle> {
@@ -137,10 +157,16 @@ impl EventPool {
         }
     }
 
-    /// Makes the events in `batch` free for any scope thread, emptying it.
+    /// Makes the events in `batch` free for any scope thread, leaving it empty; while the queue
+    /// of returned batches is full, `batch` keeps them for the next call.
     pub(crate) fn give_back(&self, batch: &mut Vec<EventHandle>) {
-        if !batch.is_empty() {
-            self.returned.lock().append(batch);
+        if batch.is_empty() {
+            return;
+        }
+        let full = std::mem::replace(batch, self.spare.pop().unwrap_or_default());
+        if let Err(full) = self.returned.push(full) {
+            let spare = std::mem::replace(batch, full);
+            let _ = self.spare.push(spare);
         }
     }
 
@@ -276,8 +302,31 @@ mod tests {
         let mut local = LocalEvents::default();
         pool.take_returned(&mut local);
         assert_eq!(local.free.len(), 2);
-        assert!(pool.returned.lock().is_empty());
+        assert!(pool.returned.is_empty());
+        assert_eq!(pool.spare.len(), 1, "the emptied vector goes back");
+        // The next batch is built in that spare: nothing allocated on either side.
+        let mut batch = vec![handle(3, 10)];
+        pool.give_back(&mut batch);
+        assert!(pool.spare.is_empty());
+        pool.take_returned(&mut local);
+        assert_eq!(local.free.len(), 3);
         assert_eq!(pool.made(), 0);
+    }
+
+    #[test]
+    fn while_no_thread_takes_returned_events_the_collector_keeps_them() {
+        let pool = EventPool::default();
+        for i in 0..BATCHES {
+            pool.give_back(&mut vec![handle(i, 10)]);
+        }
+        let mut batch = vec![handle(1000, 10)];
+        pool.give_back(&mut batch);
+        assert_eq!(batch, vec![handle(1000, 10)], "kept for the next call");
+        let mut local = LocalEvents::default();
+        pool.take_returned(&mut local);
+        pool.give_back(&mut batch);
+        assert!(batch.is_empty());
+        assert_eq!(pool.returned.len(), BATCHES);
     }
 
     #[test]
@@ -293,7 +342,7 @@ mod tests {
         assert!(reader.half_read.is_empty());
         let pool = EventPool::default();
         reader.end_pass(&pool);
-        assert_eq!(pool.returned.lock().len(), 3);
+        assert_eq!(pool.returned.pop().map(|b| b.len()), Some(3));
         assert!(reader.batch.is_empty());
     }
 }
