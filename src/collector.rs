@@ -1157,6 +1157,7 @@ impl Collector {
         // Final: shutdown closed step() (the `open` lock) before sending Finish.
         self.trailer.overhead.step_ns = self.running.step_ns.load(Ordering::Relaxed);
         self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
+        self.trailer.overhead.scope_events_made = self.running.events.made() as u64;
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
         let _ = self.trailer_tx.send(self.trailer.clone());
     }

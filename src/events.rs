@@ -175,9 +175,8 @@ impl EventPool {
         self.failures.load(Ordering::Relaxed)
     }
 
-    /// Events made so far (tests).
-    #[cfg(test)]
-    fn made(&self) -> usize {
+    /// Events made so far.
+    pub(crate) fn made(&self) -> usize {
         self.owned.lock().len()
     }
 }

@@ -10,7 +10,9 @@
 //! (`gpu_ledger::events::elapsed_ns`). Two more ways split that figure: the pairs recorded but
 //! never read ("pairs cycled": what using a fresh pair per launch costs the driver), and the pairs
 //! read by a second thread that finds them through one shared index instead of a channel ("pairs,
-//! index read": the reading alone, without a channel's allocation and reference counts).
+//! index read": the reading alone, without a channel's allocation and reference counts). A last
+//! way cycles, never read, through as many pairs as the profiler's pool made for scope_on in the
+//! round before (its trailer's `scope_events_made`): what events that many cost when cold.
 //! Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
@@ -31,8 +33,13 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         "pair, read",
         "pairs cycled",
         "pairs, index read",
+        "pool-sized",
     ];
-    let mut per_launch: [Vec<f64>; 7] = Default::default();
+    let mut per_launch: [Vec<f64>; 8] = Default::default();
+    // Pairs the pool-sized way cycles through: set by each scope_on round's trailer (round 0
+    // runs the ways in order, scope_on before this one).
+    let mut pool_pairs = 1usize;
+    let mut pool_sizes = Vec::new();
     // The fifth way's events: a pair per launch, made once.
     let pairs: Vec<(Arc<CudaEvent>, Arc<CudaEvent>)> = (0..n)
         .map(|_| Ok((Arc::new(new_event()?), Arc::new(new_event()?))))
@@ -68,6 +75,16 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     t0.elapsed()
                 }
                 6 => read_pairs_by_index(gpu, &pairs)?,
+                7 => {
+                    let t0 = Instant::now();
+                    for (before, after) in pairs[..pool_pairs].iter().cycle().take(n as usize) {
+                        before.record(&gpu.stream)?;
+                        gpu.launch_empty()?;
+                        after.record(&gpu.stream)?;
+                    }
+                    gpu.stream.synchronize()?;
+                    t0.elapsed()
+                }
                 chained_or_not => {
                     let chained = chained_or_not == 3;
                     let profiler = Profiler::builder()
@@ -104,6 +121,11 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     gpu.stream.synchronize()?;
                     let elapsed = t0.elapsed();
                     let trailer = profiler.finish()?.trailer;
+                    if !chained {
+                        pool_pairs =
+                            (trailer.overhead.scope_events_made as usize / 2).clamp(1, n as usize);
+                        pool_sizes.push(trailer.overhead.scope_events_made);
+                    }
                     for w in &trailer.warnings {
                         eprintln!("overhead: --scope-on round {round}: {w}");
                     }
@@ -150,6 +172,16 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         println!(
             "  handing them over by channel adds {}",
             channel.describe(1.0, 3, " µs/launch")
+        );
+    }
+    pool_sizes.sort_unstable();
+    if let (Some(pool_sized), Some(min), Some(max)) =
+        (diff(7, 1), pool_sizes.first(), pool_sizes.last())
+    {
+        println!(
+            "  scope_on's pool made {min} to {max} events a round; cycling that many, never read, \
+             adds {} over the same pair each time",
+            pool_sized.describe(1.0, 3, " µs/launch")
         );
     }
     if let (Some(events), Some(scope), Some(vs), Some(chained), Some(chained_vs)) =

@@ -348,4 +348,9 @@ pub struct Overhead {
     /// ledgers written before it was recorded.
     #[serde(default)]
     pub scope_clock: String,
+    /// Timing events made for scopes on a stream (`Profiler::scope_on`). The pool reuses each
+    /// once the collector has read it, so this is how many were in flight at most, not one per
+    /// scope; each lives until the run ends. 0 in ledgers written before it was recorded.
+    #[serde(default)]
+    pub scope_events_made: u64,
 }
