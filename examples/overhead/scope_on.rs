@@ -12,7 +12,10 @@
 //! read by a second thread that finds them through one shared index instead of a channel ("pairs,
 //! index read": the reading alone, without a channel's allocation and reference counts). A last
 //! way cycles, never read, through as many pairs as the profiler's pool made for scope_on in the
-//! round before (its trailer's `scope_events_made`): what events that many cost when cold.
+//! round before (its trailer's `scope_events_made`): what events that many cost when cold; and
+//! another cycles through them as a pool does, each pair read by a second thread before it is
+//! recorded again ("pool-sized, read"): the floor of any timer that reads its events elsewhere
+//! and reuses them.
 //! Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
@@ -34,8 +37,10 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         "pairs cycled",
         "pairs, index read",
         "pool-sized",
+        "pool-sized, read",
     ];
-    let mut per_launch: [Vec<f64>; 8] = Default::default();
+    let mut per_launch: [Vec<f64>; 9] = Default::default();
+    let mut reuse_waits = 0u64;
     // Pairs the pool-sized way cycles through: set by each scope_on round's trailer (round 0
     // runs the ways in order, scope_on before this one).
     let mut pool_pairs = 1usize;
@@ -84,6 +89,11 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     }
                     gpu.stream.synchronize()?;
                     t0.elapsed()
+                }
+                8 => {
+                    let (elapsed, waits) = read_pool_sized(gpu, &pairs[..pool_pairs], n as usize)?;
+                    reuse_waits += waits;
+                    elapsed
                 }
                 chained_or_not => {
                     let chained = chained_or_not == 3;
@@ -182,6 +192,17 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
             "  scope_on's pool made {min} to {max} events a round; cycling that many, never read, \
              adds {} over the same pair each time",
             pool_sized.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let (Some(read), Some(scope)) = (diff(8, 1), diff(2, 8)) {
+        println!(
+            "  cycling them, each pair read by another thread before reuse, adds {} over the same \
+             pair each time ({reuse_waits} launches waited for a read)",
+            read.describe(1.0, 3, " µs/launch")
+        );
+        println!(
+            "  scope_on - pool-sized read {}",
+            scope.describe(1.0, 3, " µs/launch")
         );
     }
     if let (Some(events), Some(scope), Some(vs), Some(chained), Some(chained_vs)) =
@@ -316,4 +337,89 @@ fn read_pairs_by_index(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) ->
         }
         Ok(elapsed)
     })
+}
+
+/// `n` launches, each between a pair of `pool`'s, cycled; a second thread reads each pair every
+/// 2 ms (as the collector does) and a pair is recorded again only once it has been read (the
+/// launching thread spins until then, counted). Returns the launching thread's time and the
+/// launches that waited.
+fn read_pool_sized(
+    gpu: &Gpu,
+    pool: &[(Arc<CudaEvent>, Arc<CudaEvent>)],
+    n: usize,
+) -> Result<(Duration, u64)> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let k = pool.len();
+    let recorded = AtomicUsize::new(0);
+    let read = AtomicUsize::new(0);
+    let done = AtomicBool::new(false);
+    // Set when the reader stops, so that a launch waiting for a read does not wait forever.
+    let reader_stopped = AtomicBool::new(false);
+    std::thread::scope(|s| -> Result<(Duration, u64)> {
+        let reader = s.spawn(|| -> std::result::Result<(), String> {
+            let _stopped = SetOnDrop(&reader_stopped);
+            let mut next = 0usize;
+            loop {
+                let finished = done.load(Ordering::Acquire);
+                let upto = recorded.load(Ordering::Acquire);
+                while next < upto {
+                    let (start, end) = &pool[next % k];
+                    match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                        Some(_) => {
+                            next += 1;
+                            read.store(next, Ordering::Release);
+                        }
+                        None => break,
+                    }
+                }
+                if finished && next == upto {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let t0 = Instant::now();
+        let mut waits = 0u64;
+        let mut result = Ok(());
+        for i in 0..n {
+            if i >= k && read.load(Ordering::Acquire) <= i - k {
+                waits += 1;
+                while read.load(Ordering::Acquire) <= i - k {
+                    if reader_stopped.load(Ordering::Acquire) {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            let (before, after) = &pool[i % k];
+            let step = before
+                .record(&gpu.stream)
+                .map_err(Into::into)
+                .and_then(|()| gpu.launch_empty())
+                .and_then(|()| after.record(&gpu.stream).map_err(Into::into));
+            if let Err(e) = step {
+                result = Err(e);
+                break;
+            }
+            recorded.store(i + 1, Ordering::Release);
+        }
+        let synced = gpu.stream.synchronize();
+        let elapsed = t0.elapsed();
+        done.store(true, Ordering::Release);
+        result?;
+        synced?;
+        reader
+            .join()
+            .map_err(|_| "the reading thread panicked".to_string())??;
+        Ok((elapsed, waits))
+    })
+}
+
+/// Sets its flag when dropped: on any way out of the thread that owns it.
+struct SetOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
 }
