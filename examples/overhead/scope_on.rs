@@ -15,7 +15,9 @@
 //! round before (its trailer's `scope_events_made`): what events that many cost when cold; and
 //! another cycles through them as a pool does, each pair read by a second thread before it is
 //! recorded again ("pool-sized, read"): the floor of any timer that reads its events elsewhere
-//! and reuses them.
+//! and reuses them. "host scope, pair" opens a host-time `Profiler::scope` around the application's
+//! own pair: the scope's bookkeeping without its events. The collector's CPU time per scope
+//! (trailers) prints with them.
 //! Differences are paired by round.
 
 use cudarc::driver::sys::CUevent_flags;
@@ -38,8 +40,11 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         "pairs, index read",
         "pool-sized",
         "pool-sized, read",
+        "host scope, pair",
     ];
-    let mut per_launch: [Vec<f64>; 9] = Default::default();
+    let mut per_launch: [Vec<f64>; 10] = Default::default();
+    // Collector CPU ns per scope, per round: scope_on, chained.
+    let mut collector_cpu: [Vec<f64>; 2] = Default::default();
     let mut reuse_waits = 0u64;
     // Pairs the pool-sized way cycles through: set by each scope_on round's trailer (round 0
     // runs the ways in order, scope_on before this one).
@@ -97,13 +102,25 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                 }
                 chained_or_not => {
                     let chained = chained_or_not == 3;
+                    let host_only = chained_or_not == 9;
                     let profiler = Profiler::builder()
                         .level(Level::Scopes)
                         .nvml(args.nvml)
                         .ledger_path(dir.join(format!("scope-on-{round}.jsonl")))
                         .start()?;
                     let t0 = Instant::now();
-                    if chained {
+                    if host_only {
+                        for i in 0..n {
+                            let scope = Profiler::scope("launch");
+                            before.record(&gpu.stream)?;
+                            gpu.launch_empty()?;
+                            after.record(&gpu.stream)?;
+                            drop(scope);
+                            if (i + 1) % LAUNCHES_PER_ITERATION == 0 {
+                                profiler.step();
+                            }
+                        }
+                    } else if chained {
                         // Each launch in its own scope, begun by `next` on the one before; the
                         // chain is closed at each iteration's end so that no scope spans a step.
                         let mut scope = Profiler::scope_on("launch", &gpu.stream);
@@ -131,10 +148,14 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     gpu.stream.synchronize()?;
                     let elapsed = t0.elapsed();
                     let trailer = profiler.finish()?.trailer;
-                    if !chained {
+                    if !chained && !host_only {
                         pool_pairs =
                             (trailer.overhead.scope_events_made as usize / 2).clamp(1, n as usize);
                         pool_sizes.push(trailer.overhead.scope_events_made);
+                    }
+                    if round > 0 && !host_only {
+                        collector_cpu[usize::from(chained)]
+                            .push(trailer.overhead.collector_cpu_ns as f64 / n as f64);
                     }
                     for w in &trailer.warnings {
                         eprintln!("overhead: --scope-on round {round}: {w}");
@@ -192,6 +213,21 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
             "  scope_on's pool made {min} to {max} events a round; cycling that many, never read, \
              adds {} over the same pair each time",
             pool_sized.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let (Some(host), Some(scope)) = (diff(9, 1), diff(2, 9)) {
+        println!(
+            "  a host-time scope around the pair adds {}",
+            host.describe(1.0, 3, " µs/launch")
+        );
+        println!(
+            "  scope_on - host scope around the pair {}",
+            scope.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let (Some(on), Some(chained)) = (median(&collector_cpu[0]), median(&collector_cpu[1])) {
+        println!(
+            "  collector CPU per scope (median of rounds): scope_on {on:.0} ns, chained {chained:.0} ns"
         );
     }
     if let (Some(read), Some(scope)) = (diff(8, 1), diff(2, 8)) {
