@@ -28,7 +28,7 @@ use crate::activity::record::{
     CopyRecord, KernelRecord, MemoryRecord, MemsetRecord, NameCache, Record, SyncRecord,
 };
 use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
-use crate::analysis::intervals::union_busy;
+use crate::analysis::intervals::BusyAccumulator;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
@@ -266,7 +266,7 @@ struct IterationState {
     scopes: Vec<ScopeRecord>,
     placed: Vec<Placed>,
     /// Correlation ids of launch/copy/memset calls whose GPU record has not arrived.
-    expected: HashSet<u32>,
+    expected: Awaited,
     /// Outermost calls whose GPU record came through a nested call's id before the outermost
     /// call itself was registered: not awaited when it is.
     arrived: HashSet<u32>,
@@ -285,8 +285,77 @@ struct IterationState {
     counters: Option<IterationCounters>,
 }
 
+/// A set of correlation ids (the calls an iteration awaits a GPU record of) with its newest
+/// member kept apart: a call is usually followed by its GPU record before the next call, so the
+/// id inserted is the one removed next, and the hash set stays empty. Two hash operations per
+/// launch were a tenth of the collector's time.
+#[derive(Default)]
+struct Awaited {
+    /// The newest id; never also in `rest`.
+    newest: Option<u32>,
+    rest: HashSet<u32>,
+}
+
+impl Awaited {
+    /// Adds `id`; false when it was there already.
+    fn insert(&mut self, id: u32) -> bool {
+        if self.newest == Some(id) || (!self.rest.is_empty() && self.rest.contains(&id)) {
+            return false;
+        }
+        if let Some(older) = self.newest.replace(id) {
+            self.rest.insert(older);
+        }
+        true
+    }
+
+    /// Removes `id`; false when it was not there.
+    fn remove(&mut self, id: u32) -> bool {
+        if self.newest == Some(id) {
+            self.newest = None;
+            true
+        } else {
+            !self.rest.is_empty() && self.rest.remove(&id)
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.rest.len() + usize::from(self.newest.is_some())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.newest.is_none() && self.rest.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.newest = None;
+        self.rest.clear();
+    }
+}
+
+/// An iteration's vectors and sets, kept from the last row written for the next iteration: each
+/// iteration fills them to about the same size, and growing them again, record by record, was
+/// a tenth of the collector's time per launch.
+#[derive(Default)]
+struct IterationBuffers {
+    placed: Vec<Placed>,
+    api_ids: Vec<u32>,
+    expected: Awaited,
+}
+
 impl IterationState {
-    fn new(index: u64, host_start_ns: u64, cupti_start: u64, dropped_at_start: u64) -> Self {
+    fn new(
+        index: u64,
+        host_start_ns: u64,
+        cupti_start: u64,
+        dropped_at_start: u64,
+        buffers: IterationBuffers,
+    ) -> Self {
+        let IterationBuffers {
+            placed,
+            api_ids,
+            expected,
+        } = buffers;
+        debug_assert!(placed.is_empty() && api_ids.is_empty() && expected.is_empty());
         IterationState {
             index,
             host_start_ns,
@@ -296,10 +365,10 @@ impl IterationState {
             ended_at: None,
             flushed: false,
             scopes: Vec::new(),
-            placed: Vec::new(),
-            expected: HashSet::default(),
+            placed,
+            expected,
             arrived: HashSet::default(),
-            api_ids: Vec::new(),
+            api_ids,
             events: Vec::new(),
             event_ns: HashMap::default(),
             warnings: Vec::new(),
@@ -327,12 +396,9 @@ struct Collector {
     flush_interval: Duration,
     names: NameCache,
     classes: activity::ApiClasses,
-    /// correlation id -> scope path id.
-    external: HashMap<u32, u32>,
-    /// correlation id of a nested call -> the outermost call's ([`CapturedCall::nested`]).
-    alias: HashMap<u32, u32>,
-    /// correlation id -> iteration index of its call.
-    api: HashMap<u32, u64>,
+    /// What is known of each correlation id until its iteration's row is written: one map, so
+    /// that a launch costs one insert, one lookup and one removal here.
+    calls: Calls,
     /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
     iterations: VecDeque<IterationState>,
@@ -363,6 +429,12 @@ struct Collector {
     finishing: bool,
     /// API records of counted calls in iterations already written.
     counted_api_records_before: u64,
+    /// The buffers of the last row written, for the next iteration.
+    spare_buffers: Option<IterationBuffers>,
+    /// Tables of the row being built, kept for their capacity.
+    kernel_groups: KernelGroups,
+    device_busy: Vec<DeviceBusy>,
+    scope_busy: ScopeBusyTable,
     nvml: Option<crate::nvml::NvmlSampler>,
     /// NVML summaries of the rows written (not perturbed), for the run's energy.
     nvml_rows: Vec<Vec<crate::nvml::NvmlIterationSummary>>,
@@ -373,6 +445,49 @@ struct Collector {
     /// when a row is ready (every counted call's API record in, a "flush" after the end). Always
     /// false in a profiler's collector, where `running.cupti` decides.
     offline_timeline: bool,
+}
+
+/// What the collector knows of a correlation id.
+#[derive(Clone, Copy, Default)]
+struct CallInfo {
+    /// Index of the iteration its call (or API record) was placed in; none before it arrives.
+    iteration: Option<u64>,
+    /// Scope path id, from the call or its external-correlation record; 0: none.
+    path_id: u32,
+    /// A nested call's outermost call ([`CapturedCall::nested`]).
+    outer: Option<u32>,
+}
+
+/// [`CallInfo`] by correlation id, with a copy of the entry written last: a GPU record usually
+/// arrives right after its call, and finds it there without a lookup.
+#[derive(Default)]
+struct Calls {
+    map: HashMap<u32, CallInfo>,
+    /// The entry written last, as `map` holds it.
+    last: Option<(u32, CallInfo)>,
+}
+
+impl Calls {
+    /// Changes the entry of `corr` (made empty where missing).
+    fn update(&mut self, corr: u32, change: impl FnOnce(&mut CallInfo)) {
+        let info = self.map.entry(corr).or_default();
+        change(info);
+        self.last = Some((corr, *info));
+    }
+
+    fn get(&self, corr: u32) -> Option<CallInfo> {
+        match self.last {
+            Some((last, info)) if last == corr => Some(info),
+            _ => self.map.get(&corr).copied(),
+        }
+    }
+
+    fn remove(&mut self, corr: u32) {
+        if self.last.is_some_and(|(last, _)| last == corr) {
+            self.last = None;
+        }
+        self.map.remove(&corr);
+    }
 }
 
 enum Deferred {
@@ -391,7 +506,13 @@ enum Deferred {
 impl Collector {
     fn new(s: CollectorSetup) -> Self {
         let mut iterations = VecDeque::new();
-        iterations.push_back(IterationState::new(0, 0, s.start_cupti_ns, 0));
+        iterations.push_back(IterationState::new(
+            0,
+            0,
+            s.start_cupti_ns,
+            0,
+            IterationBuffers::default(),
+        ));
         let clock = s.running.clock.converter();
         Collector {
             running: s.running,
@@ -405,9 +526,7 @@ impl Collector {
             flush_interval: s.flush_interval,
             names: NameCache::default(),
             classes: activity::ApiClasses::default(),
-            external: HashMap::default(),
-            alias: HashMap::default(),
-            api: HashMap::default(),
+            calls: Calls::default(),
             waiting: HashMap::default(),
             iterations,
             last_flush: Instant::now(),
@@ -423,6 +542,10 @@ impl Collector {
             deferred: Vec::new(),
             finishing: false,
             counted_api_records_before: 0,
+            spare_buffers: None,
+            kernel_groups: KernelGroups::default(),
+            device_busy: Vec::new(),
+            scope_busy: ScopeBusyTable::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),
             work_per_iteration: s.work_per_iteration,
@@ -525,7 +648,8 @@ impl Collector {
                 paths.join(", ")
             ));
         }
-        let next = IterationState::new(index + 1, host_end_ns, cupti_end, dropped);
+        let buffers = self.spare_buffers.take().unwrap_or_default();
+        let next = IterationState::new(index + 1, host_end_ns, cupti_end, dropped, buffers);
         self.iterations.push_back(next);
         for d in std::mem::take(&mut self.deferred) {
             match d {
@@ -612,7 +736,8 @@ impl Collector {
                 correlation_id,
                 external_id,
             } => {
-                self.external.insert(correlation_id, external_id as u32);
+                self.calls
+                    .update(correlation_id, |c| c.path_id = external_id as u32);
                 return;
             }
             Record::Api(api) => {
@@ -664,7 +789,7 @@ impl Collector {
             });
             return;
         }
-        self.register_call(pos, corr, class, rv, true);
+        self.register_call(pos, corr, class, rv, true, 0, None);
     }
 
     /// A call the API callback captured ([`CapturedCall`]): placed in the iteration open when it
@@ -682,13 +807,6 @@ impl Collector {
             self.trailer.late_records += 1;
             return;
         };
-        if call.path_id != 0 {
-            self.external.insert(call.correlation_id, call.path_id);
-        }
-        if call.nested {
-            self.alias
-                .insert(call.correlation_id, call.outer_correlation_id);
-        }
         let class = self.classes.of(call.runtime, call.cbid);
         self.register_call(
             pos,
@@ -696,6 +814,8 @@ impl Collector {
             class,
             call.return_value,
             !call.nested,
+            call.path_id,
+            call.nested.then_some(call.outer_correlation_id),
         );
     }
 
@@ -703,7 +823,9 @@ impl Collector {
     /// activities that waited for it. A call the application made itself (`outermost`) counts
     /// toward the calls the row waits for, and its launch, copy or memset, when it succeeded, is
     /// awaited (unless a nested call's GPU record stood for it already); a call made inside
-    /// another is neither.
+    /// another is neither. The call's scope path (`path_id`, 0 for none, which keeps one already
+    /// known) and, for a nested call, the outermost call's id (`outer`) are recorded with it.
+    #[allow(clippy::too_many_arguments)]
     fn register_call(
         &mut self,
         pos: usize,
@@ -711,14 +833,31 @@ impl Collector {
         class: Option<ApiClass>,
         rv: u32,
         outermost: bool,
+        path_id: u32,
+        outer: Option<u32>,
     ) {
-        let index = self.iterations[pos].index;
-        self.api.insert(corr, index);
-        self.iterations[pos].api_ids.push(corr);
+        let it = &mut self.iterations[pos];
+        self.calls.update(corr, |info| {
+            info.iteration = Some(it.index);
+            if path_id != 0 {
+                info.path_id = path_id;
+            }
+            if outer.is_some() {
+                info.outer = outer;
+            }
+        });
+        it.api_ids.push(corr);
         if outermost && activity::is_counted(class) {
-            self.iterations[pos].counted_api_records += 1;
+            it.counted_api_records += 1;
         }
-        if let Some(waiting) = self.waiting.remove(&corr) {
+        // Most calls come before their GPU records: nothing waits, and no nested call's record
+        // arrived first.
+        let waiting = if self.waiting.is_empty() {
+            None
+        } else {
+            self.waiting.remove(&corr)
+        };
+        if let Some(waiting) = waiting {
             for a in waiting {
                 self.place(pos, a);
             }
@@ -728,9 +867,9 @@ impl Collector {
                 class,
                 Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
             )
-            && !self.iterations[pos].arrived.remove(&corr)
+            && (it.arrived.is_empty() || !it.arrived.remove(&corr))
         {
-            self.iterations[pos].expected.insert(corr);
+            it.expected.insert(corr);
         }
     }
 
@@ -760,12 +899,17 @@ impl Collector {
             return;
         }
         let corr = a.correlation_id();
-        match self.api.get(&corr).copied() {
-            Some(index) => match self.position_of(index) {
-                Some(pos) => self.place(pos, a),
+        match self.calls.get(corr) {
+            Some(
+                info @ CallInfo {
+                    iteration: Some(index),
+                    ..
+                },
+            ) => match self.position_of(index) {
+                Some(pos) => self.place_as(pos, a, info),
                 None => self.trailer.late_records += 1,
             },
-            None => self.waiting.entry(corr).or_default().push(a),
+            _ => self.waiting.entry(corr).or_default().push(a),
         }
     }
 
@@ -789,19 +933,24 @@ impl Collector {
     }
 
     fn place(&mut self, pos: usize, a: Activity) {
+        let info = self.calls.get(a.correlation_id()).unwrap_or_default();
+        self.place_as(pos, a, info);
+    }
+
+    /// [`place`](Self::place) with what is known of the activity's correlation id.
+    fn place_as(&mut self, pos: usize, a: Activity, info: CallInfo) {
         let corr = a.correlation_id();
-        let path_id = self.external.get(&corr).copied().unwrap_or(0);
-        let outer = self.alias.get(&corr).copied();
+        let CallInfo { path_id, outer, .. } = info;
         let it = &mut self.iterations[pos];
         match outer {
             // A nested call's record stands for its outermost call's.
             Some(outer) => {
-                if !it.expected.remove(&outer) {
+                if !it.expected.remove(outer) {
                     it.arrived.insert(outer);
                 }
             }
             None => {
-                it.expected.remove(&corr);
+                it.expected.remove(corr);
             }
         }
         it.placed.push(Placed {
@@ -992,12 +1141,18 @@ impl Collector {
         // A shortfall is reported in this row once; later rows start from the count at its end.
         self.counted_api_records_before = have.max(it.launches_by_end);
         for corr in &it.api_ids {
-            self.api.remove(corr);
-            self.external.remove(corr);
-            self.alias.remove(corr);
+            self.calls.remove(*corr);
         }
         let dropped_now = self.dropped_total();
-        let mut row = self.build_row(it, incomplete, dropped_now);
+        let mut row = self.build_row(&mut it, incomplete, dropped_now);
+        it.placed.clear();
+        it.api_ids.clear();
+        it.expected.clear();
+        self.spare_buffers = Some(IterationBuffers {
+            placed: it.placed,
+            api_ids: it.api_ids,
+            expected: it.expected,
+        });
         if let Some(n) = &self.nvml {
             row.nvml = n.summarize_all(row.host_start_ns, row.host_start_ns + row.host_wall_ns);
             if !row.perturbed {
@@ -1164,7 +1319,7 @@ impl Collector {
 
     fn build_row(
         &mut self,
-        mut it: IterationState,
+        it: &mut IterationState,
         incomplete: bool,
         dropped_now: u64,
     ) -> IterationRow {
@@ -1183,56 +1338,22 @@ impl Collector {
                 it.missing_api_records
             ));
         }
-        // Devices.
-        let mut per_device: HashMap<u32, (Vec<(u64, u64)>, u64)> = HashMap::default();
-        let mut kernels: HashMap<KernelKey, KernelGroup> = HashMap::default();
+        // One pass over the placed activities: devices, kernel groups, copies, scopes.
+        // Kept across rows, with the capacity they grew to.
+        let mut per_device = std::mem::take(&mut self.device_busy);
+        let mut kernels = std::mem::take(&mut self.kernel_groups);
         let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::default();
         let mut memsets: HashMap<u32, CopyGroup> = HashMap::default();
         let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
-        let mut scope_intervals: HashMap<u32, (u64, Vec<(u64, u64)>)> = HashMap::default();
-        let mut scope_kernels: HashMap<u32, u64> = HashMap::default();
+        let mut scope_busy = std::mem::take(&mut self.scope_busy);
         let mut memory_events: Vec<&MemoryRecord> = Vec::new();
         for p in &it.placed {
-            let interval = match &p.activity {
+            let (device_id, interval, kernel) = match &p.activity {
                 Activity::Kernel(k) => {
-                    let e = per_device.entry(k.device_id).or_default();
-                    e.0.push((k.start, k.end));
-                    e.1 += 1;
-                    let g = kernels
-                        .entry(KernelKey::of(k))
-                        .or_insert_with(|| KernelGroup {
-                            name: k.name.to_string(),
-                            device_id: k.device_id,
-                            grid: k.grid,
-                            block: k.block,
-                            cluster: k.cluster,
-                            registers_per_thread: k.registers_per_thread,
-                            static_shared_bytes: k.static_shared_bytes,
-                            dynamic_shared_bytes: k.dynamic_shared_bytes,
-                            local_bytes_per_thread: k.local_bytes_per_thread,
-                            local_bytes_total: 0,
-                            count: 0,
-                            total_ns: 0,
-                            min_ns: u64::MAX,
-                            max_ns: 0,
-                            graph_launches: 0,
-                        });
-                    let d = k.end.saturating_sub(k.start);
-                    g.count += 1;
-                    g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
-                    g.total_ns += d;
-                    g.min_ns = g.min_ns.min(d);
-                    g.max_ns = g.max_ns.max(d);
-                    g.graph_launches += u64::from(k.graph_id != 0);
-                    *scope_kernels.entry(p.path_id).or_default() += 1;
-                    Some((k.start, k.end))
+                    kernels.add(k);
+                    (k.device_id, (k.start, k.end), true)
                 }
                 Activity::Memcpy(c) => {
-                    per_device
-                        .entry(c.device_id)
-                        .or_default()
-                        .0
-                        .push((c.start, c.end));
                     let g = copies
                         .entry((c.device_id, c.direction))
                         .or_insert_with(|| CopyGroup {
@@ -1245,14 +1366,9 @@ impl Collector {
                     g.count += 1;
                     g.bytes += c.bytes;
                     g.total_ns += c.end.saturating_sub(c.start);
-                    Some((c.start, c.end))
+                    (c.device_id, (c.start, c.end), false)
                 }
                 Activity::Memset(m) => {
-                    per_device
-                        .entry(m.device_id)
-                        .or_default()
-                        .0
-                        .push((m.start, m.end));
                     let g = memsets.entry(m.device_id).or_insert_with(|| CopyGroup {
                         device_id: m.device_id,
                         kind: "memset".into(),
@@ -1263,7 +1379,7 @@ impl Collector {
                     g.count += 1;
                     g.bytes += m.bytes;
                     g.total_ns += m.end.saturating_sub(m.start);
-                    Some((m.start, m.end))
+                    (m.device_id, (m.start, m.end), false)
                 }
                 Activity::Sync(s) => {
                     let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
@@ -1273,18 +1389,28 @@ impl Collector {
                     });
                     g.count += 1;
                     g.total_ns += s.end.saturating_sub(s.start);
-                    None
+                    continue;
                 }
                 Activity::Memory(m) => {
                     memory_events.push(m);
-                    None
+                    continue;
                 }
             };
-            if let Some(iv) = interval {
-                let e = scope_intervals.entry(p.path_id).or_default();
-                e.0 += 1;
-                e.1.push(iv);
-            }
+            // A handful of devices: a linear search beats hashing.
+            let d = match per_device.iter().position(|d| d.device_id == device_id) {
+                Some(i) => &mut per_device[i],
+                None => {
+                    per_device.push(DeviceBusy {
+                        device_id,
+                        busy: BusyAccumulator::default(),
+                        kernels: 0,
+                    });
+                    per_device.last_mut().expect("just pushed")
+                }
+            };
+            d.busy.push(interval);
+            d.kernels += u64::from(kernel);
+            scope_busy.add(paths, p.path_id, interval, kernel);
         }
         // Peak device memory, in time order, carrying live bytes across iterations.
         memory_events.sort_by_key(|m| m.timestamp);
@@ -1308,23 +1434,31 @@ impl Collector {
             *peak = (*peak).max((*live).max(0) as u64);
         }
         let mut devices: Vec<DeviceIteration> = per_device
-            .into_iter()
-            .filter_map(|(device_id, (mut ivs, kernel_count))| {
-                let b = union_busy(&mut ivs)?;
-                let live = self.live_bytes.get(&device_id).map(|v| (*v).max(0) as u64);
+            .iter_mut()
+            .filter_map(|d| {
+                let b = d.busy.summary()?;
+                let live = self
+                    .live_bytes
+                    .get(&d.device_id)
+                    .map(|v| (*v).max(0) as u64);
                 Some(DeviceIteration {
-                    device_id,
+                    device_id: d.device_id,
                     first_start_ns: b.first_start_ns,
                     last_end_ns: b.last_end_ns,
                     busy_ns: b.busy_ns,
                     idle_ns: b.idle_ns,
                     largest_gap_ns: b.largest_gap_ns,
-                    kernel_count,
-                    peak_memory_bytes: peaks.get(&device_id).copied().or(live),
+                    kernel_count: d.kernels,
+                    peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
                 })
             })
             .collect();
         devices.sort_by_key(|d| d.device_id);
+        for d in &mut per_device {
+            d.busy.clear();
+            d.kernels = 0;
+        }
+        self.device_busy = per_device;
         // Scopes.
         let mut rows: HashMap<u32, ScopeRow> = HashMap::default();
         let new_row = |id: u32| ScopeRow {
@@ -1347,37 +1481,23 @@ impl Collector {
                 .or_insert_with(|| new_row(*path_id))
                 .event_device_ns = Some(*ns);
         }
-        let mut inclusive: HashMap<u32, Vec<(u64, u64)>> = HashMap::default();
-        for (path_id, (launches, ivs)) in scope_intervals {
-            let mut own = ivs.clone();
-            let r = rows.entry(path_id).or_insert_with(|| new_row(path_id));
-            r.launches += launches;
-            r.kernels = scope_kernels.get(&path_id).copied().unwrap_or(0);
-            r.device_ns = union_busy(&mut own).map_or(0, |b| b.busy_ns);
-            let mut p = path_id;
-            loop {
-                inclusive.entry(p).or_default().extend_from_slice(&ivs);
-                if p == 0 {
-                    break;
-                }
-                p = paths.parent(p);
-                if p == 0 {
-                    break;
-                }
-            }
+        let busy_rows = scope_busy.finish();
+        self.scope_busy = scope_busy;
+        for b in &busy_rows.own {
+            let r = rows.entry(b.path_id).or_insert_with(|| new_row(b.path_id));
+            r.launches += b.launches;
+            r.kernels = b.kernels;
+            r.device_ns = b.busy_ns;
         }
-        for (path_id, mut ivs) in inclusive {
-            let r = rows.entry(path_id).or_insert_with(|| new_row(path_id));
-            r.device_ns_inclusive = union_busy(&mut ivs).map_or(0, |b| b.busy_ns);
+        for b in &busy_rows.inclusive {
+            rows.entry(b.path_id)
+                .or_insert_with(|| new_row(b.path_id))
+                .device_ns_inclusive = b.busy_ns;
         }
         let mut scopes: Vec<ScopeRow> = rows.into_values().collect();
         scopes.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut kernels: Vec<KernelGroup> = kernels.into_values().collect();
-        kernels.sort_by(|a, b| {
-            b.total_ns
-                .cmp(&a.total_ns)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        let kernel_groups = kernels.finish();
+        self.kernel_groups = kernels;
         let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();
         memcpy.sort_by(|a, b| (a.device_id, &a.kind).cmp(&(b.device_id, &b.kind)));
         let mut memset: Vec<CopyGroup> = memsets.into_values().collect();
@@ -1405,14 +1525,14 @@ impl Collector {
             perturbed: counters.is_some(),
             devices,
             scopes,
-            kernels,
+            kernels: kernel_groups,
             memcpy,
             memset,
             synchronization,
             dropped_records: dropped_now.saturating_sub(it.dropped_at_start),
             missing_records: missing,
             nvml: Vec::new(),
-            warnings: it.warnings,
+            warnings: std::mem::take(&mut it.warnings),
             activities,
             scope_spans,
             counters,
@@ -1474,6 +1594,7 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
 /// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
 const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 
+/// What makes a kernel group: the name's text and the launch shape.
 #[derive(Hash, PartialEq, Eq)]
 struct KernelKey {
     name: &'static str,
@@ -1487,17 +1608,421 @@ struct KernelKey {
 }
 
 impl KernelKey {
-    fn of(k: &KernelRecord) -> Self {
+    fn of_group(name: &'static str, g: &KernelGroup) -> Self {
         KernelKey {
-            name: k.name,
-            device_id: k.device_id,
-            grid: k.grid,
-            block: k.block,
-            cluster: k.cluster,
-            regs: k.registers_per_thread,
-            smem: (k.static_shared_bytes, k.dynamic_shared_bytes),
-            local: k.local_bytes_per_thread,
+            name,
+            device_id: g.device_id,
+            grid: g.grid,
+            block: g.block,
+            cluster: g.cluster,
+            regs: g.registers_per_thread,
+            smem: (g.static_shared_bytes, g.dynamic_shared_bytes),
+            local: g.local_bytes_per_thread,
         }
+    }
+}
+
+/// A hash of a kernel's name address (and length) and launch shape, read straight from its
+/// record: hashing the name's text per kernel was a fifth of building a row, and a key struct
+/// built on the stack to be hashed and compared cost as much again (loads of fields just stored).
+fn shape_hash(k: &KernelRecord) -> u64 {
+    // Each pair of u32 times its own odd constant (products that do not wait on each other),
+    // folded: collisions only cost a comparison ([`KernelGroups::add`]).
+    let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+    let words = [
+        k.name.as_ptr() as u64,
+        k.name.len() as u64 ^ (u64::from(k.device_id) << 32),
+        pair(k.grid[0], k.grid[1]),
+        pair(k.grid[2], k.block[0]),
+        pair(k.block[1], k.block[2]),
+        pair(k.cluster[0], k.cluster[1]),
+        pair(k.cluster[2], k.registers_per_thread),
+        pair(k.static_shared_bytes, k.dynamic_shared_bytes),
+        u64::from(k.local_bytes_per_thread),
+    ];
+    const ODD: [u64; 9] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0xD6E8_FEB8_6659_FD93,
+        0xFF51_AFD7_ED55_8CCD,
+        0xC4CE_B9FE_1A85_EC53,
+        0x94D0_49BB_1331_11EB,
+        0xBF58_476D_1CE4_E5B9,
+        0x8CB9_2BA7_2F3D_8DD7,
+    ];
+    words
+        .iter()
+        .zip(ODD)
+        .fold(0u64, |h, (w, c)| h ^ w.wrapping_mul(c))
+}
+
+/// One kernel group of a row, with its name (copied into the group once, at the end) and the
+/// next group whose [`shape_hash`] is the same.
+struct KernelAcc {
+    name: &'static str,
+    group: KernelGroup,
+    next: Option<usize>,
+}
+
+impl KernelAcc {
+    /// Same name address and shape: the same group.
+    fn holds(&self, k: &KernelRecord) -> bool {
+        let g = &self.group;
+        std::ptr::eq(self.name, k.name)
+            && g.device_id == k.device_id
+            && g.grid == k.grid
+            && g.block == k.block
+            && g.cluster == k.cluster
+            && g.registers_per_thread == k.registers_per_thread
+            && g.static_shared_bytes == k.static_shared_bytes
+            && g.dynamic_shared_bytes == k.dynamic_shared_bytes
+            && g.local_bytes_per_thread == k.local_bytes_per_thread
+    }
+}
+
+/// A row's kernel groups ([`KernelKey`]), in the order of their first launch placed. Kernels
+/// are grouped by name address, and the groups of one text at two addresses merged at the end.
+#[derive(Default)]
+struct KernelGroups {
+    /// [`shape_hash`] -> the first group with it.
+    index: HashMap<u64, usize>,
+    groups: Vec<KernelAcc>,
+    /// Every name address seen (in any row), and whether its text was seen at another address
+    /// too: decoded names are interned (one address per text), but a record built by hand may
+    /// hold a text at another address.
+    addresses: HashMap<(usize, usize), bool>,
+    /// The first address of each text.
+    texts: HashMap<&'static str, (usize, usize)>,
+    /// A name of this row has its text at two addresses: groups are merged by text at the end.
+    merge: bool,
+}
+
+impl KernelGroups {
+    fn add(&mut self, k: &KernelRecord) {
+        let groups = &mut self.groups;
+        let mut new_group = |groups: &mut Vec<KernelAcc>| {
+            let address = (k.name.as_ptr() as usize, k.name.len());
+            let shared = match self.addresses.get(&address) {
+                Some(&shared) => shared,
+                None => {
+                    let shared = match self.texts.entry(k.name) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(address);
+                            false
+                        }
+                        std::collections::hash_map::Entry::Occupied(e) => {
+                            self.addresses.insert(*e.get(), true);
+                            true
+                        }
+                    };
+                    self.addresses.insert(address, shared);
+                    shared
+                }
+            };
+            self.merge |= shared;
+            groups.push(KernelAcc {
+                name: k.name,
+                group: KernelGroup {
+                    name: String::new(),
+                    device_id: k.device_id,
+                    grid: k.grid,
+                    block: k.block,
+                    cluster: k.cluster,
+                    registers_per_thread: k.registers_per_thread,
+                    static_shared_bytes: k.static_shared_bytes,
+                    dynamic_shared_bytes: k.dynamic_shared_bytes,
+                    local_bytes_per_thread: k.local_bytes_per_thread,
+                    local_bytes_total: 0,
+                    count: 0,
+                    total_ns: 0,
+                    min_ns: u64::MAX,
+                    max_ns: 0,
+                    graph_launches: 0,
+                },
+                next: None,
+            });
+            groups.len() - 1
+        };
+        let i = match self.index.entry(shape_hash(k)) {
+            std::collections::hash_map::Entry::Vacant(e) => *e.insert(new_group(groups)),
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let mut i = *e.get();
+                loop {
+                    if groups[i].holds(k) {
+                        break i;
+                    }
+                    match groups[i].next {
+                        Some(next) => i = next,
+                        None => {
+                            let j = new_group(groups);
+                            groups[i].next = Some(j);
+                            break j;
+                        }
+                    }
+                }
+            }
+        };
+        let g = &mut groups[i].group;
+        let d = k.end.saturating_sub(k.start);
+        g.count += 1;
+        g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
+        g.total_ns += d;
+        g.min_ns = g.min_ns.min(d);
+        g.max_ns = g.max_ns.max(d);
+        g.graph_launches += u64::from(k.graph_id != 0);
+    }
+
+    /// The groups, longest total time first, then by name; empties the table for the next row.
+    fn finish(&mut self) -> Vec<KernelGroup> {
+        self.index.clear();
+        let groups: Vec<(&'static str, KernelGroup)> =
+            self.groups.drain(..).map(|a| (a.name, a.group)).collect();
+        let groups = if std::mem::take(&mut self.merge) {
+            merge_by_text(groups)
+        } else {
+            groups
+        };
+        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
+        let mut order: Vec<(u64, &'static str, usize)> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, (name, g))| (g.total_ns, *name, i))
+            .collect();
+        let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
+            b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
+        };
+        // Unstable is enough: with no two groups equal (else the branch below), the order is total.
+        order.sort_unstable_by(longest_first);
+        if order
+            .windows(2)
+            .any(|w| longest_first(&w[0], &w[1]).is_eq())
+        {
+            // Groups of one name and total time in other shapes: their order has always been
+            // the iteration order of a map of every group by key, filled in launch order. Kept,
+            // so that rows do not change.
+            let mut by_key: HashMap<KernelKey, KernelGroup> = HashMap::default();
+            for (name, mut g) in groups {
+                g.name = name.to_string();
+                by_key.entry(KernelKey::of_group(name, &g)).or_insert(g);
+            }
+            let mut out: Vec<KernelGroup> = by_key.into_values().collect();
+            out.sort_by(|a, b| {
+                b.total_ns
+                    .cmp(&a.total_ns)
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            return out;
+        }
+        let mut groups: Vec<Option<KernelGroup>> =
+            groups.into_iter().map(|(_, g)| Some(g)).collect();
+        order
+            .into_iter()
+            .map(|(_, name, i)| {
+                let mut g = groups[i].take().expect("each group once");
+                g.name = name.to_string();
+                g
+            })
+            .collect()
+    }
+}
+
+/// Merges the groups whose keys differ only in the address of one name text, in the order of
+/// their first launch.
+fn merge_by_text(groups: Vec<(&'static str, KernelGroup)>) -> Vec<(&'static str, KernelGroup)> {
+    let mut index: HashMap<KernelKey, usize> = HashMap::default();
+    let mut out: Vec<(&'static str, KernelGroup)> = Vec::with_capacity(groups.len());
+    for (name, g) in groups {
+        match index.entry(KernelKey::of_group(name, &g)) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let m = &mut out[*e.get()].1;
+                m.count += g.count;
+                m.local_bytes_total = m.local_bytes_total.max(g.local_bytes_total);
+                m.total_ns += g.total_ns;
+                m.min_ns = m.min_ns.min(g.min_ns);
+                m.max_ns = m.max_ns.max(g.max_ns);
+                m.graph_launches += g.graph_launches;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push((name, g));
+            }
+        }
+    }
+    out
+}
+
+/// A device's GPU intervals in a row.
+struct DeviceBusy {
+    device_id: u32,
+    busy: BusyAccumulator,
+    kernels: u64,
+}
+
+/// A row's GPU intervals by scope path: each path's own, and those launched below it. Kept
+/// across rows, with its entries' capacity.
+#[derive(Default)]
+struct ScopeBusyTable {
+    entries: Vec<ScopeIntervals>,
+    /// Entries of earlier rows, emptied, for their capacity.
+    spare: Vec<ScopeIntervals>,
+    /// Paths with activities of their own.
+    own: HashMap<u32, usize>,
+    /// Those paths' entries in the order of the first activity placed in each.
+    own_order: Vec<usize>,
+    /// Every path in `entries`: those and their ancestors.
+    all: HashMap<u32, usize>,
+}
+
+struct ScopeIntervals {
+    path_id: u32,
+    /// The parent path's entry; none for top-level paths and the unscoped path.
+    parent: Option<usize>,
+    launches: u64,
+    kernels: u64,
+    own: BusyAccumulator,
+    /// Set once an activity was placed below this path: `inclusive` is then kept.
+    has_below: bool,
+    /// Own intervals and those of the activities launched below, in placement order (nearly
+    /// sorted, where a concatenation of each path's list was not); empty while `has_below` is
+    /// not set, the same as `own` then.
+    inclusive: BusyAccumulator,
+}
+
+/// A path's busy time in a row: its own ([`ScopeBusyRows::own`]) or inclusive.
+struct ScopeBusy {
+    path_id: u32,
+    launches: u64,
+    kernels: u64,
+    busy_ns: u64,
+}
+
+struct ScopeBusyRows {
+    /// Paths with activities of their own.
+    own: Vec<ScopeBusy>,
+    /// Those and their ancestors, with the activities below them.
+    inclusive: Vec<ScopeBusy>,
+}
+
+impl ScopeBusyTable {
+    fn add(
+        &mut self,
+        paths: &crate::scope::PathTable,
+        path_id: u32,
+        interval: (u64, u64),
+        kernel: bool,
+    ) {
+        let i = match self.own.get(&path_id) {
+            Some(&i) => i,
+            None => {
+                let i = self.entry(paths, path_id);
+                self.own.insert(path_id, i);
+                self.own_order.push(i);
+                i
+            }
+        };
+        let e = &mut self.entries[i];
+        e.launches += 1;
+        e.kernels += u64::from(kernel);
+        e.own.push(interval);
+        if e.has_below {
+            e.inclusive.push(interval);
+        }
+        let mut up = e.parent;
+        while let Some(j) = up {
+            let a = &mut self.entries[j];
+            if !a.has_below {
+                a.has_below = true;
+                a.inclusive.clone_from(&a.own);
+            }
+            a.inclusive.push(interval);
+            up = a.parent;
+        }
+    }
+
+    /// The entry of `path_id`, made with its ancestors' where missing.
+    fn entry(&mut self, paths: &crate::scope::PathTable, path_id: u32) -> usize {
+        if let Some(&i) = self.all.get(&path_id) {
+            return i;
+        }
+        let parent = match path_id {
+            0 => 0,
+            p => paths.parent(p),
+        };
+        let parent = (parent != 0).then(|| self.entry(paths, parent));
+        let mut e = self.spare.pop().unwrap_or_else(|| ScopeIntervals {
+            path_id,
+            parent,
+            launches: 0,
+            kernels: 0,
+            own: BusyAccumulator::default(),
+            has_below: false,
+            inclusive: BusyAccumulator::default(),
+        });
+        e.path_id = path_id;
+        e.parent = parent;
+        self.entries.push(e);
+        let i = self.entries.len() - 1;
+        self.all.insert(path_id, i);
+        i
+    }
+
+    /// The busy times; empties the table for the next row.
+    fn finish(&mut self) -> ScopeBusyRows {
+        let mut own_ns = Vec::with_capacity(self.entries.len());
+        let mut inclusive_ns = Vec::with_capacity(self.entries.len());
+        for e in &mut self.entries {
+            let own = e.own.summary().map_or(0, |b| b.busy_ns);
+            let inclusive = if e.has_below {
+                e.inclusive.summary().map_or(0, |b| b.busy_ns)
+            } else {
+                own
+            };
+            own_ns.push(own);
+            inclusive_ns.push(inclusive);
+        }
+        // In the orders of the maps the row's scopes have always been taken from (a map of the
+        // paths with activities filled in placement order, then a map of those and their
+        // ancestors, walked up from each in that map's order): rows of one path text (the
+        // unscoped path 0 and ids the path table does not know) keep their order.
+        let entries = &self.entries;
+        let mut own: HashMap<u32, usize> = HashMap::default();
+        for &i in &self.own_order {
+            own.insert(entries[i].path_id, i);
+        }
+        let mut inclusive: HashMap<u32, usize> = HashMap::default();
+        for &i in own.values() {
+            let mut up = Some(i);
+            while let Some(j) = up {
+                inclusive.entry(entries[j].path_id).or_insert(j);
+                up = entries[j].parent;
+            }
+        }
+        let busy = |i: usize, ns: &[u64]| ScopeBusy {
+            path_id: entries[i].path_id,
+            launches: entries[i].launches,
+            kernels: entries[i].kernels,
+            busy_ns: ns[i],
+        };
+        let rows = ScopeBusyRows {
+            own: own.into_values().map(|i| busy(i, &own_ns)).collect(),
+            inclusive: inclusive
+                .into_values()
+                .map(|i| busy(i, &inclusive_ns))
+                .collect(),
+        };
+        for mut e in self.entries.drain(..) {
+            e.launches = 0;
+            e.kernels = 0;
+            e.own.clear();
+            e.has_below = false;
+            e.inclusive.clear();
+            self.spare.push(e);
+        }
+        self.own.clear();
+        self.own_order.clear();
+        self.all.clear();
+        rows
     }
 }
 

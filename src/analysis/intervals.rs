@@ -36,16 +36,21 @@ fn sweep(
     if intervals.is_empty() {
         return None;
     }
-    intervals.sort_unstable();
+    // GPU records of a stream arrive in start order, so the input is often sorted already, or
+    // a few sorted runs back to back, which the stable sort merges (equal intervals are
+    // indistinguishable, so stability changes nothing).
+    if !intervals.is_sorted() {
+        intervals.sort();
+    }
     let first_start = intervals[0].0;
-    let last_end = intervals
-        .iter()
-        .map(|&(s, e)| e.max(s))
-        .max()
-        .unwrap_or(first_start);
+    let mut last_end = first_start;
     let mut covered_to = first_start;
     let mut busy = 0u64;
-    for &(s, e) in intervals.iter().filter(|&&(s, e)| e > s) {
+    for &(s, e) in intervals.iter() {
+        last_end = last_end.max(e.max(s));
+        if e <= s {
+            continue;
+        }
         if s > covered_to {
             on_gap(covered_to, s);
         }
@@ -82,6 +87,96 @@ pub fn union_busy(intervals: &mut [(u64, u64)]) -> Option<BusySummary> {
             first_start
         },
     })
+}
+
+/// [`union_busy`] of intervals given one at a time: constant work per interval while they come
+/// in order (by start, then end), as the GPU records of one stream do; sorted and swept at the
+/// end otherwise. The intervals are kept for that, so a cleared accumulator keeps its capacity.
+#[derive(Debug, Clone, Default)]
+pub struct BusyAccumulator {
+    intervals: Vec<(u64, u64)>,
+    /// Every interval so far came in order, and the sweep below is up to date.
+    in_order: bool,
+    first_start: u64,
+    last_end: u64,
+    covered_to: u64,
+    busy: u64,
+    /// Longest gap so far and its start.
+    largest: (u64, u64),
+}
+
+impl BusyAccumulator {
+    /// Adds `[start, end)`.
+    #[inline]
+    pub fn push(&mut self, interval: (u64, u64)) {
+        match self.intervals.last() {
+            None => {
+                self.in_order = true;
+                self.first_start = interval.0;
+                self.last_end = interval.0;
+                self.covered_to = interval.0;
+                self.busy = 0;
+                self.largest = (0, 0);
+            }
+            Some(&last) => self.in_order &= last <= interval,
+        }
+        self.intervals.push(interval);
+        if !self.in_order {
+            return;
+        }
+        // One step of `sweep`, with `union_busy`'s gap callback.
+        let (s, e) = interval;
+        self.last_end = self.last_end.max(e.max(s));
+        if e <= s {
+            return;
+        }
+        if s > self.covered_to && s - self.covered_to > self.largest.0 {
+            self.largest = (s - self.covered_to, self.covered_to);
+        }
+        if e > self.covered_to {
+            self.busy += e - s.max(self.covered_to);
+            self.covered_to = e;
+        }
+    }
+
+    /// What [`union_busy`] gives for the intervals added since the last [`clear`](Self::clear).
+    pub fn summary(&mut self) -> Option<BusySummary> {
+        if !self.in_order || self.intervals.is_empty() {
+            return union_busy(&mut self.intervals);
+        }
+        let mut largest = self.largest;
+        if self.last_end > self.covered_to && self.last_end - self.covered_to > largest.0 {
+            largest = (self.last_end - self.covered_to, self.covered_to);
+        }
+        Some(BusySummary {
+            first_start_ns: self.first_start,
+            last_end_ns: self.last_end,
+            busy_ns: self.busy,
+            idle_ns: self.last_end - self.first_start - self.busy,
+            largest_gap_ns: largest.0,
+            largest_gap_at_ns: if largest.0 > 0 {
+                largest.1
+            } else {
+                self.first_start
+            },
+        })
+    }
+
+    /// The intervals added (sorted, after a [`summary`](Self::summary) of intervals that did not
+    /// come in order).
+    pub fn intervals(&self) -> &[(u64, u64)] {
+        &self.intervals
+    }
+
+    /// True when no interval was added.
+    pub fn is_empty(&self) -> bool {
+        self.intervals.is_empty()
+    }
+
+    /// Forgets the intervals, keeping the capacity.
+    pub fn clear(&mut self) {
+        self.intervals.clear();
+    }
 }
 
 /// The idle gaps `(start, end)` inside the window whose length is at least `min_gap_ns` (and
