@@ -287,8 +287,8 @@ struct IterationState {
 
 /// A set of correlation ids (the calls an iteration awaits a GPU record of) with its newest
 /// member kept apart: a call is usually followed by its GPU record before the next call, so the
-/// id inserted is the one removed next, and the hash set stays empty (two hash operations fewer
-/// per launch).
+/// id inserted is the one removed next, and the hash set stays empty. Two hash operations per
+/// launch were a tenth of the collector's time.
 #[derive(Default)]
 struct Awaited {
     /// The newest id; never also in `rest`.
@@ -333,8 +333,8 @@ impl Awaited {
 }
 
 /// An iteration's vectors and sets, kept from the last row written for the next iteration: each
-/// iteration fills them to about the same size, and growing them again, record by record, cost
-/// reallocations and copies in every row.
+/// iteration fills them to about the same size, and growing them again, record by record, was
+/// a tenth of the collector's time per launch.
 #[derive(Default)]
 struct IterationBuffers {
     placed: Vec<Placed>,
@@ -398,7 +398,7 @@ struct Collector {
     classes: activity::ApiClasses,
     /// What is known of each correlation id until its iteration's row is written: one map, so
     /// that a launch costs one insert, one lookup and one removal here.
-    calls: HashMap<u32, CallInfo>,
+    calls: Calls,
     /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
     iterations: VecDeque<IterationState>,
@@ -458,6 +458,38 @@ struct CallInfo {
     outer: Option<u32>,
 }
 
+/// [`CallInfo`] by correlation id, with a copy of the entry written last: a GPU record usually
+/// arrives right after its call, and finds it there without a lookup.
+#[derive(Default)]
+struct Calls {
+    map: HashMap<u32, CallInfo>,
+    /// The entry written last, as `map` holds it.
+    last: Option<(u32, CallInfo)>,
+}
+
+impl Calls {
+    /// Changes the entry of `corr` (made empty where missing).
+    fn update(&mut self, corr: u32, change: impl FnOnce(&mut CallInfo)) {
+        let info = self.map.entry(corr).or_default();
+        change(info);
+        self.last = Some((corr, *info));
+    }
+
+    fn get(&self, corr: u32) -> Option<CallInfo> {
+        match self.last {
+            Some((last, info)) if last == corr => Some(info),
+            _ => self.map.get(&corr).copied(),
+        }
+    }
+
+    fn remove(&mut self, corr: u32) {
+        if self.last.is_some_and(|(last, _)| last == corr) {
+            self.last = None;
+        }
+        self.map.remove(&corr);
+    }
+}
+
 enum Deferred {
     /// A captured call of an iteration whose start the collector has not seen yet.
     Call(CapturedCall),
@@ -494,7 +526,7 @@ impl Collector {
             flush_interval: s.flush_interval,
             names: NameCache::default(),
             classes: activity::ApiClasses::default(),
-            calls: HashMap::default(),
+            calls: Calls::default(),
             waiting: HashMap::default(),
             iterations,
             last_flush: Instant::now(),
@@ -704,7 +736,8 @@ impl Collector {
                 correlation_id,
                 external_id,
             } => {
-                self.calls.entry(correlation_id).or_default().path_id = external_id as u32;
+                self.calls
+                    .update(correlation_id, |c| c.path_id = external_id as u32);
                 return;
             }
             Record::Api(api) => {
@@ -804,14 +837,15 @@ impl Collector {
         outer: Option<u32>,
     ) {
         let it = &mut self.iterations[pos];
-        let info = self.calls.entry(corr).or_default();
-        info.iteration = Some(it.index);
-        if path_id != 0 {
-            info.path_id = path_id;
-        }
-        if outer.is_some() {
-            info.outer = outer;
-        }
+        self.calls.update(corr, |info| {
+            info.iteration = Some(it.index);
+            if path_id != 0 {
+                info.path_id = path_id;
+            }
+            if outer.is_some() {
+                info.outer = outer;
+            }
+        });
         it.api_ids.push(corr);
         if outermost && activity::is_counted(class) {
             it.counted_api_records += 1;
@@ -865,7 +899,7 @@ impl Collector {
             return;
         }
         let corr = a.correlation_id();
-        match self.calls.get(&corr).copied() {
+        match self.calls.get(corr) {
             Some(
                 info @ CallInfo {
                     iteration: Some(index),
@@ -899,11 +933,7 @@ impl Collector {
     }
 
     fn place(&mut self, pos: usize, a: Activity) {
-        let info = self
-            .calls
-            .get(&a.correlation_id())
-            .copied()
-            .unwrap_or_default();
+        let info = self.calls.get(a.correlation_id()).unwrap_or_default();
         self.place_as(pos, a, info);
     }
 
@@ -1111,7 +1141,7 @@ impl Collector {
         // A shortfall is reported in this row once; later rows start from the count at its end.
         self.counted_api_records_before = have.max(it.launches_by_end);
         for corr in &it.api_ids {
-            self.calls.remove(corr);
+            self.calls.remove(*corr);
         }
         let dropped_now = self.dropped_total();
         let mut row = self.build_row(&mut it, incomplete, dropped_now);
@@ -1578,21 +1608,6 @@ struct KernelKey {
 }
 
 impl KernelKey {
-    /// The key of a kernel record (the map-based grouping the tests compare against).
-    #[cfg(test)]
-    fn of(k: &KernelRecord) -> Self {
-        KernelKey {
-            name: k.name,
-            device_id: k.device_id,
-            grid: k.grid,
-            block: k.block,
-            cluster: k.cluster,
-            regs: k.registers_per_thread,
-            smem: (k.static_shared_bytes, k.dynamic_shared_bytes),
-            local: k.local_bytes_per_thread,
-        }
-    }
-
     fn of_group(name: &'static str, g: &KernelGroup) -> Self {
         KernelKey {
             name,
@@ -1608,8 +1623,8 @@ impl KernelKey {
 }
 
 /// A hash of a kernel's name address (and length) and launch shape, read straight from its
-/// record: hashing the name's text per kernel was a fifth of building a row, and no key is built
-/// to be hashed and compared.
+/// record: hashing the name's text per kernel was a fifth of building a row, and a key struct
+/// built on the stack to be hashed and compared cost as much again (loads of fields just stored).
 fn shape_hash(k: &KernelRecord) -> u64 {
     // Each pair of u32 times its own odd constant (products that do not wait on each other),
     // folded: collisions only cost a comparison ([`KernelGroups::add`]).
@@ -1642,18 +1657,12 @@ fn shape_hash(k: &KernelRecord) -> u64 {
         .fold(0u64, |h, (w, c)| h ^ w.wrapping_mul(c))
 }
 
-/// Where a [`shape_hash`] starts probing in a table of `mask + 1` slots: from its high bits,
-/// which the fold's products mix best.
-fn first_slot(hash: u64, mask: usize) -> usize {
-    hash.rotate_left(24) as usize & mask
-}
-
-/// One kernel group of a row, with its name (copied into the group once, at the end) and its
-/// [`shape_hash`].
+/// One kernel group of a row, with its name (copied into the group once, at the end) and the
+/// next group whose [`shape_hash`] is the same.
 struct KernelAcc {
     name: &'static str,
     group: KernelGroup,
-    hash: u64,
+    next: Option<usize>,
 }
 
 impl KernelAcc {
@@ -1676,10 +1685,8 @@ impl KernelAcc {
 /// are grouped by name address, and the groups of one text at two addresses merged at the end.
 #[derive(Default)]
 struct KernelGroups {
-    /// The groups by [`shape_hash`], open addressing with linear probing: the group's index + 1,
-    /// 0 where empty; a power of two, at most half full. A table of its own, since the hash is
-    /// one already.
-    slots: Vec<u32>,
+    /// [`shape_hash`] -> the first group with it.
+    index: HashMap<u64, usize>,
     groups: Vec<KernelAcc>,
     /// Every name address seen (in any row), and whether its text was seen at another address
     /// too: decoded names are interned (one address per text), but a record built by hand may
@@ -1689,35 +1696,74 @@ struct KernelGroups {
     texts: HashMap<&'static str, (usize, usize)>,
     /// A name of this row has its text at two addresses: groups are merged by text at the end.
     merge: bool,
-    /// The groups' sort keys (kept for its capacity).
-    order: Vec<(u64, &'static str, usize)>,
 }
 
 impl KernelGroups {
     fn add(&mut self, k: &KernelRecord) {
-        if self.slots.len() < 2 * (self.groups.len() + 1) {
-            self.grow();
-        }
-        let hash = shape_hash(k);
-        let mask = self.slots.len() - 1;
-        let mut at = first_slot(hash, mask);
-        let i = loop {
-            match self.slots[at] {
-                0 => {
-                    let i = self.new_group(k, hash);
-                    self.slots[at] = i as u32 + 1;
-                    break i;
+        let groups = &mut self.groups;
+        let mut new_group = |groups: &mut Vec<KernelAcc>| {
+            let address = (k.name.as_ptr() as usize, k.name.len());
+            let shared = match self.addresses.get(&address) {
+                Some(&shared) => shared,
+                None => {
+                    let shared = match self.texts.entry(k.name) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(address);
+                            false
+                        }
+                        std::collections::hash_map::Entry::Occupied(e) => {
+                            self.addresses.insert(*e.get(), true);
+                            true
+                        }
+                    };
+                    self.addresses.insert(address, shared);
+                    shared
                 }
-                slot => {
-                    let a = &self.groups[slot as usize - 1];
-                    if a.hash == hash && a.holds(k) {
-                        break slot as usize - 1;
+            };
+            self.merge |= shared;
+            groups.push(KernelAcc {
+                name: k.name,
+                group: KernelGroup {
+                    name: String::new(),
+                    device_id: k.device_id,
+                    grid: k.grid,
+                    block: k.block,
+                    cluster: k.cluster,
+                    registers_per_thread: k.registers_per_thread,
+                    static_shared_bytes: k.static_shared_bytes,
+                    dynamic_shared_bytes: k.dynamic_shared_bytes,
+                    local_bytes_per_thread: k.local_bytes_per_thread,
+                    local_bytes_total: 0,
+                    count: 0,
+                    total_ns: 0,
+                    min_ns: u64::MAX,
+                    max_ns: 0,
+                    graph_launches: 0,
+                },
+                next: None,
+            });
+            groups.len() - 1
+        };
+        let i = match self.index.entry(shape_hash(k)) {
+            std::collections::hash_map::Entry::Vacant(e) => *e.insert(new_group(groups)),
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let mut i = *e.get();
+                loop {
+                    if groups[i].holds(k) {
+                        break i;
+                    }
+                    match groups[i].next {
+                        Some(next) => i = next,
+                        None => {
+                            let j = new_group(groups);
+                            groups[i].next = Some(j);
+                            break j;
+                        }
                     }
                 }
             }
-            at = (at + 1) & mask;
         };
-        let g = &mut self.groups[i].group;
+        let g = &mut groups[i].group;
         let d = k.end.saturating_sub(k.start);
         g.count += 1;
         g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
@@ -1727,86 +1773,22 @@ impl KernelGroups {
         g.graph_launches += u64::from(k.graph_id != 0);
     }
 
-    /// Doubles the slots (16 at first) and places the groups again.
-    fn grow(&mut self) {
-        let len = (self.slots.len() * 2).max(16);
-        self.slots.clear();
-        self.slots.resize(len, 0);
-        let mask = len - 1;
-        for (i, a) in self.groups.iter().enumerate() {
-            let mut at = first_slot(a.hash, mask);
-            while self.slots[at] != 0 {
-                at = (at + 1) & mask;
-            }
-            self.slots[at] = i as u32 + 1;
-        }
-    }
-
-    /// Adds the group of `k`, with no launch yet.
-    fn new_group(&mut self, k: &KernelRecord, hash: u64) -> usize {
-        let address = (k.name.as_ptr() as usize, k.name.len());
-        let shared = match self.addresses.get(&address) {
-            Some(&shared) => shared,
-            None => {
-                let shared = match self.texts.entry(k.name) {
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(address);
-                        false
-                    }
-                    std::collections::hash_map::Entry::Occupied(e) => {
-                        self.addresses.insert(*e.get(), true);
-                        true
-                    }
-                };
-                self.addresses.insert(address, shared);
-                shared
-            }
-        };
-        self.merge |= shared;
-        self.groups.push(KernelAcc {
-            name: k.name,
-            group: KernelGroup {
-                name: String::new(),
-                device_id: k.device_id,
-                grid: k.grid,
-                block: k.block,
-                cluster: k.cluster,
-                registers_per_thread: k.registers_per_thread,
-                static_shared_bytes: k.static_shared_bytes,
-                dynamic_shared_bytes: k.dynamic_shared_bytes,
-                local_bytes_per_thread: k.local_bytes_per_thread,
-                local_bytes_total: 0,
-                count: 0,
-                total_ns: 0,
-                min_ns: u64::MAX,
-                max_ns: 0,
-                graph_launches: 0,
-            },
-            hash,
-        });
-        self.groups.len() - 1
-    }
-
     /// The groups, longest total time first, then by name; empties the table for the next row.
     fn finish(&mut self) -> Vec<KernelGroup> {
-        self.slots.fill(0);
-        if std::mem::take(&mut self.merge) {
-            let merged = merge_by_text(self.groups.drain(..).map(|a| (a.name, a.group)).collect());
-            self.groups
-                .extend(merged.into_iter().map(|(name, group)| KernelAcc {
-                    name,
-                    group,
-                    hash: 0,
-                }));
-        }
-        // Sorting (total, name, index) rather than the groups themselves (over 100 bytes each).
-        let mut order = std::mem::take(&mut self.order);
-        order.extend(
-            self.groups
-                .iter()
-                .enumerate()
-                .map(|(i, a)| (a.group.total_ns, a.name, i)),
-        );
+        self.index.clear();
+        let groups: Vec<(&'static str, KernelGroup)> =
+            self.groups.drain(..).map(|a| (a.name, a.group)).collect();
+        let groups = if std::mem::take(&mut self.merge) {
+            merge_by_text(groups)
+        } else {
+            groups
+        };
+        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
+        let mut order: Vec<(u64, &'static str, usize)> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, (name, g))| (g.total_ns, *name, i))
+            .collect();
         let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
             b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
         };
@@ -1817,32 +1799,31 @@ impl KernelGroups {
             .any(|w| longest_first(&w[0], &w[1]).is_eq())
         {
             // Groups of one name and total time in other shapes: their order has always been
-            // the iteration order of a map of every group by key, filled in launch order, sorted
-            // stably. Kept, so that rows do not change.
-            let mut by_key: HashMap<KernelKey, usize> = HashMap::default();
-            for (i, a) in self.groups.iter().enumerate() {
-                by_key
-                    .entry(KernelKey::of_group(a.name, &a.group))
-                    .or_insert(i);
+            // the iteration order of a map of every group by key, filled in launch order. Kept,
+            // so that rows do not change.
+            let mut by_key: HashMap<KernelKey, KernelGroup> = HashMap::default();
+            for (name, mut g) in groups {
+                g.name = name.to_string();
+                by_key.entry(KernelKey::of_group(name, &g)).or_insert(g);
             }
-            order.clear();
-            order.extend(by_key.into_values().map(|i| {
-                let a = &self.groups[i];
-                (a.group.total_ns, a.name, i)
-            }));
-            order.sort_by(longest_first);
+            let mut out: Vec<KernelGroup> = by_key.into_values().collect();
+            out.sort_by(|a, b| {
+                b.total_ns
+                    .cmp(&a.total_ns)
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            return out;
         }
-        let out = order
-            .iter()
-            .map(|&(_, name, i)| KernelGroup {
-                name: name.to_string(),
-                ..self.groups[i].group.clone()
+        let mut groups: Vec<Option<KernelGroup>> =
+            groups.into_iter().map(|(_, g)| Some(g)).collect();
+        order
+            .into_iter()
+            .map(|(_, name, i)| {
+                let mut g = groups[i].take().expect("each group once");
+                g.name = name.to_string();
+                g
             })
-            .collect();
-        self.groups.clear();
-        order.clear();
-        self.order = order;
-        out
+            .collect()
     }
 }
 
@@ -1885,19 +1866,13 @@ struct ScopeBusyTable {
     entries: Vec<ScopeIntervals>,
     /// Entries of earlier rows, emptied, for their capacity.
     spare: Vec<ScopeIntervals>,
-    /// Entries of the paths with activities of their own, by path id: path ids are interned from 1
-    /// up, so a vector indexed by id finds nearly every activity's entry without hashing (0: no
-    /// entry, else the entry's index + 1). Ids from [`DIRECT_PATH_IDS`] up are in `own`.
-    by_id: Vec<u32>,
+    /// Paths with activities of their own.
     own: HashMap<u32, usize>,
     /// Those paths' entries in the order of the first activity placed in each.
     own_order: Vec<usize>,
     /// Every path in `entries`: those and their ancestors.
     all: HashMap<u32, usize>,
 }
-
-/// Path ids found by index rather than by hash ([`ScopeBusyTable::by_id`]): 256 KiB at most.
-const DIRECT_PATH_IDS: u32 = 1 << 16;
 
 struct ScopeIntervals {
     path_id: u32,
@@ -1937,25 +1912,14 @@ impl ScopeBusyTable {
         interval: (u64, u64),
         kernel: bool,
     ) {
-        let i = match self.by_id.get(path_id as usize) {
-            Some(&slot) if slot != 0 => slot as usize - 1,
-            _ => match self.own.get(&path_id) {
-                Some(&i) => i,
-                None => {
-                    let i = self.entry(paths, path_id);
-                    self.own_order.push(i);
-                    if path_id < DIRECT_PATH_IDS {
-                        let id = path_id as usize;
-                        if self.by_id.len() <= id {
-                            self.by_id.resize(id + 1, 0);
-                        }
-                        self.by_id[id] = i as u32 + 1;
-                    } else {
-                        self.own.insert(path_id, i);
-                    }
-                    i
-                }
-            },
+        let i = match self.own.get(&path_id) {
+            Some(&i) => i,
+            None => {
+                let i = self.entry(paths, path_id);
+                self.own.insert(path_id, i);
+                self.own_order.push(i);
+                i
+            }
         };
         let e = &mut self.entries[i];
         e.launches += 1;
@@ -2047,11 +2011,6 @@ impl ScopeBusyTable {
                 .map(|i| busy(i, &inclusive_ns))
                 .collect(),
         };
-        for &i in &self.own_order {
-            if let Some(slot) = self.by_id.get_mut(self.entries[i].path_id as usize) {
-                *slot = 0;
-            }
-        }
         for mut e in self.entries.drain(..) {
             e.launches = 0;
             e.kernels = 0;
@@ -2138,254 +2097,4 @@ fn scope_spans(scopes: &[ScopeRecord], paths: &crate::scope::PathTable) -> Vec<S
         .collect();
     out.sort_by_key(|s| (s.thread, s.start_ns));
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::analysis::intervals::union_busy;
-    use crate::scope::PathTable;
-
-    /// xorshift64: deterministic inputs without a dependency.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
-
-    fn kernel(name: &'static str, rng: &mut Rng, start: u64, tie_prone: bool) -> KernelRecord {
-        let d = if tie_prone {
-            [0, 100, 200][rng.below(3) as usize]
-        } else {
-            rng.below(5_000)
-        };
-        KernelRecord {
-            name,
-            start,
-            end: start + d,
-            device_id: rng.below(2) as u32,
-            context_id: 1,
-            stream_id: 7,
-            correlation_id: 1,
-            grid: [
-                [1, 132, 264][rng.below(3) as usize],
-                1 + rng.below(2) as u32,
-                1,
-            ],
-            block: [[128, 256][rng.below(2) as usize], 1, 1],
-            cluster: [rng.below(2) as u32, 0, 0],
-            registers_per_thread: 32,
-            static_shared_bytes: [0, 8192][rng.below(2) as usize],
-            dynamic_shared_bytes: 0,
-            shared_executed_bytes: 0,
-            local_bytes_per_thread: [0, 16][rng.below(2) as usize],
-            local_bytes_total: rng.below(3) * 1024,
-            graph_id: rng.below(4) as u32 / 3,
-            graph_node_id: 0,
-            device_launched: false,
-        }
-    }
-
-    /// How rows grouped kernels before `KernelGroups`: a map by key, filled launch by launch,
-    /// its values sorted longest total first, then by name.
-    fn groups_by_map(kernels: &[KernelRecord]) -> Vec<KernelGroup> {
-        let mut map: HashMap<KernelKey, KernelGroup> = HashMap::default();
-        for k in kernels {
-            let g = map.entry(KernelKey::of(k)).or_insert_with(|| KernelGroup {
-                name: k.name.to_string(),
-                device_id: k.device_id,
-                grid: k.grid,
-                block: k.block,
-                cluster: k.cluster,
-                registers_per_thread: k.registers_per_thread,
-                static_shared_bytes: k.static_shared_bytes,
-                dynamic_shared_bytes: k.dynamic_shared_bytes,
-                local_bytes_per_thread: k.local_bytes_per_thread,
-                local_bytes_total: 0,
-                count: 0,
-                total_ns: 0,
-                min_ns: u64::MAX,
-                max_ns: 0,
-                graph_launches: 0,
-            });
-            let d = k.end.saturating_sub(k.start);
-            g.count += 1;
-            g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
-            g.total_ns += d;
-            g.min_ns = g.min_ns.min(d);
-            g.max_ns = g.max_ns.max(d);
-            g.graph_launches += u64::from(k.graph_id != 0);
-        }
-        let mut out: Vec<KernelGroup> = map.into_values().collect();
-        out.sort_by(|a, b| {
-            b.total_ns
-                .cmp(&a.total_ns)
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        out
-    }
-
-    #[test]
-    fn kernel_groups_are_the_groups_of_a_map_by_key_in_its_order() {
-        // Interned names, one text again at other addresses (as a record built by hand may
-        // have it), short durations that make groups tie (same name and total, other shapes)
-        // and long ones that do not; one table across rows, as the collector keeps it.
-        let mut names: Vec<&'static str> = (0..8)
-            .map(|i| crate::activity::record::intern_name(&format!("groups_test_{i}")))
-            .collect();
-        names.push(Box::leak(String::from("groups_test_0").into_boxed_str()));
-        names.push(Box::leak(String::from("groups_test_0").into_boxed_str()));
-        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
-        let mut groups = KernelGroups::default();
-        let (mut ties, mut merged) = (0, 0);
-        for row in 0..60 {
-            let tie_prone = row % 2 == 0;
-            // Rows 0-19 have interned names only; later ones also the copies.
-            let pool = if row < 20 { 8 } else { names.len() };
-            let n = [0, 1, 5, 40, 400][rng.below(5) as usize];
-            let kernels: Vec<KernelRecord> = (0..n)
-                .map(|i| {
-                    kernel(
-                        names[rng.below(pool as u64) as usize],
-                        &mut rng,
-                        i * 10,
-                        tie_prone,
-                    )
-                })
-                .collect();
-            for k in &kernels {
-                groups.add(k);
-            }
-            merged += usize::from(groups.merge);
-            let got = groups.finish();
-            let expected = groups_by_map(&kernels);
-            ties += usize::from(
-                expected
-                    .windows(2)
-                    .any(|w| (w[0].total_ns, &w[0].name) == (w[1].total_ns, &w[1].name)),
-            );
-            assert_eq!(got, expected, "row {row}");
-        }
-        assert!(ties > 5 && merged > 5, "both paths taken: {ties} {merged}");
-    }
-
-    /// How rows took scope busy times before `ScopeBusyTable`: each path's intervals in a map
-    /// filled in placement order, unions of copies, and each path's intervals appended to its
-    /// own and its ancestors' lists in a second map. In those maps' orders.
-    #[allow(clippy::type_complexity)]
-    fn scope_busy_by_maps(
-        paths: &PathTable,
-        placed: &[(u32, (u64, u64), bool)],
-    ) -> (Vec<(u32, u64, u64, u64)>, Vec<(u32, u64)>) {
-        let mut scope_intervals: HashMap<u32, (u64, Vec<(u64, u64)>)> = HashMap::default();
-        let mut scope_kernels: HashMap<u32, u64> = HashMap::default();
-        for &(path_id, iv, kernel) in placed {
-            if kernel {
-                *scope_kernels.entry(path_id).or_default() += 1;
-            }
-            let e = scope_intervals.entry(path_id).or_default();
-            e.0 += 1;
-            e.1.push(iv);
-        }
-        let mut own_rows = Vec::new();
-        let mut inclusive: HashMap<u32, Vec<(u64, u64)>> = HashMap::default();
-        for (path_id, (launches, ivs)) in scope_intervals {
-            let kernels = scope_kernels.get(&path_id).copied().unwrap_or(0);
-            let busy = union_busy(&mut ivs.clone()).map_or(0, |b| b.busy_ns);
-            own_rows.push((path_id, launches, kernels, busy));
-            let mut p = path_id;
-            loop {
-                inclusive.entry(p).or_default().extend_from_slice(&ivs);
-                if p == 0 {
-                    break;
-                }
-                p = paths.parent(p);
-                if p == 0 {
-                    break;
-                }
-            }
-        }
-        let inclusive_rows = inclusive
-            .into_iter()
-            .map(|(p, mut ivs)| (p, union_busy(&mut ivs).map_or(0, |b| b.busy_ns)))
-            .collect();
-        (own_rows, inclusive_rows)
-    }
-
-    #[test]
-    fn scope_busy_is_the_busy_time_of_the_maps_it_replaces_in_their_order() {
-        let paths = PathTable::default();
-        let mut ids = vec![0u32, 70_000, 5_000]; // unscoped; unknown ids, hashed and indexed
-        for p in [
-            "step",
-            "step/fwd",
-            "step/fwd/attn",
-            "step/bwd",
-            "opt",
-            "opt/adam/x",
-        ] {
-            ids.push(
-                p.split('/')
-                    .fold(0, |parent, name| paths.intern(parent, name)),
-            );
-        }
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        let mut table = ScopeBusyTable::default();
-        for row in 0..80 {
-            // Placement order: GPU starts in order (one stream), or jittered (several).
-            let in_order = row % 2 == 0;
-            let n = [0, 1, 3, 50, 600][rng.below(5) as usize];
-            let placed: Vec<(u32, (u64, u64), bool)> = (0..n)
-                .map(|i| {
-                    let path = ids[rng.below(ids.len() as u64) as usize];
-                    let start = i * 1_000 + if in_order { 0 } else { rng.below(5_000) };
-                    let end = start + rng.below(2_000);
-                    (path, (start, end), rng.below(3) > 0)
-                })
-                .collect();
-            for &(path, iv, kernel) in &placed {
-                table.add(&paths, path, iv, kernel);
-            }
-            let got = table.finish();
-            let (own, inclusive) = scope_busy_by_maps(&paths, &placed);
-            let got_own: Vec<(u32, u64, u64, u64)> = got
-                .own
-                .iter()
-                .map(|b| (b.path_id, b.launches, b.kernels, b.busy_ns))
-                .collect();
-            let got_inclusive: Vec<(u32, u64)> = got
-                .inclusive
-                .iter()
-                .map(|b| (b.path_id, b.busy_ns))
-                .collect();
-            assert_eq!(got_own, own, "row {row}");
-            assert_eq!(got_inclusive, inclusive, "row {row}");
-        }
-    }
-
-    #[test]
-    fn awaited_is_a_set() {
-        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-        let mut awaited = Awaited::default();
-        let mut set: HashSet<u32> = HashSet::default();
-        for step in 0..20_000 {
-            let id = rng.below(40) as u32;
-            match rng.below(7) {
-                0..=2 => assert_eq!(awaited.insert(id), set.insert(id), "step {step}"),
-                3..=5 => assert_eq!(awaited.remove(id), set.remove(&id), "step {step}"),
-                _ if step % 500 == 0 => {
-                    awaited.clear();
-                    set.clear();
-                }
-                _ => {}
-            }
-            assert_eq!(awaited.len(), set.len(), "step {step}");
-            assert_eq!(awaited.is_empty(), set.is_empty(), "step {step}");
-        }
-    }
 }

@@ -1,6 +1,6 @@
 //! Property tests of the interval union against a brute-force per-nanosecond union.
 
-use gpu_ledger::analysis::intervals::{gaps, union_busy, BusyAccumulator, BusySummary};
+use gpu_ledger::analysis::intervals::{gaps, union_busy, BusySummary};
 use proptest::prelude::*;
 
 /// The reference: mark every covered nanosecond of the window, then read runs.
@@ -91,23 +91,6 @@ proptest! {
         let all = gaps(&mut v, 0);
         prop_assert_eq!(all.iter().map(|g| g.1 - g.0).sum::<u64>(), s.idle_ns);
         prop_assert_eq!(all.first().map_or(0, |g| g.1 - g.0), s.largest_gap_ns);
-    }
-
-    /// The accumulator's constant-time path (intervals given in order) and its fallback (any
-    /// order) give what `union_busy` gives, and a cleared accumulator starts afresh.
-    #[test]
-    fn accumulator_matches_union_busy(v in intervals(), w in intervals()) {
-        let mut sorted = v.clone();
-        sorted.sort_unstable();
-        let mut acc = BusyAccumulator::default();
-        for input in [&sorted, &v, &w] {
-            acc.clear();
-            for &iv in input {
-                acc.push(iv);
-            }
-            prop_assert_eq!(acc.is_empty(), input.is_empty());
-            prop_assert_eq!(acc.summary(), union_busy(&mut input.clone()));
-        }
     }
 }
 
