@@ -84,7 +84,8 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
                     gpu.stream.synchronize()?;
                     t0.elapsed()
                 }
-                6 => read_pairs_by_index(gpu, &pairs)?,
+                // Every pair once: never reused, so no launch waits for a read.
+                6 => read_pool_sized(gpu, &pairs, pairs.len())?.0,
                 7 => {
                     let t0 = Instant::now();
                     for (before, after) in pairs[..pool_pairs].iter().cycle().take(n as usize) {
@@ -317,62 +318,6 @@ fn read_pairs(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<D
         return Err(format!("read {read} of {} pairs", pairs.len()).into());
     }
     Ok(elapsed)
-}
-
-/// The pairs recorded as in [`read_pairs`], read by a second thread every 2 ms, which finds them
-/// through one shared count of pairs recorded: no channel, no reference counts. Returns the
-/// launching thread's time.
-fn read_pairs_by_index(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<Duration> {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let recorded = AtomicUsize::new(0);
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| -> Result<Duration> {
-        let reader = s.spawn(|| -> std::result::Result<usize, String> {
-            let mut read = 0usize;
-            loop {
-                let finished = done.load(Ordering::Acquire);
-                let upto = recorded.load(Ordering::Acquire);
-                while read < upto {
-                    let (start, end) = &pairs[read];
-                    match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
-                        Some(_) => read += 1,
-                        None => break,
-                    }
-                }
-                // `recorded` is final once `done` is seen: every recorded pair has been read.
-                if finished && read == upto {
-                    return Ok(read);
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
-        let t0 = Instant::now();
-        let mut result = Ok(());
-        for (i, (before, after)) in pairs.iter().enumerate() {
-            let step = before
-                .record(&gpu.stream)
-                .map_err(Into::into)
-                .and_then(|()| gpu.launch_empty())
-                .and_then(|()| after.record(&gpu.stream).map_err(Into::into));
-            if let Err(e) = step {
-                result = Err(e);
-                break;
-            }
-            recorded.store(i + 1, Ordering::Release);
-        }
-        let synced = gpu.stream.synchronize();
-        let elapsed = t0.elapsed();
-        done.store(true, Ordering::Release);
-        result?;
-        synced?;
-        let read = reader
-            .join()
-            .map_err(|_| "the reading thread panicked".to_string())??;
-        if read != pairs.len() {
-            return Err(format!("read {read} of {} pairs", pairs.len()).into());
-        }
-        Ok(elapsed)
-    })
 }
 
 /// `n` launches, each between a pair of `pool`'s, cycled; a second thread reads each pair every
