@@ -44,6 +44,68 @@ pub struct ScopeEvents {
     pub end_shared: bool,
 }
 
+impl ScopeEvents {
+    /// The parts a closed scope's ring record carries ([`PackedEvents`] and the two shared
+    /// flags), so that the record fits one cache line.
+    pub(crate) fn pack(self) -> (PackedEvents, bool, bool) {
+        debug_assert_eq!(
+            self.start.ctx, self.end.ctx,
+            "a scope's events share its stream's context"
+        );
+        (
+            PackedEvents {
+                start: self.start.event,
+                end: self.end.event,
+                ctx: self.start.ctx,
+            },
+            self.start_shared,
+            self.end_shared,
+        )
+    }
+}
+
+/// A scope's two events in 24 bytes: both are recorded on the scope's one stream, so they share
+/// its context. [`PackedEvents::NONE`] for a scope without events.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedEvents {
+    start: CUevent,
+    end: CUevent,
+    ctx: CUcontext,
+}
+
+// SAFETY: as for `EventHandle`: opaque driver handles of the run's pool, copied values.
+unsafe impl Send for PackedEvents {}
+// SAFETY: as for Send.
+unsafe impl Sync for PackedEvents {}
+
+impl PackedEvents {
+    /// No events: the scope was not timed on a stream, or CUDA refused a record.
+    pub(crate) const NONE: PackedEvents = PackedEvents {
+        start: std::ptr::null_mut(),
+        end: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+
+    /// The events back, with their shared flags; `None` for [`PackedEvents::NONE`].
+    pub(crate) fn unpack(self, start_shared: bool, end_shared: bool) -> Option<ScopeEvents> {
+        if self.start.is_null() {
+            return None;
+        }
+        Some(ScopeEvents {
+            start: EventHandle {
+                event: self.start,
+                ctx: self.ctx,
+            },
+            end: EventHandle {
+                event: self.end,
+                ctx: self.ctx,
+            },
+            start_shared,
+            end_shared,
+        })
+    }
+}
+
 /// A thread's free events, taken without a lock or an atomic operation.
 #[derive(Default)]
 pub(crate) struct LocalEvents {
@@ -258,7 +320,7 @@ fn raw_elapsed_ns(answer: Result<f32, DriverError>) -> Result<Option<u64>, Drive
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn handle(event: usize, ctx: usize) -> EventHandle {
@@ -266,6 +328,33 @@ mod tests {
             event: event as CUevent,
             ctx: ctx as CUcontext,
         }
+    }
+
+    /// Packed events `start`, `end` of context `ctx` (for the scope module's tests).
+    pub(crate) fn packed(start: usize, end: usize, ctx: usize) -> PackedEvents {
+        ScopeEvents {
+            start: handle(start, ctx),
+            end: handle(end, ctx),
+            start_shared: false,
+            end_shared: false,
+        }
+        .pack()
+        .0
+    }
+
+    #[test]
+    fn packed_events_unpack_to_the_same_handles_and_flags() {
+        let ev = ScopeEvents {
+            start: handle(1, 10),
+            end: handle(2, 10),
+            start_shared: true,
+            end_shared: false,
+        };
+        let (p, start_shared, end_shared) = ev.pack();
+        let back = p.unpack(start_shared, end_shared).expect("events");
+        assert_eq!((back.start, back.end), (handle(1, 10), handle(2, 10)));
+        assert!(back.start_shared && !back.end_shared);
+        assert!(PackedEvents::NONE.unpack(true, true).is_none());
     }
 
     #[test]

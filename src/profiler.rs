@@ -237,7 +237,8 @@ pub(crate) struct Running {
     control: crossbeam_channel::Sender<IterationEnd>,
     /// The one `Finish` message; the collector sleeps on this channel.
     finish: crossbeam_channel::Sender<Finish>,
-    thread_slots: parking_lot::Mutex<Vec<Arc<ScopeSlot>>>,
+    /// Each scope thread's slot, with gpu-ledger's index of the thread.
+    thread_slots: parking_lot::Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
     /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
     pub(crate) step_ns: AtomicU64,
     /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
@@ -276,17 +277,23 @@ impl Running {
     }
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
     /// returns its sending end.
-    pub(crate) fn register_thread(&self) -> ScopeSender {
+    pub(crate) fn register_thread(&self, thread: u32) -> ScopeSender {
         let (slot, sender) = ScopeSlot::new(crate::scope::RING_CAPACITY);
-        self.thread_slots.lock().push(slot);
+        self.thread_slots.lock().push((thread, slot));
         sender
     }
     /// Takes every thread's closed scopes. The list's lock is held while draining: only a
     /// thread's first scope of a run takes it too (to register).
     pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
-        for slot in self.thread_slots.lock().iter() {
-            slot.drain_into(out);
+        for (thread, slot) in self.thread_slots.lock().iter() {
+            slot.drain_map_into(out, |closed| closed.into_record(*thread));
         }
+    }
+    /// Whether CUPTI's callback captures API calls (the timeline and counters levels), and so
+    /// reads the scope path a thread's calls are attributed to.
+    #[inline]
+    pub(crate) fn captures_calls(&self) -> bool {
+        self.cupti.is_some()
     }
     /// A scope was entered: a user range when a counters pass runs on this thread. Returns the
     /// pass to give back to [`counter_pop`](Self::counter_pop), 0 when none.

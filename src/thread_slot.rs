@@ -30,16 +30,21 @@ impl<T> ThreadSlot<T> {
     /// order is not kept, and need not be: a scope record and a captured call carry what places
     /// them (their iteration).
     pub(crate) fn drain_into(&self, out: &mut Vec<T>) {
+        self.drain_map_into(out, |item| item);
+    }
+
+    /// As [`drain_into`](Self::drain_into), each item converted by `f` on the way.
+    pub(crate) fn drain_map_into<U>(&self, out: &mut Vec<U>, mut f: impl FnMut(T) -> U) {
         {
             let mut ring = self.ring.lock();
             let n = ring.slots();
             if let Ok(chunk) = ring.read_chunk(n) {
-                out.extend(chunk);
+                out.extend(chunk.into_iter().map(&mut f));
             }
         }
         let mut overflow = self.overflow.lock();
         if !overflow.is_empty() {
-            out.append(&mut overflow);
+            out.extend(overflow.drain(..).map(f));
         }
     }
 
