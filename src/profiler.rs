@@ -483,9 +483,9 @@ impl Profiler {
     /// Enters a scope on the calling thread; it ends when the guard drops. Nested scopes form
     /// paths (`step/backward`). Costs one atomic load when no profiler runs.
     #[inline]
-    pub fn scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard {
+    pub fn scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard<'static> {
         if !scope::ENABLED.load(Ordering::Relaxed) {
-            return ScopeGuard::inert();
+            return ScopeGuard::inert(None);
         }
         ScopeGuard::enter(name.into(), None)
     }
@@ -493,9 +493,12 @@ impl Profiler {
     /// Enters a scope whose device time is also measured by timing events recorded on `stream`
     /// at entry and exit (two `cuEventRecord` calls; the events are recycled).
     #[inline]
-    pub fn scope_on(name: impl Into<Cow<'static, str>>, stream: &Arc<CudaStream>) -> ScopeGuard {
+    pub fn scope_on<'s>(
+        name: impl Into<Cow<'static, str>>,
+        stream: &'s Arc<CudaStream>,
+    ) -> ScopeGuard<'s> {
         if !scope::ENABLED.load(Ordering::Relaxed) {
-            return ScopeGuard::inert();
+            return ScopeGuard::inert(Some(stream));
         }
         ScopeGuard::enter(name.into(), Some(stream))
     }

@@ -5,9 +5,9 @@
 //! timeline and counters levels only) and reads the host clock (the TSC where the kernel trusts
 //! it, `crate::host_clock`); leaving hands the calls back to the enclosing scope and pushes a
 //! 64-byte [`ClosedScope`] onto the thread's own single-producer ring, which the collector
-//! drains every 2 ms: no lock and no allocation per scope, and no atomic read-modify-write but
-//! the clone of its stream's `Arc` that a scope timed on a stream keeps. A disabled profiler
-//! costs one relaxed atomic load per scope.
+//! drains every 2 ms: no lock, no atomic read-modify-write and no allocation per scope. A scope
+//! timed on a stream borrows the stream for its guard's life, so it takes no reference count.
+//! A disabled profiler costs one relaxed atomic load per scope.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -104,10 +104,9 @@ struct Frame {
     range_pass: u64,
 }
 
-/// The event a scope timed on a stream began with, and the stream its end is recorded on.
+/// The event a scope timed on a stream began with (its guard holds the stream).
 struct StartEvent {
     handle: EventHandle,
-    stream: Arc<CudaStream>,
     /// Also the end of the scope before it ([`ScopeGuard::next`]).
     shared: bool,
 }
@@ -162,22 +161,36 @@ impl ThreadScopes {
 }
 
 /// A guard that ends its scope when dropped. `!Send`: a scope begins and ends on one thread.
+/// A scope timed on a stream ([`crate::Profiler::scope_on`]) borrows the stream for `'s`, since
+/// its end is recorded there; a host-time scope is `ScopeGuard<'static>`.
 ///
 /// ```compile_fail
 /// fn assert_send<T: Send>(_: T) {}
 /// assert_send(gpu_ledger::Profiler::scope("x"));
 /// ```
+///
+/// ```compile_fail
+/// # fn demo(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
+/// let stream = ctx.new_stream().unwrap();
+/// let scope = gpu_ledger::Profiler::scope_on("x", &stream);
+/// drop(stream); // the scope's end is recorded on it
+/// drop(scope);
+/// # }
+/// ```
 #[must_use = "a scope ends when its guard is dropped; bind it with `let _s = ...`"]
-pub struct ScopeGuard {
+pub struct ScopeGuard<'s> {
     /// 0 for an inert guard (profiler disabled).
     token: u64,
+    /// The stream the scope is timed on: its end event is recorded there.
+    stream: Option<&'s CudaStream>,
     _not_send: PhantomData<*mut ()>,
 }
 
-impl ScopeGuard {
-    pub(crate) const fn inert() -> Self {
+impl<'s> ScopeGuard<'s> {
+    pub(crate) const fn inert(stream: Option<&'s CudaStream>) -> Self {
         ScopeGuard {
             token: 0,
+            stream,
             _not_send: PhantomData,
         }
     }
@@ -185,27 +198,27 @@ impl ScopeGuard {
     /// Ends the scope now (same as dropping the guard).
     pub fn end(self) {}
 
-    pub(crate) fn enter(name: Cow<'static, str>, stream: Option<&Arc<CudaStream>>) -> Self {
+    pub(crate) fn enter(name: Cow<'static, str>, stream: Option<&'s CudaStream>) -> Self {
         if !ENABLED.load(Ordering::Relaxed) {
-            return Self::inert();
+            return Self::inert(stream);
         }
         THREAD
             .try_with(|t| {
                 let mut guard = t.borrow_mut();
                 let t = &mut *guard;
                 if !t.refresh() {
-                    return Self::inert();
+                    return Self::inert(stream);
                 }
                 // Moved out and back: no Arc<Running> clone (two contended atomic
                 // read-modify-writes) per scope.
                 let Some(running) = t.running.take() else {
-                    return Self::inert();
+                    return Self::inert(stream);
                 };
-                let opened = t.open(&running, name, Start::Now(stream));
+                let opened = t.open(&running, name, Start::Now(stream), stream);
                 t.running = Some(running);
                 opened
             })
-            .unwrap_or_else(|_| Self::inert())
+            .unwrap_or_else(|_| Self::inert(stream))
     }
 
     /// Ends this scope and begins `name` after it, as its sibling, with one boundary: one host
@@ -228,11 +241,12 @@ impl ScopeGuard {
     /// drop(s);
     /// # }
     /// ```
-    pub fn next(mut self, name: impl Into<Cow<'static, str>>) -> ScopeGuard {
+    pub fn next(mut self, name: impl Into<Cow<'static, str>>) -> ScopeGuard<'s> {
         let name = name.into();
         let token = std::mem::replace(&mut self.token, 0);
+        let stream = self.stream;
         if token == 0 {
-            return ScopeGuard::enter(name, None);
+            return ScopeGuard::enter(name, stream);
         }
         let chained = THREAD.try_with(|t| {
             let mut guard = t.borrow_mut();
@@ -247,11 +261,10 @@ impl ScopeGuard {
             let frame = t.stack.pop()?;
             release(&running, &frame, t.innermost());
             let boundary_ns = running.clock.read();
-            let boundary_event = frame.start_event.as_ref().and_then(|start| {
-                let handle = running.events.record(&mut t.events, &start.stream)?;
+            let boundary_event = frame.start_event.as_ref().and(stream).and_then(|stream| {
+                let handle = running.events.record(&mut t.events, stream)?;
                 Some(StartEvent {
                     handle,
-                    stream: start.stream.clone(),
                     shared: true,
                 })
             });
@@ -261,6 +274,7 @@ impl ScopeGuard {
                 &running,
                 name.clone(),
                 Start::At(boundary_ns, boundary_event),
+                stream,
             );
             t.running = Some(running);
             Some(opened)
@@ -269,21 +283,12 @@ impl ScopeGuard {
             Ok(Some(next)) => next,
             // Not the innermost scope, or the run changed: end it as a drop would, open anew.
             _ => {
-                let stream = THREAD
-                    .try_with(|t| {
-                        let t = t.borrow();
-                        t.stack
-                            .iter()
-                            .find(|f| f.token == token)
-                            .and_then(|f| f.start_event.as_ref().map(|e| e.stream.clone()))
-                    })
-                    .ok()
-                    .flatten();
                 drop(ScopeGuard {
                     token,
+                    stream,
                     _not_send: PhantomData,
                 });
-                ScopeGuard::enter(name, stream.as_ref())
+                ScopeGuard::enter(name, stream)
             }
         }
     }
@@ -293,7 +298,7 @@ impl ScopeGuard {
 enum Start<'a> {
     /// Now, once the scope is set up (so that its host time leaves gpu-ledger's own work out),
     /// with a start event on the stream when it is timed on one.
-    Now(Option<&'a Arc<CudaStream>>),
+    Now(Option<&'a CudaStream>),
     /// At a boundary already taken: the end of the scope before it ([`ScopeGuard::next`]).
     At(u64, Option<StartEvent>),
 }
@@ -318,7 +323,13 @@ impl ThreadScopes {
 
     /// Opens a scope `name` below the innermost open one, starting at `start`.
     #[inline]
-    fn open(&mut self, running: &Running, name: Cow<'static, str>, start: Start<'_>) -> ScopeGuard {
+    fn open<'s>(
+        &mut self,
+        running: &Running,
+        name: Cow<'static, str>,
+        start: Start<'_>,
+        stream: Option<&'s CudaStream>,
+    ) -> ScopeGuard<'s> {
         let range_pass = if crate::counters::window::ranges_on() {
             running.counter_push(&name)
         } else {
@@ -360,7 +371,6 @@ impl ThreadScopes {
                     let handle = running.events.record(&mut self.events, s)?;
                     Some(StartEvent {
                         handle,
-                        stream: s.clone(),
                         shared: false,
                     })
                 });
@@ -378,6 +388,7 @@ impl ThreadScopes {
         });
         ScopeGuard {
             token,
+            stream,
             _not_send: PhantomData,
         }
     }
@@ -429,7 +440,7 @@ impl ThreadScopes {
     }
 }
 
-impl Drop for ScopeGuard {
+impl Drop for ScopeGuard<'_> {
     fn drop(&mut self) {
         if self.token == 0 {
             return;
@@ -452,12 +463,16 @@ impl Drop for ScopeGuard {
             let frame = t.stack.remove(pos);
             release(&running, &frame, t.innermost());
             let end_ns = running.clock.read();
-            let end_event = frame.start_event.as_ref().and_then(|start| {
-                running
-                    .events
-                    .record(&mut t.events, &start.stream)
-                    .map(|e| (e, false))
-            });
+            let end_event = frame
+                .start_event
+                .as_ref()
+                .and(self.stream)
+                .and_then(|stream| {
+                    running
+                        .events
+                        .record(&mut t.events, stream)
+                        .map(|e| (e, false))
+                });
             t.send_closed(&running, frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });

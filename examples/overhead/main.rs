@@ -370,7 +370,7 @@ fn launch_empty_on(stream: &CudaStream, empty: &CudaFunction) -> Result<()> {
 
 /// A scope when the configuration has scopes in its code, nothing otherwise.
 #[inline(always)]
-fn scope<const SCOPED: bool>(name: &'static str) -> Option<ScopeGuard> {
+fn scope<const SCOPED: bool>(name: &'static str) -> Option<ScopeGuard<'static>> {
     SCOPED.then(|| Profiler::scope(name))
 }
 
