@@ -182,6 +182,9 @@ impl EventPool {
         }
     }
 
+    // Out of line, as the two below: the scope's hot path stays a few cache lines of code.
+    #[cold]
+    #[inline(never)]
     fn failed(&self, local: &mut LocalEvents, handle: EventHandle) -> Option<EventHandle> {
         self.failures.fetch_add(1, Ordering::Relaxed);
         local.free.push(handle);
@@ -189,6 +192,7 @@ impl EventPool {
     }
 
     /// Moves one returned batch into `local`. The emptied vector goes back as a spare.
+    #[inline(never)]
     fn take_returned(&self, local: &mut LocalEvents) {
         let Some(mut batch) = self.returned.pop() else {
             return;
@@ -202,6 +206,8 @@ impl EventPool {
         let _ = self.spare.push(batch);
     }
 
+    #[cold]
+    #[inline(never)]
     fn create(&self, ctx: &Arc<CudaContext>) -> Option<EventHandle> {
         match ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)) {
             Ok(e) => {

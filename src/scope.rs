@@ -124,10 +124,60 @@ struct ThreadScopes {
     /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
     /// found by its address, without hashing its text.
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
+    /// The static names found last, in front of `static_cache`.
+    recent: RecentNames,
     next_token: u64,
     thread: u32,
     /// This thread's free timing events of the running profiler's pool.
     events: LocalEvents,
+}
+
+/// Slots of [`RecentNames`], a power of two.
+const RECENT_NAMES: usize = 64;
+
+/// A direct-mapped cache of static scope names: (parent, address, length) -> path id in a few
+/// instructions and one cache line. Next to the application's launches the scope's code and
+/// data are cold (the driver's own evict them), so the hit path is kept short; a miss falls back
+/// to `static_cache` out of line.
+struct RecentNames([RecentName; RECENT_NAMES]);
+
+#[derive(Clone, Copy, Default)]
+struct RecentName {
+    parent: u32,
+    /// 0: empty (path ids start at 1).
+    id: u32,
+    ptr: usize,
+    len: usize,
+}
+
+impl Default for RecentNames {
+    fn default() -> Self {
+        RecentNames([RecentName::default(); RECENT_NAMES])
+    }
+}
+
+impl RecentNames {
+    #[inline]
+    fn slot(parent: u32, ptr: usize) -> usize {
+        let h = (ptr as u64 ^ u64::from(parent)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - RECENT_NAMES.trailing_zeros())) as usize
+    }
+
+    /// The path id of the name at `ptr` of `len` bytes below `parent`, when its slot holds it.
+    #[inline]
+    fn get(&self, parent: u32, ptr: usize, len: usize) -> Option<u32> {
+        let r = self.0[Self::slot(parent, ptr)];
+        (r.id != 0 && r.ptr == ptr && r.len == len && r.parent == parent).then_some(r.id)
+    }
+
+    fn put(&mut self, parent: u32, ptr: usize, len: usize, id: u32) {
+        self.0[Self::slot(parent, ptr)] = RecentName {
+            parent,
+            id,
+            ptr,
+            len,
+        };
+    }
 }
 
 /// Thread indices handed out in order of first scope.
@@ -139,24 +189,64 @@ thread_local! {
 
 impl ThreadScopes {
     /// Refreshes the running profiler when a new run started; true when one runs.
+    #[inline]
     fn refresh(&mut self) -> bool {
         let generation = GENERATION.load(Ordering::Acquire);
         if self.generation != generation {
-            self.generation = generation;
-            self.running = crate::profiler::current();
-            self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-            self.stack.clear();
-            crate::activity::calls::set_scope_path(0);
-            self.sender = self
-                .running
-                .as_ref()
-                .map(|r| r.register_thread(self.thread));
-            self.cache.clear();
-            self.static_cache.clear();
-            // Events of the earlier run's pool, which destroys them.
-            self.events = LocalEvents::default();
+            self.new_run(generation);
         }
         self.running.is_some()
+    }
+
+    /// Drops what belonged to an earlier run and joins the current one.
+    #[cold]
+    #[inline(never)]
+    fn new_run(&mut self, generation: u64) {
+        self.generation = generation;
+        self.running = crate::profiler::current();
+        self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+        self.stack.clear();
+        crate::activity::calls::set_scope_path(0);
+        self.sender = self
+            .running
+            .as_ref()
+            .map(|r| r.register_thread(self.thread));
+        self.cache.clear();
+        self.static_cache.clear();
+        self.recent = RecentNames::default();
+        // Events of the earlier run's pool, which destroys them.
+        self.events = LocalEvents::default();
+    }
+
+    /// Path id of the static name `name` below `parent`, when [`RecentNames`] missed.
+    #[cold]
+    #[inline(never)]
+    fn static_path(&mut self, running: &Running, parent: u32, name: &'static str) -> u32 {
+        let key = (parent, name.as_ptr() as usize, name.len());
+        let id = match self.static_cache.get(&key) {
+            Some(id) => *id,
+            None => {
+                let id = running.paths.intern(parent, name);
+                self.static_cache.insert(key, id);
+                id
+            }
+        };
+        self.recent.put(parent, key.1, key.2, id);
+        id
+    }
+
+    /// Path id of a name made at run time (`Profiler::scope(format!(..))`) below `parent`.
+    #[inline(never)]
+    fn owned_path(&mut self, running: &Running, parent: u32, name: Cow<'static, str>) -> u32 {
+        let children = self.cache.entry(parent).or_default();
+        match children.get(name.as_ref()) {
+            Some(id) => *id,
+            None => {
+                let id = running.paths.intern(parent, &name);
+                children.insert(name, id);
+                id
+            }
+        }
     }
 }
 
@@ -303,6 +393,20 @@ enum Start<'a> {
     At(u64, Option<StartEvent>),
 }
 
+/// A counters pass's user range for a scope being entered (out of line: only while a pass runs).
+#[cold]
+#[inline(never)]
+fn counter_push(running: &Running, name: &str) -> u64 {
+    running.counter_push(name)
+}
+
+/// Ends a counters pass's user range (out of line, as [`counter_push`]).
+#[cold]
+#[inline(never)]
+fn counter_pop(running: &Running, pass: u64) {
+    running.counter_pop(pass);
+}
+
 /// Takes a closed scope off the counters' range stack and hands the thread's API calls back to
 /// `innermost`, the scope still open (0: none), before the scope's end is read.
 #[inline]
@@ -311,7 +415,7 @@ fn release(running: &Running, frame: &Frame, innermost: u32) {
         crate::activity::calls::set_scope_path(innermost);
     }
     if frame.range_pass != 0 {
-        running.counter_pop(frame.range_pass);
+        counter_pop(running, frame.range_pass);
     }
 }
 
@@ -331,34 +435,17 @@ impl ThreadScopes {
         stream: Option<&'s CudaStream>,
     ) -> ScopeGuard<'s> {
         let range_pass = if crate::counters::window::ranges_on() {
-            running.counter_push(&name)
+            counter_push(running, &name)
         } else {
             0
         };
         let parent = self.innermost();
-        let path_id = match &name {
-            Cow::Borrowed(s) => {
-                let key = (parent, s.as_ptr() as usize, s.len());
-                match self.static_cache.get(&key) {
-                    Some(id) => *id,
-                    None => {
-                        let id = running.paths.intern(parent, s);
-                        self.static_cache.insert(key, id);
-                        id
-                    }
-                }
-            }
-            Cow::Owned(_) => {
-                let children = self.cache.entry(parent).or_default();
-                match children.get(name.as_ref()) {
-                    Some(id) => *id,
-                    None => {
-                        let id = running.paths.intern(parent, &name);
-                        children.insert(name, id);
-                        id
-                    }
-                }
-            }
+        let path_id = match name {
+            Cow::Borrowed(s) => match self.recent.get(parent, s.as_ptr() as usize, s.len()) {
+                Some(id) => id,
+                None => self.static_path(running, parent, s),
+            },
+            Cow::Owned(_) => self.owned_path(running, parent, name),
         };
         if running.captures_calls() {
             crate::activity::calls::set_scope_path(path_id);
@@ -452,15 +539,20 @@ impl Drop for ScopeGuard<'_> {
             if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
                 return; // the run this guard belonged to has finished
             }
-            let Some(pos) = t.stack.iter().rposition(|f| f.token == token) else {
+            let innermost = t.stack.last().is_some_and(|f| f.token == token);
+            let frame = if innermost {
+                t.stack.pop()
+            } else {
+                remove_frame(&mut t.stack, token)
+            };
+            let Some(frame) = frame else {
                 return;
             };
+            let out_of_order = !innermost;
             // Moved out and back, as in `enter`.
             let Some(running) = t.running.take() else {
                 return;
             };
-            let out_of_order = pos + 1 != t.stack.len();
-            let frame = t.stack.remove(pos);
             release(&running, &frame, t.innermost());
             let end_ns = running.clock.read();
             let end_event = frame
@@ -477,6 +569,14 @@ impl Drop for ScopeGuard<'_> {
             t.running = Some(running);
         });
     }
+}
+
+/// Takes the frame of guard `token` from below the innermost (a guard dropped out of order).
+#[cold]
+#[inline(never)]
+fn remove_frame(stack: &mut Vec<Frame>, token: u64) -> Option<Frame> {
+    let pos = stack.iter().rposition(|f| f.token == token)?;
+    Some(stack.remove(pos))
 }
 
 /// Closed scopes a thread's ring holds before they spill into its slot's overflow vector (a
@@ -584,6 +684,35 @@ mod tests {
             boundaries,
             flags,
         }
+    }
+
+    #[test]
+    fn a_recent_name_is_found_only_under_its_own_parent_address_and_length() {
+        let mut recent = RecentNames::default();
+        let ptr = 0x5000_1230usize;
+        assert_eq!(recent.get(1, ptr, 4), None, "empty");
+        // A second parent whose slot for this address is the first parent's.
+        let other = (2..10_000u32)
+            .find(|p| RecentNames::slot(*p, ptr) == RecentNames::slot(1, ptr))
+            .expect("a colliding parent");
+        recent.put(1, ptr, 4, 9);
+        assert_eq!(recent.get(1, ptr, 4), Some(9));
+        assert_eq!(recent.get(other, ptr, 4), None, "same slot, other parent");
+        assert_eq!(recent.get(1, ptr, 5), None, "other length");
+        recent.put(other, ptr, 4, 11);
+        assert_eq!(recent.get(other, ptr, 4), Some(11));
+        assert_eq!(
+            recent.get(1, ptr, 4),
+            None,
+            "evicted by the colliding entry"
+        );
+        // A colliding address under the same parent.
+        let ptr2 = (1..100_000usize)
+            .map(|i| ptr + 8 * i)
+            .find(|q| RecentNames::slot(1, *q) == RecentNames::slot(1, ptr))
+            .expect("a colliding address");
+        recent.put(1, ptr, 4, 9);
+        assert_eq!(recent.get(1, ptr2, 4), None, "same slot, other address");
     }
 
     #[test]

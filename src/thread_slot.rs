@@ -67,8 +67,15 @@ impl<T> SlotSender<T> {
     #[inline]
     pub(crate) fn send(&mut self, item: T) {
         if let Err(rtrb::PushError::Full(item)) = self.producer.push(item) {
-            self.slot.overflow.lock().push(item);
+            self.spill(item);
         }
+    }
+
+    /// Out of line: the sender's common path stays short (see `scope::RecentNames`).
+    #[cold]
+    #[inline(never)]
+    fn spill(&self, item: T) {
+        self.slot.overflow.lock().push(item);
     }
 }
 

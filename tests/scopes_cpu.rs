@@ -120,6 +120,51 @@ fn a_burst_of_scopes_larger_than_a_thread_ring_is_counted_whole() {
 }
 
 #[test]
+fn many_static_names_under_two_parents_each_reach_their_own_path() {
+    // A thread finds a static name's path id in a 64-slot direct-mapped cache keyed by parent,
+    // address and length, with a map behind it: 150 names under two parents collide in that
+    // cache, and one text at two addresses is one path.
+    let (_g, _dir, path, profiler) = serial_run();
+    let names: Vec<&'static str> = (0..150)
+        .map(|i| &*Box::leak(format!("n{i}").into_boxed_str()))
+        .collect();
+    let twin: &'static str = Box::leak(String::from("n7").into_boxed_str());
+    assert_ne!(twin.as_ptr(), names[7].as_ptr());
+    for _ in 0..2 {
+        for round in 0..3 {
+            for parent in ["a", "b"] {
+                let _p = Profiler::scope(parent);
+                for name in &names {
+                    let _s = Profiler::scope(*name);
+                }
+                if round == 0 {
+                    let _s = Profiler::scope(twin);
+                }
+            }
+        }
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 2);
+    for row in &ledger.iterations {
+        assert_eq!(row.scopes.len(), 2 + 2 * names.len(), "row {}", row.index);
+        for parent in ["a", "b"] {
+            for (i, name) in names.iter().enumerate() {
+                let want = format!("{parent}/{name}");
+                let s = row
+                    .scopes
+                    .iter()
+                    .find(|s| s.path == want)
+                    .unwrap_or_else(|| panic!("row {}: no {want}", row.index));
+                let calls = if i == 7 { 4 } else { 3 };
+                assert_eq!(s.calls, calls, "row {}: {want}", row.index);
+            }
+        }
+    }
+}
+
+#[test]
 fn many_iterations_between_two_collector_ticks_each_get_their_row() {
     // step() does not wake the collector; it sees iteration ends at its next tick (2 ms). A
     // thousand iterations inside one tick must still be a thousand rows with their own scopes.
