@@ -171,12 +171,24 @@ impl EventPool {
                 }
             }
         };
+        let cu_stream = stream.cu_stream();
+        // A stream of its own names its context, so the record is tried first without asking
+        // the driver which context is current (cudarc's `CudaEvent::record` asks every time,
+        // a driver call per record next to the application's launches). Where it is refused
+        // (no context current, another one current), the context is bound and the record tried
+        // again. The NULL stream means the current context's: bound first.
+        if !cu_stream.is_null() {
+            // SAFETY: the event belongs to the pool, which outlives this call, and to the
+            // stream's context (`take` matched it); the stream is borrowed for the call.
+            if unsafe { cudarc::driver::result::event::record(handle.event, cu_stream) }.is_ok() {
+                return Some(handle);
+            }
+        }
         if ctx.bind_to_thread().is_err() {
             return self.failed(local, handle);
         }
-        // SAFETY: the event belongs to the pool, which outlives this call, and to the stream's
-        // context (`take` matched it), which is bound to this thread; the stream is borrowed.
-        match unsafe { cudarc::driver::result::event::record(handle.event, stream.cu_stream()) } {
+        // SAFETY: as above, with the stream's context now bound to this thread.
+        match unsafe { cudarc::driver::result::event::record(handle.event, cu_stream) } {
             Ok(()) => Some(handle),
             Err(_) => self.failed(local, handle),
         }

@@ -491,6 +491,53 @@ fn recycled_scope_events_time_each_scope_right_over_many_iterations() {
     );
 }
 
+/// A scope's event is recorded without binding the stream's context first, and bound only when
+/// the driver refuses: a thread with no context current (which has never made a CUDA call) must
+/// still get its scope timed.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_scope_on_a_thread_with_no_current_context_is_timed_by_its_events() {
+    let _g = SERIAL.lock();
+    let g = gpu();
+    let n = 1 << 22;
+    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fresh-thread.jsonl");
+    let profiler = timeline(&path);
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            assert_eq!(
+                cudarc::driver::result::ctx::get_current().unwrap(),
+                None,
+                "a new thread starts with no current context"
+            );
+            let s = Profiler::scope_on("fresh", &g.stream);
+            g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+            drop(s);
+        });
+    });
+    profiler.step();
+    g.stream.synchronize().unwrap();
+    let summary = profiler.finish().unwrap();
+    assert!(
+        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
+        "{:?}",
+        summary.trailer.warnings
+    );
+    let ledger = read_ledger(&path).unwrap();
+    let row = &ledger.iterations[0];
+    let s = row.scopes.iter().find(|s| s.path == "fresh").unwrap();
+    assert_eq!(s.kernels, 1);
+    let ev = s.event_device_ns.expect("the scope has event time");
+    assert!(
+        ev >= s.device_ns && ev < 10 * s.device_ns + 200_000,
+        "events span {ev} ns, its kernel {} ns",
+        s.device_ns
+    );
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
