@@ -656,10 +656,13 @@ impl Drop for Profiler {
 }
 
 fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<Error>) {
-    scope::ENABLED.store(false, Ordering::SeqCst);
     let running = inner.running.clone();
-    // No step() is sending now, and none will: Finish is the collector's last message.
+    // No step() is sending now, and none will: Finish is the collector's last message. Before
+    // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
+    // application) would otherwise enter its next iteration's scopes as inert guards and then
+    // end that iteration, a complete row with none of its scopes.
     *running.open.write() = false;
+    scope::ENABLED.store(false, Ordering::SeqCst);
     running.end_warnings.lock().extend(end_warning);
     let host_end_ns = running.now_ns();
     let cupti_end = running.cupti_now();
