@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-/// Which clock [`HostClock::read`] returns.
+/// Which clock scopes read (`ThreadScopes::clock` in `crate::scope`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ClockSource {
     /// The time-stamp counter, in ticks; converted by [`TickConverter`].
@@ -80,19 +80,15 @@ impl HostClock {
         self.tsc_start.map(TickConverter::new)
     }
 
+    /// Whether scopes read the TSC (else `Instant`, through [`now_ns`](Self::now_ns)).
+    pub(crate) fn reads_tsc(&self) -> bool {
+        self.tsc_start.is_some()
+    }
+
     /// ns since the origin, through `Instant`.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
         ns_since(self.origin)
-    }
-
-    /// The scope clock: TSC ticks or ns since the origin, per [`source`](Self::source).
-    #[inline]
-    pub(crate) fn read(&self) -> u64 {
-        match self.tsc_start {
-            Some(_) => tsc(),
-            None => self.now_ns(),
-        }
     }
 
     /// Both clocks at one moment (see [`anchor_at`]).
@@ -134,7 +130,7 @@ pub(crate) fn kernel_clocksource() -> Option<String> {
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn tsc() -> u64 {
+pub(crate) fn tsc() -> u64 {
     // SAFETY: RDTSC exists on every x86-64 processor and only reads the time-stamp counter
     // into registers: no memory is touched, no precondition to uphold.
     unsafe { core::arch::x86_64::_rdtsc() }
@@ -142,7 +138,7 @@ fn tsc() -> u64 {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
-fn tsc() -> u64 {
+pub(crate) fn tsc() -> u64 {
     0
 }
 

@@ -267,6 +267,10 @@ impl Running {
     pub(crate) fn iteration(&self) -> u64 {
         self.calls.iteration.load(Ordering::Relaxed)
     }
+    /// The calls the callback captured and the open iteration (scope threads keep a handle).
+    pub(crate) fn calls(&self) -> &Arc<ApiCalls> {
+        &self.calls
+    }
     /// Takes every thread's captured API calls.
     pub(crate) fn drain_calls(&self, out: &mut Vec<CapturedCall>) {
         self.calls.drain_into(out);

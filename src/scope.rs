@@ -4,7 +4,7 @@
 //! API calls are attributed to (`crate::activity::calls`, read by CUPTI's callback at the
 //! timeline and counters levels only) and reads the host clock (the TSC where the kernel trusts
 //! it, `crate::host_clock`); leaving hands the calls back to the enclosing scope and pushes a
-//! 64-byte [`ClosedScope`] onto the thread's own single-producer ring, which the collector
+//! 64-byte `ClosedScope` onto the thread's own single-producer ring, which the collector
 //! drains every 2 ms: no lock, no atomic read-modify-write and no allocation per scope. A scope
 //! timed on a stream borrows the stream for its guard's life, so it takes no reference count.
 //! A disabled profiler costs one relaxed atomic load per scope.
@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
+use crate::activity::calls::ApiCalls;
 use crate::events::{EventHandle, LocalEvents, PackedEvents, ScopeEvents};
 use crate::profiler::Running;
 use crate::thread_slot::{SlotSender, ThreadSlot};
@@ -111,25 +112,37 @@ struct StartEvent {
     shared: bool,
 }
 
+/// A thread's scope state. `repr(C)`, what every scope touches first: next to launches each
+/// cache line a scope touches is likely a miss, so the hot fields share two lines and the
+/// running profiler's own structure is not read at all by a host-time scope (its clock kind,
+/// whether calls are captured and its iteration counter are kept here).
 #[derive(Default)]
+#[repr(C)]
 struct ThreadScopes {
     generation: u64,
     running: Option<Arc<Running>>,
     stack: Vec<Frame>,
     /// Where this thread's closed scopes go to the collector.
     sender: Option<ScopeSender>,
+    /// The running profiler's open iteration (`ApiCalls::iteration`), without going through
+    /// `Running`.
+    calls: Option<Arc<ApiCalls>>,
+    next_token: u64,
+    /// This thread's free timing events of the running profiler's pool.
+    events: LocalEvents,
+    thread: u32,
+    /// The running profiler's scope clock reads the TSC (else `Instant`).
+    tsc: bool,
+    /// CUPTI's callback reads the scope path ([`Running::captures_calls`]).
+    captures_calls: bool,
+    /// The static names found last, in front of `static_cache`.
+    recent: RecentNames,
     /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
     /// instead of cloning it.
     cache: rustc_hash::FxHashMap<u32, rustc_hash::FxHashMap<Cow<'static, str>, u32>>,
     /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
     /// found by its address, without hashing its text.
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
-    /// The static names found last, in front of `static_cache`.
-    recent: RecentNames,
-    next_token: u64,
-    thread: u32,
-    /// This thread's free timing events of the running profiler's pool.
-    events: LocalEvents,
 }
 
 /// Slots of [`RecentNames`], a power of two.
@@ -211,6 +224,9 @@ impl ThreadScopes {
             .running
             .as_ref()
             .map(|r| r.register_thread(self.thread));
+        self.calls = self.running.as_ref().map(|r| r.calls().clone());
+        self.tsc = self.running.as_ref().is_some_and(|r| r.clock.reads_tsc());
+        self.captures_calls = self.running.as_ref().is_some_and(|r| r.captures_calls());
         self.cache.clear();
         self.static_cache.clear();
         self.recent = RecentNames::default();
@@ -349,8 +365,8 @@ impl<'s> ScopeGuard<'s> {
             }
             let running = t.running.take()?;
             let frame = t.stack.pop()?;
-            release(&running, &frame, t.innermost());
-            let boundary_ns = running.clock.read();
+            release(&running, t.captures_calls, &frame, t.innermost());
+            let boundary_ns = t.clock(&running);
             let boundary_event = frame.start_event.as_ref().and(stream).and_then(|stream| {
                 let handle = running.events.record(&mut t.events, stream)?;
                 Some(StartEvent {
@@ -359,7 +375,7 @@ impl<'s> ScopeGuard<'s> {
                 })
             });
             let end_event = boundary_event.as_ref().map(|e| (e.handle, true));
-            t.send_closed(&running, frame, boundary_ns, end_event, false);
+            t.send_closed(frame, boundary_ns, end_event, false);
             let opened = t.open(
                 &running,
                 name.clone(),
@@ -410,8 +426,8 @@ fn counter_pop(running: &Running, pass: u64) {
 /// Takes a closed scope off the counters' range stack and hands the thread's API calls back to
 /// `innermost`, the scope still open (0: none), before the scope's end is read.
 #[inline]
-fn release(running: &Running, frame: &Frame, innermost: u32) {
-    if running.captures_calls() {
+fn release(running: &Running, captures_calls: bool, frame: &Frame, innermost: u32) {
+    if captures_calls {
         crate::activity::calls::set_scope_path(innermost);
     }
     if frame.range_pass != 0 {
@@ -420,6 +436,25 @@ fn release(running: &Running, frame: &Frame, innermost: u32) {
 }
 
 impl ThreadScopes {
+    /// The scope clock now: TSC ticks or ns since the origin, per the running profiler's
+    /// `HostClock::source`.
+    #[inline]
+    fn clock(&self, running: &Running) -> u64 {
+        if self.tsc {
+            crate::host_clock::tsc()
+        } else {
+            running.clock.now_ns()
+        }
+    }
+
+    /// The running profiler's open iteration.
+    #[inline]
+    fn iteration(&self) -> u64 {
+        self.calls
+            .as_ref()
+            .map_or(0, |c| c.iteration.load(Ordering::Relaxed))
+    }
+
     /// Path id of the innermost open scope (0: none).
     fn innermost(&self) -> u32 {
         self.stack.last().map_or(0, |f| f.path_id)
@@ -447,7 +482,7 @@ impl ThreadScopes {
             },
             Cow::Owned(_) => self.owned_path(running, parent, name),
         };
-        if running.captures_calls() {
+        if self.captures_calls {
             crate::activity::calls::set_scope_path(path_id);
         }
         self.next_token += 1;
@@ -461,14 +496,14 @@ impl ThreadScopes {
                         shared: false,
                     })
                 });
-                (running.clock.read(), event)
+                (self.clock(running), event)
             }
             Start::At(ns, event) => (ns, event),
         };
         self.stack.push(Frame {
             path_id,
             start_ns,
-            iteration: running.iteration(),
+            iteration: self.iteration(),
             start_event,
             token,
             range_pass,
@@ -487,7 +522,6 @@ impl ThreadScopes {
     #[inline]
     fn send_closed(
         &mut self,
-        running: &Running,
         frame: Frame,
         end_ns: u64,
         end_event: Option<(EventHandle, bool)>,
@@ -502,7 +536,7 @@ impl ThreadScopes {
                 end_shared,
             })
         });
-        let iteration = running.iteration();
+        let iteration = self.iteration();
         let Some(sender) = &mut self.sender else {
             return;
         };
@@ -553,8 +587,8 @@ impl Drop for ScopeGuard<'_> {
             let Some(running) = t.running.take() else {
                 return;
             };
-            release(&running, &frame, t.innermost());
-            let end_ns = running.clock.read();
+            release(&running, t.captures_calls, &frame, t.innermost());
+            let end_ns = t.clock(&running);
             let end_event = frame
                 .start_event
                 .as_ref()
@@ -565,7 +599,7 @@ impl Drop for ScopeGuard<'_> {
                         .record(&mut t.events, stream)
                         .map(|e| (e, false))
                 });
-            t.send_closed(&running, frame, end_ns, end_event, out_of_order);
+            t.send_closed(frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });
     }
