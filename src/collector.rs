@@ -923,7 +923,7 @@ impl Collector {
                     ..
                 },
             ) => match self.position_of(index) {
-                Some(pos) => self.place_as(pos, a, info),
+                Some(pos) => self.place_as(pos, a, info.path_id, info.outer),
                 None => self.trailer.late_records += 1,
             },
             _ => self.waiting.entry(corr).or_default().push(a),
@@ -951,13 +951,15 @@ impl Collector {
 
     fn place(&mut self, pos: usize, a: Activity) {
         let info = self.calls.get(a.correlation_id()).unwrap_or_default();
-        self.place_as(pos, a, info);
+        self.place_as(pos, a, info.path_id, info.outer);
     }
 
-    /// [`place`](Self::place) with what is known of the activity's correlation id.
-    fn place_as(&mut self, pos: usize, a: Activity, info: CallInfo) {
+    /// [`place`](Self::place) with what is known of the activity's correlation id: its scope
+    /// path and outermost call ([`CallInfo`]). Those two, not the whole `CallInfo`: passed in
+    /// registers rather than copied through the stack, which read the copy of the entry just
+    /// written by `register_call` before its stores had landed (a stalled forward per kernel).
+    fn place_as(&mut self, pos: usize, a: Activity, path_id: u32, outer: Option<u32>) {
         let corr = a.correlation_id();
-        let CallInfo { path_id, outer, .. } = info;
         let it = &mut self.iterations[pos];
         match outer {
             // A nested call's record stands for its outermost call's.
@@ -1883,7 +1885,11 @@ struct ScopeBusyTable {
     entries: Vec<ScopeIntervals>,
     /// Entries of earlier rows, emptied, for their capacity.
     spare: Vec<ScopeIntervals>,
-    /// Paths with activities of their own.
+    /// Paths with activities of their own, for ids below [`DENSE_PATH_IDS`]: entry + 1 by id
+    /// (0: none). Interned path ids count up from 1, so an indexed load replaces a hash lookup
+    /// per activity.
+    own_dense: Vec<u32>,
+    /// The other paths with activities of their own (external ids the path table does not know).
     own: HashMap<u32, usize>,
     /// Those paths' entries in the order of the first activity placed in each.
     own_order: Vec<usize>,
@@ -1905,6 +1911,9 @@ struct ScopeIntervals {
     /// not set, the same as `own` then.
     inclusive: BusyAccumulator,
 }
+
+/// Path ids below this are looked up by index in [`ScopeBusyTable`]: 16 KiB at most.
+const DENSE_PATH_IDS: usize = 4096;
 
 /// A path's busy time in a row: its own ([`ScopeBusyRows::own`]) or inclusive.
 struct ScopeBusy {
@@ -1929,11 +1938,28 @@ impl ScopeBusyTable {
         interval: (u64, u64),
         kernel: bool,
     ) {
-        let i = match self.own.get(&path_id) {
-            Some(&i) => i,
+        let dense = (path_id as usize) < DENSE_PATH_IDS;
+        let known = if dense {
+            self.own_dense
+                .get(path_id as usize)
+                .and_then(|&i| i.checked_sub(1))
+                .map(|i| i as usize)
+        } else {
+            self.own.get(&path_id).copied()
+        };
+        let i = match known {
+            Some(i) => i,
             None => {
                 let i = self.entry(paths, path_id);
-                self.own.insert(path_id, i);
+                if dense {
+                    let slot = path_id as usize;
+                    if self.own_dense.len() <= slot {
+                        self.own_dense.resize(slot + 1, 0);
+                    }
+                    self.own_dense[slot] = i as u32 + 1;
+                } else {
+                    self.own.insert(path_id, i);
+                }
                 self.own_order.push(i);
                 i
             }
@@ -2028,6 +2054,11 @@ impl ScopeBusyTable {
                 .map(|i| busy(i, &inclusive_ns))
                 .collect(),
         };
+        for &i in &self.own_order {
+            if let Some(slot) = self.own_dense.get_mut(self.entries[i].path_id as usize) {
+                *slot = 0;
+            }
+        }
         for mut e in self.entries.drain(..) {
             e.launches = 0;
             e.kernels = 0;
