@@ -328,3 +328,41 @@ fn a_captured_call_of_a_written_iteration_is_late() {
     c.accept_call(call(2, 0, 0));
     assert_eq!(c.trailer().late_records, 1);
 }
+
+/// Scope ids on both sides of the collector's by-index lookup (`DENSE_PATH_IDS`, 4096) and far
+/// above it (external ids the path table does not know, counted as unscoped), over two rows:
+/// each row counts only its own kernels per path.
+#[test]
+fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
+    let mut c = OfflineCollector::new(1_000);
+    let step = c.intern_path("step");
+    let ids = [step, 0, 4_095, 4_096, 70_000, step];
+    for (i, &path) in ids.iter().enumerate() {
+        let corr = i as u32 + 1;
+        c.accept_call(call(corr, 0, path));
+        c.accept(kernel(corr, 1_100 + 1_000 * i as u64, "k"));
+    }
+    c.end_iteration(10_000, 8_000, ids.len() as u64);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].complete, "{:?}", rows[0].warnings);
+    assert_eq!(kernels_of(&rows[0], "step"), 2);
+    assert_eq!(kernels_of(&rows[0], "(unscoped)"), 4);
+    assert_eq!(rows[0].scopes.len(), 5, "one row per path id");
+
+    for (i, &path) in [70_000, step, 4_095].iter().enumerate() {
+        let corr = 100 + i as u32;
+        c.accept_call(call(corr, 1, path));
+        c.accept(kernel(corr, 8_100 + 100 * i as u64, "k"));
+    }
+    c.end_iteration(20_000, 9_000, ids.len() as u64 + 3);
+    let rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert!(row.complete, "{:?}", row.warnings);
+    assert_eq!(kernels_of(row, "step"), 1);
+    assert_eq!(kernels_of(row, "(unscoped)"), 2);
+    assert_eq!(row.scopes.len(), 3, "nothing left from the first row");
+    let launches: u64 = row.scopes.iter().map(|s| s.launches).sum();
+    assert_eq!(launches, 3);
+}
