@@ -3,7 +3,7 @@
 //!
 //! The pool owns every event it makes and destroys them when the run ends; scopes and the
 //! collector pass plain driver handles ([`EventHandle`]). A scope thread takes events from its own
-//! free list ([`LocalEvents`]) and, when that is empty, takes a whole batch of events the
+//! free list (`LocalEvents`) and, when that is empty, takes a whole batch of events the
 //! collector has read, from a lock-free queue: no lock and no allocation on the scope's thread. Before, events travelled as `Arc<CudaEvent>` through a shared
 //! lock-free queue, and each scope's four reference-count and queue-slot cache lines, last
 //! written by the collector, cost the launching thread a miss each (docs/overhead.md, "Scope on a

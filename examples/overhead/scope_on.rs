@@ -55,8 +55,9 @@ pub(super) fn scope_on(gpu: &Gpu, args: &Args, dir: &Path) -> Result<()> {
         .map(|_| Ok((Arc::new(new_event()?), Arc::new(new_event()?))))
         .collect::<Result<_>>()?;
     eprintln!(
-        "overhead: --scope-on on {}: {rounds} rounds of {n} empty launches, five ways",
-        gpu.name
+        "overhead: --scope-on on {}: {rounds} rounds of {n} empty launches, {} ways",
+        gpu.name,
+        ways.len()
     );
     for round in 0..=rounds {
         for k in 0..ways.len() {
