@@ -320,7 +320,7 @@ impl<'s> ScopeGuard<'s> {
                 let Some(running) = t.running.take() else {
                     return Self::inert(stream);
                 };
-                let opened = t.open(&running, name, Start::Now(stream), stream);
+                let opened = t.open(&running, name, Start::Now, stream);
                 t.running = Some(running);
                 opened
             })
@@ -401,10 +401,10 @@ impl<'s> ScopeGuard<'s> {
 }
 
 /// Where a scope opened by [`ThreadScopes::open`] starts.
-enum Start<'a> {
+enum Start {
     /// Now, once the scope is set up (so that its host time leaves gpu-ledger's own work out),
-    /// with a start event on the stream when it is timed on one.
-    Now(Option<&'a CudaStream>),
+    /// with a start event on the scope's stream when it is timed on one.
+    Now,
     /// At a boundary already taken: the end of the scope before it ([`ScopeGuard::next`]).
     At(u64, Option<StartEvent>),
 }
@@ -460,13 +460,14 @@ impl ThreadScopes {
         self.stack.last().map_or(0, |f| f.path_id)
     }
 
-    /// Opens a scope `name` below the innermost open one, starting at `start`.
+    /// Opens a scope `name` below the innermost open one, starting at `start`, timed on `stream`
+    /// when given.
     #[inline]
     fn open<'s>(
         &mut self,
         running: &Running,
         name: Cow<'static, str>,
-        start: Start<'_>,
+        start: Start,
         stream: Option<&'s CudaStream>,
     ) -> ScopeGuard<'s> {
         let range_pass = if crate::counters::window::ranges_on() {
@@ -488,7 +489,7 @@ impl ThreadScopes {
         self.next_token += 1;
         let token = self.next_token;
         let (start_ns, start_event) = match start {
-            Start::Now(stream) => {
+            Start::Now => {
                 let event = stream.and_then(|s| {
                     let handle = running.events.record(&mut self.events, s)?;
                     Some(StartEvent {
