@@ -44,26 +44,6 @@ pub struct ScopeEvents {
     pub end_shared: bool,
 }
 
-impl ScopeEvents {
-    /// The parts a closed scope's ring record carries ([`PackedEvents`] and the two shared
-    /// flags), so that the record fits one cache line.
-    pub(crate) fn pack(self) -> (PackedEvents, bool, bool) {
-        debug_assert_eq!(
-            self.start.ctx, self.end.ctx,
-            "a scope's events share its stream's context"
-        );
-        (
-            PackedEvents {
-                start: self.start.event,
-                end: self.end.event,
-                ctx: self.start.ctx,
-            },
-            self.start_shared,
-            self.end_shared,
-        )
-    }
-}
-
 /// A scope's two events in 24 bytes: both are recorded on the scope's one stream, so they share
 /// its context. [`PackedEvents::NONE`] for a scope without events.
 #[derive(Clone, Copy, Debug)]
@@ -79,6 +59,20 @@ unsafe impl Send for PackedEvents {}
 unsafe impl Sync for PackedEvents {}
 
 impl PackedEvents {
+    /// A scope's start and end events, as its ring record carries them (the shared flags travel
+    /// beside them, so that the record fits one cache line).
+    pub(crate) fn new(start: EventHandle, end: EventHandle) -> Self {
+        debug_assert_eq!(
+            start.ctx, end.ctx,
+            "a scope's events share its stream's context"
+        );
+        PackedEvents {
+            start: start.event,
+            end: end.event,
+            ctx: start.ctx,
+        }
+    }
+
     /// No events: the scope was not timed on a stream, or CUDA refused a record.
     pub(crate) const NONE: PackedEvents = PackedEvents {
         start: std::ptr::null_mut(),
@@ -350,26 +344,13 @@ pub(crate) mod tests {
 
     /// Packed events `start`, `end` of context `ctx` (for the scope module's tests).
     pub(crate) fn packed(start: usize, end: usize, ctx: usize) -> PackedEvents {
-        ScopeEvents {
-            start: handle(start, ctx),
-            end: handle(end, ctx),
-            start_shared: false,
-            end_shared: false,
-        }
-        .pack()
-        .0
+        PackedEvents::new(handle(start, ctx), handle(end, ctx))
     }
 
     #[test]
     fn packed_events_unpack_to_the_same_handles_and_flags() {
-        let ev = ScopeEvents {
-            start: handle(1, 10),
-            end: handle(2, 10),
-            start_shared: true,
-            end_shared: false,
-        };
-        let (p, start_shared, end_shared) = ev.pack();
-        let back = p.unpack(start_shared, end_shared).expect("events");
+        let p = PackedEvents::new(handle(1, 10), handle(2, 10));
+        let back = p.unpack(true, false).expect("events");
         assert_eq!((back.start, back.end), (handle(1, 10), handle(2, 10)));
         assert!(back.start_shared && !back.end_shared);
         assert!(PackedEvents::NONE.unpack(true, true).is_none());

@@ -528,22 +528,17 @@ impl ThreadScopes {
         end_event: Option<(EventHandle, bool)>,
         out_of_order: bool,
     ) {
-        let events = frame.start_event.and_then(|start| {
-            let (end, end_shared) = end_event?;
-            Some(ScopeEvents {
-                start: start.handle,
-                end,
-                start_shared: start.shared,
-                end_shared,
-            })
-        });
         let iteration = self.iteration();
         let Some(sender) = &mut self.sender else {
             return;
         };
-        let (events, start_shared, end_shared) = match events {
-            Some(e) => e.pack(),
-            None => (PackedEvents::NONE, false, false),
+        let (events, start_shared, end_shared) = match (frame.start_event, end_event) {
+            (Some(start), Some((end, end_shared))) => (
+                PackedEvents::new(start.handle, end),
+                start.shared,
+                end_shared,
+            ),
+            _ => (PackedEvents::NONE, false, false),
         };
         let flag = |on: bool, f: u8| if on { f } else { 0 };
         let flags = flag(out_of_order, ClosedScope::OUT_OF_ORDER)
