@@ -29,6 +29,7 @@ use crate::activity::record::{
 };
 use crate::activity::{self, ActivityShared, ApiClass, FilledBuffer};
 use crate::analysis::intervals::BusyAccumulator;
+use crate::correlation::CorrelationMap;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::error::{Error, Result};
@@ -458,52 +459,31 @@ struct CallInfo {
     outer: Option<u32>,
 }
 
-/// [`CallInfo`] by correlation id, with a copy of the entry written last: a GPU record usually
-/// arrives right after its call, and finds it there without a lookup.
+/// [`CallInfo`] by correlation id ([`CorrelationMap`]: a ring over the band of ids in flight).
+///
+/// A new value is made in registers and stored whole: changing an entry in place and reading
+/// it back right after read it across the narrower stores that wrote it, a stalled
+/// store-to-load forward each time (14 % of the collector's time per captured launch once).
 #[derive(Default)]
 struct Calls {
-    map: HashMap<u32, CallInfo>,
-    /// The entry written last, as `map` holds it.
-    last: Option<(u32, CallInfo)>,
+    map: CorrelationMap<CallInfo>,
 }
 
 impl Calls {
     /// Changes the entry of `corr` (made empty where missing).
-    ///
-    /// The new value is made in registers and stored to the map and to `last`: changing the
-    /// map's entry in place and copying it back out to `last` read it right after the narrower
-    /// stores that wrote it, a stalled store-to-load forward each time (14 % of the collector's
-    /// time per captured launch).
+    #[inline]
     fn update(&mut self, corr: u32, change: impl FnOnce(&mut CallInfo)) {
-        use std::collections::hash_map::Entry;
-        let info = match self.map.entry(corr) {
-            Entry::Occupied(mut e) => {
-                let mut info = *e.get();
-                change(&mut info);
-                *e.get_mut() = info;
-                info
-            }
-            Entry::Vacant(e) => {
-                let mut info = CallInfo::default();
-                change(&mut info);
-                *e.insert(info)
-            }
-        };
-        self.last = Some((corr, info));
+        self.map.update(corr, change);
     }
 
+    #[inline]
     fn get(&self, corr: u32) -> Option<CallInfo> {
-        match self.last {
-            Some((last, info)) if last == corr => Some(info),
-            _ => self.map.get(&corr).copied(),
-        }
+        self.map.get(corr)
     }
 
+    #[inline]
     fn remove(&mut self, corr: u32) {
-        if self.last.is_some_and(|(last, _)| last == corr) {
-            self.last = None;
-        }
-        self.map.remove(&corr);
+        self.map.remove(corr);
     }
 }
 

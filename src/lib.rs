@@ -24,6 +24,7 @@ pub mod activity;
 pub mod analysis;
 #[doc(hidden)]
 pub mod collector;
+mod correlation;
 pub mod counters;
 pub mod cupti;
 pub mod device;

@@ -217,14 +217,34 @@ pub fn intern_name(text: &str) -> &'static str {
 /// Interns kernel names: CUPTI hands out the same pointer for every launch of one function, so
 /// the name is looked up by its address, with the text checked, and only a new address reaches
 /// the process-wide table ([`intern_name`]).
-#[derive(Default)]
 pub struct NameCache {
+    /// The names seen last, direct-mapped by address ([`NameCache::slot`]): an index and a
+    /// compare where the hash map below took a probe sequence per kernel record.
+    recent: Box<[(usize, &'static str); RECENT_NAMES]>,
     // FxHash: the keys are CUPTI's name addresses, not an attacker's; SipHash was a third of
     // the time to decode a kernel record.
     by_ptr: HashMap<usize, &'static str, rustc_hash::FxBuildHasher>,
 }
 
+/// Slots of [`NameCache::recent`]: a workload's distinct kernels, a few hundred at most, mostly
+/// find their own slot.
+const RECENT_NAMES: usize = 256;
+
+impl Default for NameCache {
+    fn default() -> Self {
+        NameCache {
+            recent: Box::new([(0, ""); RECENT_NAMES]),
+            by_ptr: HashMap::default(),
+        }
+    }
+}
+
 impl NameCache {
+    fn slot(ptr: usize) -> usize {
+        // Names are at least 8-byte apart; the higher bits spread those of one module.
+        ((ptr >> 3) ^ (ptr >> 11)) % RECENT_NAMES
+    }
+
     /// The interned name at `ptr`.
     ///
     /// # Safety
@@ -235,14 +255,22 @@ impl NameCache {
         }
         // SAFETY: the caller guarantees a NUL-terminated string.
         let bytes = unsafe { std::ffi::CStr::from_ptr(ptr) }.to_bytes();
-        if let Some(name) = self.by_ptr.get(&(ptr as usize)) {
-            // A pointer can be reused after a module unload: check the text too.
-            if name.as_bytes() == bytes {
-                return name;
-            }
+        let address = ptr as usize;
+        let slot = Self::slot(address);
+        // A pointer can be reused after a module unload: the text is checked too.
+        let (seen, name) = self.recent[slot];
+        if seen == address && name.as_bytes() == bytes {
+            return name;
         }
-        let name = intern_name(&String::from_utf8_lossy(bytes));
-        self.by_ptr.insert(ptr as usize, name);
+        let name = match self.by_ptr.get(&address) {
+            Some(name) if name.as_bytes() == bytes => name,
+            _ => {
+                let name = intern_name(&String::from_utf8_lossy(bytes));
+                self.by_ptr.insert(address, name);
+                name
+            }
+        };
+        self.recent[slot] = (address, name);
         name
     }
 }
@@ -409,5 +437,52 @@ pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> 
         other => Record::Other {
             activity_kind: other,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_address_reused_for_another_text_gives_the_new_text() {
+        let mut names = NameCache::default();
+        let mut buf = *b"kernel_a\0";
+        let ptr = buf.as_ptr().cast();
+        // SAFETY: `buf` is NUL-terminated and alive.
+        let a = unsafe { names.intern(ptr) };
+        assert_eq!(a, "kernel_a");
+        // SAFETY: as above.
+        assert!(std::ptr::eq(a, unsafe { names.intern(ptr) }), "cached");
+        buf[7] = b'b'; // the module was unloaded and another one's name landed here
+                       // SAFETY: as above.
+        assert_eq!(unsafe { names.intern(buf.as_ptr().cast()) }, "kernel_b");
+        buf[7] = b'a';
+        // SAFETY: as above.
+        assert!(std::ptr::eq(a, unsafe {
+            names.intern(buf.as_ptr().cast())
+        }));
+    }
+
+    #[test]
+    fn names_whose_addresses_share_a_slot_are_all_kept() {
+        let mut names = NameCache::default();
+        // One block of names 8 bytes apart: 2 048 of them cover every slot several times.
+        let block: Vec<u8> = (0..2048u32)
+            .flat_map(|i| {
+                let mut n = format!("k{i:05}").into_bytes();
+                n.resize(8, 0);
+                n
+            })
+            .collect();
+        let intern = |names: &mut NameCache, i: usize| {
+            // SAFETY: each 8-byte entry holds a NUL-terminated name; `block` is alive.
+            unsafe { names.intern(block[i * 8..].as_ptr().cast()) }
+        };
+        for round in 0..2 {
+            for i in 0..2048 {
+                assert_eq!(intern(&mut names, i), format!("k{i:05}"), "round {round}");
+            }
+        }
     }
 }
