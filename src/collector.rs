@@ -1682,8 +1682,10 @@ impl KernelAcc {
 
 /// A row's kernel groups ([`KernelKey`]), in the order of their first launch placed. Kernels
 /// are grouped by name address, and the groups of one text at two addresses merged at the end.
-#[derive(Default)]
 struct KernelGroups {
+    /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: (hash, group index
+    /// + 1, 0 for none). A hit is a compare where `index` took a probe sequence per kernel.
+    recent: Box<[(u64, u32); RECENT_GROUPS]>,
     /// [`shape_hash`] -> the first group with it.
     index: HashMap<u64, usize>,
     groups: Vec<KernelAcc>,
@@ -1697,8 +1699,50 @@ struct KernelGroups {
     merge: bool,
 }
 
+/// Slots of [`KernelGroups::recent`] (a power of two): a row's distinct kernel shapes, up to a
+/// few hundred, mostly find their own.
+const RECENT_GROUPS: usize = 512;
+
+impl Default for KernelGroups {
+    fn default() -> Self {
+        KernelGroups {
+            recent: Box::new([(0, 0); RECENT_GROUPS]),
+            index: HashMap::default(),
+            groups: Vec::new(),
+            addresses: HashMap::default(),
+            texts: HashMap::default(),
+            merge: false,
+        }
+    }
+}
+
 impl KernelGroups {
     fn add(&mut self, k: &KernelRecord) {
+        let hash = shape_hash(k);
+        // The top bits: a product's best mixed.
+        let slot = (hash >> (64 - RECENT_GROUPS.trailing_zeros())) as usize;
+        let (seen, group) = self.recent[slot];
+        let i = match (group as usize).checked_sub(1) {
+            Some(i) if seen == hash && self.groups[i].holds(k) => i,
+            _ => {
+                let i = self.find_or_add(k, hash);
+                self.recent[slot] = (hash, i as u32 + 1);
+                i
+            }
+        };
+        let g = &mut self.groups[i].group;
+        let d = k.end.saturating_sub(k.start);
+        g.count += 1;
+        g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
+        g.total_ns += d;
+        g.min_ns = g.min_ns.min(d);
+        g.max_ns = g.max_ns.max(d);
+        g.graph_launches += u64::from(k.graph_id != 0);
+    }
+
+    /// The index of `k`'s group (whose [`shape_hash`] is `hash`), made where missing.
+    #[inline(never)]
+    fn find_or_add(&mut self, k: &KernelRecord, hash: u64) -> usize {
         let groups = &mut self.groups;
         let mut new_group = |groups: &mut Vec<KernelAcc>| {
             let address = (k.name.as_ptr() as usize, k.name.len());
@@ -1743,7 +1787,7 @@ impl KernelGroups {
             });
             groups.len() - 1
         };
-        let i = match self.index.entry(shape_hash(k)) {
+        match self.index.entry(hash) {
             std::collections::hash_map::Entry::Vacant(e) => *e.insert(new_group(groups)),
             std::collections::hash_map::Entry::Occupied(e) => {
                 let mut i = *e.get();
@@ -1761,20 +1805,13 @@ impl KernelGroups {
                     }
                 }
             }
-        };
-        let g = &mut groups[i].group;
-        let d = k.end.saturating_sub(k.start);
-        g.count += 1;
-        g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
-        g.total_ns += d;
-        g.min_ns = g.min_ns.min(d);
-        g.max_ns = g.max_ns.max(d);
-        g.graph_launches += u64::from(k.graph_id != 0);
+        }
     }
 
     /// The groups, longest total time first, then by name; empties the table for the next row.
     fn finish(&mut self) -> Vec<KernelGroup> {
         self.index.clear();
+        self.recent.fill((0, 0));
         let groups: Vec<(&'static str, KernelGroup)> =
             self.groups.drain(..).map(|a| (a.name, a.group)).collect();
         let groups = if std::mem::take(&mut self.merge) {

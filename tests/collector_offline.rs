@@ -202,6 +202,46 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
 }
 
 #[test]
+fn more_kernel_shapes_than_the_group_cache_holds_are_each_counted_over_rows() {
+    // 3 names x 700 grids: 2 100 groups a row, four times the direct-mapped cache's slots, in
+    // an order that revisits each shape after all the others; two rows, so that the cache is
+    // emptied between rows (a group index of the first row must not leak into the second).
+    let names = ["gemm_many", "softmax_many", "reduce_many"];
+    let mut c = OfflineCollector::new(1_000);
+    let mut corr = 0u32;
+    let mut t = 1_000u64;
+    for row in 0..2u64 {
+        for _round in 0..2 {
+            for grid in 1..=700u32 {
+                for name in names {
+                    corr += 1;
+                    t += 1_000;
+                    c.accept(api(corr, t));
+                    c.accept(kernel_named(corr, t + 100, intern_name(name), grid));
+                }
+            }
+        }
+        t += 1_000;
+        c.end_iteration(t, t, u64::from(corr));
+        let rows = c.take_rows();
+        assert_eq!(rows.len(), 1, "row {row}");
+        let groups = &rows[0].kernels;
+        assert_eq!(groups.len(), 2_100, "row {row}");
+        assert!(
+            groups.iter().all(|g| g.count == 2 && g.total_ns == 1_000),
+            "row {row}: every shape launched twice"
+        );
+        let mut keys: Vec<(&str, u32)> = groups
+            .iter()
+            .map(|g| (g.name.as_str(), g.grid[0]))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 2_100, "row {row}: no shape twice");
+    }
+}
+
+#[test]
 fn a_name_text_is_interned_once_per_process() {
     let a = intern_name("interned_once_kernel");
     let b = intern_name(&String::from("interned_once_kernel"));
