@@ -459,7 +459,8 @@ struct CallInfo {
     outer: Option<u32>,
 }
 
-/// [`CallInfo`] by correlation id ([`CorrelationMap`]: a ring over the band of ids in flight).
+/// [`CallInfo`] by correlation id ([`CorrelationMap`]: a table indexed by the id, as the ids in
+/// flight are a band of nearly consecutive numbers).
 ///
 /// A new value is made in registers and stored whole: changing an entry in place and reading
 /// it back right after read it across the narrower stores that wrote it, a stalled
@@ -1684,7 +1685,9 @@ impl KernelAcc {
 /// are grouped by name address, and the groups of one text at two addresses merged at the end.
 struct KernelGroups {
     /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: (hash, group index
-    /// + 1, 0 for none). A hit is a compare where `index` took a probe sequence per kernel.
+    /// + 1, 0 for none). A hit is a compare where `index` took a probe sequence per kernel. Kept
+    /// across rows: an entry is used only where the group it names holds the kernel, and a row
+    /// has one group per shape, so an entry of an earlier row is either right or passed over.
     recent: Box<[(u64, u32); RECENT_GROUPS]>,
     /// [`shape_hash`] -> the first group with it.
     index: HashMap<u64, usize>,
@@ -1699,9 +1702,9 @@ struct KernelGroups {
     merge: bool,
 }
 
-/// Slots of [`KernelGroups::recent`] (a power of two): a row's distinct kernel shapes, up to a
-/// few hundred, mostly find their own.
-const RECENT_GROUPS: usize = 512;
+/// Slots of [`KernelGroups::recent`] (a power of two, 32 KiB): a row's distinct kernel shapes,
+/// up to a few hundred, mostly find their own.
+const RECENT_GROUPS: usize = 2048;
 
 impl Default for KernelGroups {
     fn default() -> Self {
@@ -1723,7 +1726,7 @@ impl KernelGroups {
         let slot = (hash >> (64 - RECENT_GROUPS.trailing_zeros())) as usize;
         let (seen, group) = self.recent[slot];
         let i = match (group as usize).checked_sub(1) {
-            Some(i) if seen == hash && self.groups[i].holds(k) => i,
+            Some(i) if seen == hash && self.groups.get(i).is_some_and(|g| g.holds(k)) => i,
             _ => {
                 let i = self.find_or_add(k, hash);
                 self.recent[slot] = (hash, i as u32 + 1);
@@ -1811,24 +1814,47 @@ impl KernelGroups {
     /// The groups, longest total time first, then by name; empties the table for the next row.
     fn finish(&mut self) -> Vec<KernelGroup> {
         self.index.clear();
-        self.recent.fill((0, 0));
-        let groups: Vec<(&'static str, KernelGroup)> =
-            self.groups.drain(..).map(|a| (a.name, a.group)).collect();
-        let groups = if std::mem::take(&mut self.merge) {
-            merge_by_text(groups)
-        } else {
-            groups
-        };
-        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
-        let mut order: Vec<(u64, &'static str, usize)> = groups
-            .iter()
-            .enumerate()
-            .map(|(i, (name, g))| (g.total_ns, *name, i))
-            .collect();
         let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
             b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
         };
-        // Unstable is enough: with no two groups equal (else the branch below), the order is total.
+        let merge = std::mem::take(&mut self.merge);
+        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
+        let mut order: Vec<(u64, &'static str, usize)> = Vec::new();
+        if !merge {
+            order.extend(
+                self.groups
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (a.group.total_ns, a.name, i)),
+            );
+            // Unstable is enough: with no two groups equal (else below), the order is total.
+            order.sort_unstable_by(longest_first);
+            if !order
+                .windows(2)
+                .any(|w| longest_first(&w[0], &w[1]).is_eq())
+            {
+                // The common case: straight from the table, without collecting it first.
+                let out = order
+                    .iter()
+                    .map(|&(_, name, i)| KernelGroup {
+                        name: name.to_string(),
+                        ..self.groups[i].group.clone()
+                    })
+                    .collect();
+                self.groups.clear();
+                return out;
+            }
+        }
+        let groups: Vec<(&'static str, KernelGroup)> =
+            self.groups.drain(..).map(|a| (a.name, a.group)).collect();
+        let groups = if merge { merge_by_text(groups) } else { groups };
+        order.clear();
+        order.extend(
+            groups
+                .iter()
+                .enumerate()
+                .map(|(i, (name, g))| (g.total_ns, *name, i)),
+        );
         order.sort_unstable_by(longest_first);
         if order
             .windows(2)
