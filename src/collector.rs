@@ -1684,8 +1684,9 @@ impl KernelAcc {
 /// A row's kernel groups ([`KernelKey`]), in the order of their first launch placed. Kernels
 /// are grouped by name address, and the groups of one text at two addresses merged at the end.
 struct KernelGroups {
-    /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: (hash, group index
-    /// + 1, 0 for none). A hit is a compare where `index` took a probe sequence per kernel. Kept
+    /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: the hash and the
+    /// group's index plus one (0: none). A hit is a compare where `index` took a probe sequence
+    /// per kernel. Kept
     /// across rows: an entry is used only where the group it names holds the kernel, and a row
     /// has one group per shape, so an entry of an earlier row is either right or passed over.
     recent: Box<[(u64, u32); RECENT_GROUPS]>,
