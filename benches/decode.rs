@@ -29,7 +29,8 @@
 //!   costs.
 //!
 //! `cargo bench --bench decode` (add `-- --quick` for a short run); a summary with records/s
-//! against the target prints last.
+//! against the target prints last. `DECODE_CASES=captured` limits the summary to the cases whose
+//! name holds that text (a short run, to repeat on a noisy host).
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
@@ -636,37 +637,54 @@ fn summary() {
             1e9 / judged
         );
     };
+    // `DECODE_CASES=captured` (any part of a case's name) runs only the cases that match: a
+    // short run to repeat on a noisy host.
+    let cases = std::env::var("DECODE_CASES").ok();
+    let wanted = |label: &str| cases.as_deref().is_none_or(|c| label.contains(c));
     for (label, mix) in [
         ("decode kernel", Mix::Kernel),
         ("decode api", Mix::Api),
         ("decode external_correlation", Mix::ExternalCorrelation),
     ] {
-        let buf = Buffer::new(mix, &names);
-        row(label, rate(&buf, |b| decode_all(b, &mut cache)), None);
+        if wanted(label) {
+            let buf = Buffer::new(mix, &names);
+            row(label, rate(&buf, |b| decode_all(b, &mut cache)), None);
+        }
     }
     let buf = Buffer::new(Mix::Launch, &names);
-    row(
-        "decode launch mix (3 records per launch)",
-        rate(&buf, |b| decode_all(b, &mut cache)),
-        Some(TARGET_RECORDS_PER_S),
-    );
-    row(
-        "decode launch mix into Vec<Record> per buffer",
-        rate(&buf, |b| decode_collect(b, &mut cache) as u64),
-        Some(TARGET_RECORDS_PER_S),
-    );
+    let label = "decode launch mix (3 records per launch)";
+    if wanted(label) {
+        row(
+            label,
+            rate(&buf, |b| decode_all(b, &mut cache)),
+            Some(TARGET_RECORDS_PER_S),
+        );
+    }
+    let label = "decode launch mix into Vec<Record> per buffer";
+    if wanted(label) {
+        row(
+            label,
+            rate(&buf, |b| decode_collect(b, &mut cache) as u64),
+            Some(TARGET_RECORDS_PER_S),
+        );
+    }
     for (label, step_first) in [
         ("attribution, real collector", false),
         ("attribution, real collector, step first", true),
     ] {
-        let mut a = RealAttribution::new(&buf, step_first, false);
-        row(label, rate(&buf, |b| a.pass(b)), Some(TARGET_RECORDS_PER_S));
+        if wanted(label) {
+            let mut a = RealAttribution::new(&buf, step_first, false);
+            row(label, rate(&buf, |b| a.pass(b)), Some(TARGET_RECORDS_PER_S));
+        }
     }
     let kernels = Buffer::new(Mix::Kernel, &names);
     for (label, step_first) in [
         ("attribution, captured calls (kernel records)", false),
         ("attribution, captured calls, step first", true),
     ] {
+        if !wanted(label) {
+            continue;
+        }
         verify_real_attribution(&kernels, step_first, true);
         let mut a = RealAttribution::new(&kernels, step_first, true);
         row(
@@ -675,22 +693,24 @@ fn summary() {
             Some(TARGET_RECORDS_PER_S),
         );
     }
-    row(
-        "attribution model, SipHash (std)",
-        {
-            let mut model = AttributionModel::<std::hash::RandomState>::default();
-            rate(&buf, |b| model.run(b, &mut cache))
-        },
-        Some(TARGET_RECORDS_PER_S),
-    );
-    row(
-        "attribution model, multiplicative hash",
-        {
-            let mut model = AttributionModel::<MulBuild>::default();
-            rate(&buf, |b| model.run(b, &mut cache))
-        },
-        Some(TARGET_RECORDS_PER_S),
-    );
+    let label = "attribution model, SipHash (std)";
+    if wanted(label) {
+        let mut model = AttributionModel::<std::hash::RandomState>::default();
+        row(
+            label,
+            rate(&buf, |b| model.run(b, &mut cache)),
+            Some(TARGET_RECORDS_PER_S),
+        );
+    }
+    let label = "attribution model, multiplicative hash";
+    if wanted(label) {
+        let mut model = AttributionModel::<MulBuild>::default();
+        row(
+            label,
+            rate(&buf, |b| model.run(b, &mut cache)),
+            Some(TARGET_RECORDS_PER_S),
+        );
+    }
     println!(
         "(real collector: decode, Collector::accept, an iteration ended every {LAUNCHES_PER_ITERATION} \
          launches and its row built, through gpu_ledger::collector::OfflineCollector; captured \
