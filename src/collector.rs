@@ -399,7 +399,9 @@ struct Collector {
     classes: activity::ApiClasses,
     /// What is known of each correlation id until its iteration's row is written: one map, so
     /// that a launch costs one insert, one lookup and one removal here.
-    calls: Calls,
+    /// What is known of each call in flight, by correlation id: a table indexed by the id, as the
+    /// ids in flight are a band of nearly consecutive numbers ([`CorrelationMap`]).
+    calls: CorrelationMap<CallInfo>,
     /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
     iterations: VecDeque<IterationState>,
@@ -459,35 +461,6 @@ struct CallInfo {
     outer: Option<u32>,
 }
 
-/// [`CallInfo`] by correlation id ([`CorrelationMap`]: a table indexed by the id, as the ids in
-/// flight are a band of nearly consecutive numbers).
-///
-/// A new value is made in registers and stored whole: changing an entry in place and reading
-/// it back right after read it across the narrower stores that wrote it, a stalled
-/// store-to-load forward each time (14 % of the collector's time per captured launch once).
-#[derive(Default)]
-struct Calls {
-    map: CorrelationMap<CallInfo>,
-}
-
-impl Calls {
-    /// Changes the entry of `corr` (made empty where missing).
-    #[inline]
-    fn update(&mut self, corr: u32, change: impl FnOnce(&mut CallInfo)) {
-        self.map.update(corr, change);
-    }
-
-    #[inline]
-    fn get(&self, corr: u32) -> Option<CallInfo> {
-        self.map.get(corr)
-    }
-
-    #[inline]
-    fn remove(&mut self, corr: u32) {
-        self.map.remove(corr);
-    }
-}
-
 enum Deferred {
     /// A captured call of an iteration whose start the collector has not seen yet.
     Call(CapturedCall),
@@ -524,7 +497,7 @@ impl Collector {
             flush_interval: s.flush_interval,
             names: NameCache::default(),
             classes: activity::ApiClasses::default(),
-            calls: Calls::default(),
+            calls: CorrelationMap::default(),
             waiting: HashMap::default(),
             iterations,
             last_flush: Instant::now(),
@@ -1686,9 +1659,9 @@ impl KernelAcc {
 struct KernelGroups {
     /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: the hash and the
     /// group's index plus one (0: none). A hit is a compare where `index` took a probe sequence
-    /// per kernel. Kept
-    /// across rows: an entry is used only where the group it names holds the kernel, and a row
-    /// has one group per shape, so an entry of an earlier row is either right or passed over.
+    /// per kernel. Kept across rows: an entry is used only where the group it names holds the
+    /// kernel, and a row has one group per name address and shape, so an entry of an earlier
+    /// row is either right or passed over.
     recent: Box<[(u64, u32); RECENT_GROUPS]>,
     /// [`shape_hash`] -> the first group with it.
     index: HashMap<u64, usize>,

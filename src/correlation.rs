@@ -79,7 +79,9 @@ impl<V: Copy + Default> CorrelationMap<V> {
         let i = self.index(id);
         if let Some(s) = self.slots.get_mut(i) {
             if s.used && s.id == id {
-                // Made in registers and stored whole (see `collector::Calls`).
+                // Made in registers and stored whole: changed in place, a value read back right
+                // after waits on the narrower stores that wrote it (a stalled store-to-load
+                // forward, 14 % of the collector's time per captured launch once).
                 let mut value = s.value;
                 change(&mut value);
                 s.value = value;
