@@ -203,9 +203,10 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
 
 #[test]
 fn more_kernel_shapes_than_the_group_cache_holds_are_each_counted_over_rows() {
-    // 3 names x 700 grids: 2 100 groups a row, four times the direct-mapped cache's slots, in
-    // an order that revisits each shape after all the others; two rows, so that the cache is
-    // emptied between rows (a group index of the first row must not leak into the second).
+    // 3 names x 700 grids: 2 100 groups a row, about four times the direct-mapped cache's 512
+    // slots, in an order that revisits each shape after all the others; two rows, so that the
+    // cache's entries from the first row meet the second row's groups (kept across rows, a
+    // stale entry must never count a kernel in another group).
     let names = ["gemm_many", "softmax_many", "reduce_many"];
     let mut c = OfflineCollector::new(1_000);
     let mut corr = 0u32;
