@@ -397,10 +397,9 @@ struct Collector {
     flush_interval: Duration,
     names: NameCache,
     classes: activity::ApiClasses,
-    /// What is known of each correlation id until its iteration's row is written: one map, so
-    /// that a launch costs one insert, one lookup and one removal here.
-    /// What is known of each call in flight, by correlation id: a table indexed by the id, as the
-    /// ids in flight are a band of nearly consecutive numbers ([`CorrelationMap`]).
+    /// What is known of each call until its iteration's row is written, by correlation id: a
+    /// table indexed by the id, as the ids in flight are a band of nearly consecutive numbers
+    /// ([`CorrelationMap`]).
     calls: CorrelationMap<CallInfo>,
     /// Activities whose call has not arrived yet, by correlation id.
     waiting: HashMap<u32, Vec<Activity>>,
@@ -1789,47 +1788,27 @@ impl KernelGroups {
     /// The groups, longest total time first, then by name; empties the table for the next row.
     fn finish(&mut self) -> Vec<KernelGroup> {
         self.index.clear();
+        if std::mem::take(&mut self.merge) {
+            // One text at two addresses: its groups become one, in the order of first launch.
+            let merged = merge_by_text(self.groups.drain(..).map(|a| (a.name, a.group)).collect());
+            self.groups
+                .extend(merged.into_iter().map(|(name, group)| KernelAcc {
+                    name,
+                    group,
+                    next: None,
+                }));
+        }
         let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
             b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
         };
-        let merge = std::mem::take(&mut self.merge);
         // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
-        let mut order: Vec<(u64, &'static str, usize)> = Vec::new();
-        if !merge {
-            order.extend(
-                self.groups
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| (a.group.total_ns, a.name, i)),
-            );
-            // Unstable is enough: with no two groups equal (else below), the order is total.
-            order.sort_unstable_by(longest_first);
-            if !order
-                .windows(2)
-                .any(|w| longest_first(&w[0], &w[1]).is_eq())
-            {
-                // The common case: straight from the table, without collecting it first.
-                let out = order
-                    .iter()
-                    .map(|&(_, name, i)| KernelGroup {
-                        name: name.to_string(),
-                        ..self.groups[i].group.clone()
-                    })
-                    .collect();
-                self.groups.clear();
-                return out;
-            }
-        }
-        let groups: Vec<(&'static str, KernelGroup)> =
-            self.groups.drain(..).map(|a| (a.name, a.group)).collect();
-        let groups = if merge { merge_by_text(groups) } else { groups };
-        order.clear();
-        order.extend(
-            groups
-                .iter()
-                .enumerate()
-                .map(|(i, (name, g))| (g.total_ns, *name, i)),
-        );
+        let mut order: Vec<(u64, &'static str, usize)> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.group.total_ns, a.name, i))
+            .collect();
+        // Unstable is enough: with no two groups equal (else the branch below), the order is total.
         order.sort_unstable_by(longest_first);
         if order
             .windows(2)
@@ -1839,7 +1818,10 @@ impl KernelGroups {
             // the iteration order of a map of every group by key, filled in launch order. Kept,
             // so that rows do not change.
             let mut by_key: HashMap<KernelKey, KernelGroup> = HashMap::default();
-            for (name, mut g) in groups {
+            for KernelAcc {
+                name, group: mut g, ..
+            } in self.groups.drain(..)
+            {
                 g.name = name.to_string();
                 by_key.entry(KernelKey::of_group(name, &g)).or_insert(g);
             }
@@ -1851,16 +1833,16 @@ impl KernelGroups {
             });
             return out;
         }
-        let mut groups: Vec<Option<KernelGroup>> =
-            groups.into_iter().map(|(_, g)| Some(g)).collect();
-        order
-            .into_iter()
-            .map(|(_, name, i)| {
-                let mut g = groups[i].take().expect("each group once");
-                g.name = name.to_string();
-                g
+        // Straight from the table, without collecting it first.
+        let out = order
+            .iter()
+            .map(|&(_, name, i)| KernelGroup {
+                name: name.to_string(),
+                ..self.groups[i].group.clone()
             })
-            .collect()
+            .collect();
+        self.groups.clear();
+        out
     }
 }
 
