@@ -80,11 +80,6 @@ impl HostClock {
         self.tsc_start.map(TickConverter::new)
     }
 
-    /// Whether scopes read the TSC (else `Instant`, through [`now_ns`](Self::now_ns)).
-    pub(crate) fn reads_tsc(&self) -> bool {
-        self.tsc_start.is_some()
-    }
-
     /// ns since the origin, through `Instant`.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {

@@ -20,6 +20,7 @@ use cudarc::driver::CudaStream;
 
 use crate::activity::calls::ApiCalls;
 use crate::events::{EventHandle, LocalEvents, PackedEvents, ScopeEvents};
+use crate::host_clock::ClockSource;
 use crate::profiler::Running;
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
@@ -225,7 +226,10 @@ impl ThreadScopes {
             .as_ref()
             .map(|r| r.register_thread(self.thread));
         self.calls = self.running.as_ref().map(|r| r.calls().clone());
-        self.tsc = self.running.as_ref().is_some_and(|r| r.clock.reads_tsc());
+        self.tsc = self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.clock.source() == ClockSource::Tsc);
         self.captures_calls = self.running.as_ref().is_some_and(|r| r.captures_calls());
         self.cache.clear();
         self.static_cache.clear();
@@ -367,13 +371,12 @@ impl<'s> ScopeGuard<'s> {
             let frame = t.stack.pop()?;
             release(&running, t.captures_calls, &frame, t.innermost());
             let boundary_ns = t.clock(&running);
-            let boundary_event = frame.start_event.as_ref().and(stream).and_then(|stream| {
-                let handle = running.events.record(&mut t.events, stream)?;
-                Some(StartEvent {
+            let boundary_event = t
+                .record_event(&running, frame.start_event.as_ref().and(stream))
+                .map(|handle| StartEvent {
                     handle,
                     shared: true,
-                })
-            });
+                });
             let end_event = boundary_event.as_ref().map(|e| (e.handle, true));
             t.send_closed(frame, boundary_ns, end_event, false);
             let opened = t.open(
@@ -447,6 +450,17 @@ impl ThreadScopes {
         }
     }
 
+    /// A timing event recorded now on `stream` from this thread's free events; none without a
+    /// stream, or where CUDA refused (counted by the pool).
+    #[inline]
+    fn record_event(
+        &mut self,
+        running: &Running,
+        stream: Option<&CudaStream>,
+    ) -> Option<EventHandle> {
+        running.events.record(&mut self.events, stream?)
+    }
+
     /// The running profiler's open iteration.
     #[inline]
     fn iteration(&self) -> u64 {
@@ -490,12 +504,9 @@ impl ThreadScopes {
         let token = self.next_token;
         let (start_ns, start_event) = match start {
             Start::Now => {
-                let event = stream.and_then(|s| {
-                    let handle = running.events.record(&mut self.events, s)?;
-                    Some(StartEvent {
-                        handle,
-                        shared: false,
-                    })
+                let event = self.record_event(running, stream).map(|handle| StartEvent {
+                    handle,
+                    shared: false,
                 });
                 (self.clock(running), event)
             }
@@ -585,16 +596,9 @@ impl Drop for ScopeGuard<'_> {
             };
             release(&running, t.captures_calls, &frame, t.innermost());
             let end_ns = t.clock(&running);
-            let end_event = frame
-                .start_event
-                .as_ref()
-                .and(self.stream)
-                .and_then(|stream| {
-                    running
-                        .events
-                        .record(&mut t.events, stream)
-                        .map(|e| (e, false))
-                });
+            let end_event = t
+                .record_event(&running, frame.start_event.as_ref().and(self.stream))
+                .map(|e| (e, false));
             t.send_closed(frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });
