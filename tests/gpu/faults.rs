@@ -6,7 +6,7 @@ use std::time::Duration;
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::{read_ledger, Level, Profiler};
 
-use crate::{gpu, kernel_launches, SERIAL};
+use crate::{gpu, kernel_launches, vectors, SERIAL};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
@@ -14,9 +14,7 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 10;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     g.stream.synchronize().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storm.jsonl");
@@ -105,9 +103,7 @@ fn sixteen_threads_scoping_and_launching_are_attributed_exactly() {
                 let vadd = vadd.clone();
                 s.spawn(move || {
                     let n = 1 << 12;
-                    let a = stream.alloc_zeros::<f32>(n).unwrap();
-                    let b = stream.alloc_zeros::<f32>(n).unwrap();
-                    let mut c = stream.alloc_zeros::<f32>(n).unwrap();
+                    let (a, b, mut c) = vectors(&stream, n);
                     let name = format!("t{t:02}");
                     for rep in 0..20 {
                         let _outer = Profiler::scope(name.clone());

@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::IterationRow;
-use gpu_ledger::{Level, Profiler};
+use gpu_ledger::{read_ledger, Ledger, Level, Profiler, RunSummary};
 use parking_lot::Mutex;
 
 mod counters;
@@ -48,6 +48,31 @@ pub fn timeline(path: &std::path::Path) -> Profiler {
         .settle(Duration::from_secs(5))
         .start()
         .expect("timeline profiler starts on the GPU host")
+}
+
+/// vector_add's three operands, `n` zeroed floats each, on `stream`.
+pub fn vectors(
+    stream: &Arc<CudaStream>,
+    n: usize,
+) -> (CudaSlice<f32>, CudaSlice<f32>, CudaSlice<f32>) {
+    let v = || stream.alloc_zeros::<f32>(n).unwrap();
+    (v(), v(), v())
+}
+
+/// Finishes `profiler`, checks that no trailer warning concerns scope timing events, and reads
+/// the ledger it wrote at `path`.
+pub fn finish_without_event_warnings(
+    profiler: Profiler,
+    path: &std::path::Path,
+) -> (RunSummary, Ledger) {
+    let summary = profiler.finish().unwrap();
+    assert!(
+        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
+        "{:?}",
+        summary.trailer.warnings
+    );
+    let ledger = read_ledger(path).unwrap();
+    (summary, ledger)
 }
 
 pub fn kernel_launches(row: &IterationRow) -> u64 {

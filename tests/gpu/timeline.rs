@@ -8,7 +8,7 @@ use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::LedgerLine;
 use gpu_ledger::{read_ledger, Profiler};
 
-use crate::{gpu, kernel_launches, timeline, SERIAL};
+use crate::{finish_without_event_warnings, gpu, kernel_launches, timeline, vectors, SERIAL};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
@@ -16,9 +16,7 @@ fn n_launches_give_exactly_n_kernel_records_and_none_dropped() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 16;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     g.stream.synchronize().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("n.jsonl");
@@ -254,9 +252,7 @@ fn scopes_from_two_threads_attribute_kernels_exactly() {
     let work = |stream: Arc<CudaStream>,
                 plan: &'static [(&'static str, Option<&'static str>, usize)]| {
         let vadd = VectorAdd::new(stream.context()).unwrap();
-        let a = stream.alloc_zeros::<f32>(n).unwrap();
-        let b = stream.alloc_zeros::<f32>(n).unwrap();
-        let mut c = stream.alloc_zeros::<f32>(n).unwrap();
+        let (a, b, mut c) = vectors(&stream, n);
         for &(outer, inner, count) in plan {
             let _o = Profiler::scope(outer);
             let _i = inner.map(Profiler::scope);
@@ -274,9 +270,7 @@ fn scopes_from_two_threads_attribute_kernels_exactly() {
             s.spawn(move || work(s2, &[("b", None, 4)]));
         });
         // Unscoped launches from the stepping thread.
-        let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-        let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-        let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+        let (a, b, mut c) = vectors(&g.stream, n);
         for _ in 0..5 {
             g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
         }
@@ -365,9 +359,7 @@ fn chained_scopes_on_a_stream_share_their_boundary_event() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 22;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("chained.jsonl");
     let profiler = timeline(&path);
@@ -383,13 +375,7 @@ fn chained_scopes_on_a_stream_share_their_boundary_event() {
         profiler.step();
     }
     g.stream.synchronize().unwrap();
-    let summary = profiler.finish().unwrap();
-    assert!(
-        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
-        "{:?}",
-        summary.trailer.warnings
-    );
-    let ledger = read_ledger(&path).unwrap();
+    let (_, ledger) = finish_without_event_warnings(profiler, &path);
     assert_eq!(ledger.iterations.len() as u64, ITERS);
     for row in &ledger.iterations {
         assert!(row.warnings.is_empty(), "{:?}", row.warnings);
@@ -420,9 +406,7 @@ fn recycled_scope_events_time_each_scope_right_over_many_iterations() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 22;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("recycled.jsonl");
     let profiler = timeline(&path);
@@ -443,13 +427,7 @@ fn recycled_scope_events_time_each_scope_right_over_many_iterations() {
         profiler.step();
     }
     g.stream.synchronize().unwrap();
-    let summary = profiler.finish().unwrap();
-    assert!(
-        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
-        "{:?}",
-        summary.trailer.warnings
-    );
-    let ledger = read_ledger(&path).unwrap();
+    let (summary, ledger) = finish_without_event_warnings(profiler, &path);
     assert_eq!(ledger.iterations.len() as u64, ITERS);
     let mut worst = 0.0f64;
     for row in &ledger.iterations {
@@ -500,9 +478,7 @@ fn a_scope_on_a_thread_with_no_current_context_is_timed_by_its_events() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 22;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fresh-thread.jsonl");
     let profiler = timeline(&path);
@@ -520,13 +496,7 @@ fn a_scope_on_a_thread_with_no_current_context_is_timed_by_its_events() {
     });
     profiler.step();
     g.stream.synchronize().unwrap();
-    let summary = profiler.finish().unwrap();
-    assert!(
-        !summary.trailer.warnings.iter().any(|w| w.contains("event")),
-        "{:?}",
-        summary.trailer.warnings
-    );
-    let ledger = read_ledger(&path).unwrap();
+    let (_, ledger) = finish_without_event_warnings(profiler, &path);
     let row = &ledger.iterations[0];
     let s = row.scopes.iter().find(|s| s.path == "fresh").unwrap();
     assert_eq!(s.kernels, 1);
@@ -544,9 +514,7 @@ fn one_row_per_iteration_and_the_reader_round_trips_the_file() {
     let _g = SERIAL.lock();
     let g = gpu();
     let n = 1 << 20;
-    let a = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let b = g.stream.alloc_zeros::<f32>(n).unwrap();
-    let mut c = g.stream.alloc_zeros::<f32>(n).unwrap();
+    let (a, b, mut c) = vectors(&g.stream, n);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.jsonl");
     let profiler = Profiler::builder()
