@@ -1,13 +1,15 @@
-//! `--flip`: what each part of the timeline level's CUPTI configuration adds per launch. Inside
-//! one raw-CUPTI session with the timeline level's whole configuration (`raw+all`), one part at a
+//! `--flip`: what each part of session 5's timeline configuration (API records on, `raw+all`)
+//! adds per launch. Inside one raw-CUPTI session with that whole configuration, one part at a
 //! time is switched off and on between short blocks of empty launches, in alternating order. The
 //! host's speed drifts by ±1 µs per launch between the table's rounds (seconds apart); blocks tens
 //! of milliseconds apart share most of that drift, so the pair's difference keeps the part's cost.
 //!
-//! Two more parts model the callback-only design `docs/overhead.md` proposes: `callback capture`
-//! (the callback reads CUPTI's clock at entry and exit and writes each call into a per-thread
-//! ring, drained between blocks as a collector would), and `API records - callback capture`
-//! (today's API records against that capture in their place: what the change would save).
+//! Two more parts model the callback capture as session 5 proposed it: `callback capture` (the
+//! callback reads CUPTI's clock at entry and exit and writes each call into a per-thread ring,
+//! drained between blocks as a collector would), and `API records - callback capture` (API
+//! records against that capture in their place). Run 49 measured them; session 6 then built a
+//! cheaper capture (no clock read) and switched the API records off, so this mode measures that
+//! experiment, not today's timeline level: `timeline` minus `raw-cupti` in the table does.
 
 use super::*;
 

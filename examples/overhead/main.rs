@@ -24,10 +24,11 @@
 //!   one before: `raw+api` (the driver/runtime API records gpu-ledger enables, with the same
 //!   functions switched off), `raw+api+cb` (a subscriber callback on the counted launch, copy and
 //!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
-//!   the timeline level enables). `raw+all` is the timeline level's whole CUPTI configuration
-//!   with trivial consumers, so `timeline` minus `raw+all` is gpu-ledger's own share (decoding,
-//!   attribution, scopes' external-correlation push/pop, `step()`, NVML sampling, the ledger);
-//!   and two ablations of the timeline level that split that share: `tl-noscope` (the workload
+//!   the timeline level enabled). `raw+all` is the timeline level's whole CUPTI configuration
+//!   until session 6, with trivial consumers. Since then the timeline level enables neither API
+//!   nor external-correlation records (its callback captures the calls), so `timeline` minus
+//!   `raw-cupti` is the figure that counts, and `raw+api`..`raw+all` model the old design;
+//!   and two ablations of the timeline level that split gpu-ledger's own share: `tl-noscope` (the workload
 //!   code without its scope guards: what the scopes cost at the timeline level) and `tl-fewsteps`
 //!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
 //!   between a step's synchronize and the next step's first launch).
