@@ -28,8 +28,9 @@
 //!   until session 6, with trivial consumers. Since then the timeline level enables neither API
 //!   nor external-correlation records (its callback captures the calls), so `timeline` minus
 //!   `raw-cupti` is the figure that counts, and `raw+api`..`raw+all` model the old design;
-//!   and two ablations of the timeline level that split gpu-ledger's own share: `tl-noscope` (the workload
-//!   code without its scope guards: what the scopes cost at the timeline level) and `tl-fewsteps`
+//!   and two ablations of the timeline level that split what it adds above `raw-cupti`:
+//!   `tl-noscope` (the workload code without its scope guards: what the scopes cost at the
+//!   timeline level) and `tl-fewsteps`
 //!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
 //!   between a step's synchronize and the next step's first launch).
 //!
