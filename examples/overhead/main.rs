@@ -21,7 +21,7 @@
 //!   `CONCURRENT_KERNEL` enabled, a preallocated buffer pool, trivial buffer callbacks (the
 //!   completion callback counts the kernel records and returns the buffer), nothing else;
 //! - with `--decompose`, the steps between the floor and the timeline level, each adding to the
-//!   one before: `raw+api` (the driver/runtime API records gpu-ledger enables, with the same
+//!   one before: `raw+api` (the driver/runtime API records gpu-ledger enabled, with the same
 //!   functions switched off), `raw+api+cb` (a subscriber callback on the counted launch, copy and
 //!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
 //!   the timeline level enabled). `raw+all` is the timeline level's whole CUPTI configuration
