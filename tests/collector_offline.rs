@@ -62,6 +62,15 @@ fn kernels_of(row: &IterationRow, path: &str) -> u64 {
         .sum()
 }
 
+/// The one row the collector has ready, checked complete.
+fn one_complete_row(c: &mut OfflineCollector) -> IterationRow {
+    let mut rows = c.take_rows();
+    assert_eq!(rows.len(), 1);
+    let row = rows.pop().expect("one row");
+    assert!(row.complete, "{:?}", row.warnings);
+    row
+}
+
 #[test]
 fn kernels_are_attributed_to_their_scope_and_iteration() {
     let mut c = OfflineCollector::new(1_000);
@@ -86,11 +95,8 @@ fn kernels_are_attributed_to_their_scope_and_iteration() {
     }
     assert!(c.take_rows().is_empty(), "iteration 0 has not ended");
     c.end_iteration(5_000, 2_000, 3);
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
+    let row = &one_complete_row(&mut c);
     assert_eq!(row.index, 0);
-    assert!(row.complete, "{:?}", row.warnings);
     assert_eq!(row.missing_records, 0);
     assert_eq!(kernels_of(row, "step/forward"), 1);
     assert_eq!(kernels_of(row, "step/backward"), 1);
@@ -117,11 +123,8 @@ fn kernels_are_attributed_to_their_scope_and_iteration() {
         "the kernel of call 5 has not arrived: the row waits"
     );
     c.accept(kernel(5, 3_100, "fwd_kernel")); // runs after the iteration's end, launched in it
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
+    let row = &one_complete_row(&mut c);
     assert_eq!(row.index, 1);
-    assert!(row.complete, "{:?}", row.warnings);
     assert_eq!(kernels_of(row, "step/forward"), 1);
     assert_eq!(kernels_of(row, "step/backward"), 1);
     assert_eq!(kernels_of(row, "(unscoped)"), 0);
@@ -285,10 +288,7 @@ fn captured_calls_place_kernels_by_their_entry_iteration_and_scope() {
     );
     // Kernel 3 runs after the iteration's CUPTI end: the call's iteration places it, not time.
     c.accept(kernel(3, 2_500, "loose_kernel"));
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
-    assert!(row.complete, "{:?}", row.warnings);
+    let row = &one_complete_row(&mut c);
     assert_eq!(kernels_of(row, "step/forward"), 2);
     assert_eq!(kernels_of(row, "(unscoped)"), 1);
 
@@ -384,12 +384,10 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
         c.accept(kernel(corr, 1_100 + 1_000 * i as u64, "k"));
     }
     c.end_iteration(10_000, 8_000, ids.len() as u64);
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1);
-    assert!(rows[0].complete, "{:?}", rows[0].warnings);
-    assert_eq!(kernels_of(&rows[0], "step"), 2);
-    assert_eq!(kernels_of(&rows[0], "(unscoped)"), 4);
-    assert_eq!(rows[0].scopes.len(), 5, "one row per path id");
+    let row = one_complete_row(&mut c);
+    assert_eq!(kernels_of(&row, "step"), 2);
+    assert_eq!(kernels_of(&row, "(unscoped)"), 4);
+    assert_eq!(row.scopes.len(), 5, "one row per path id");
 
     for (i, &path) in [70_000, step, 4_095].iter().enumerate() {
         let corr = 100 + i as u32;
@@ -397,10 +395,7 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
         c.accept(kernel(corr, 8_100 + 100 * i as u64, "k"));
     }
     c.end_iteration(20_000, 9_000, ids.len() as u64 + 3);
-    let rows = c.take_rows();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
-    assert!(row.complete, "{:?}", row.warnings);
+    let row = &one_complete_row(&mut c);
     assert_eq!(kernels_of(row, "step"), 1);
     assert_eq!(kernels_of(row, "(unscoped)"), 2);
     assert_eq!(row.scopes.len(), 3, "nothing left from the first row");
