@@ -626,91 +626,79 @@ fn summary() {
         "case", "rec/s wall", "rec/s CPU", "ns/rec CPU", "target", ""
     );
     let mut cache = NameCache::default();
-    let row = |case: &str, (wall, cpu): (f64, Option<f64>), target: Option<f64>| {
-        let judged = cpu.unwrap_or(wall);
-        let verdict = target.map_or("", |t| verdict(judged >= t));
-        let t = target.map_or(String::from("-"), |t| format!("{:.0} M/s", t / 1e6));
-        println!(
-            "{case:<46} {:>9.1} M {:>9} M {:>10.1} {t:>9} {verdict:>7}",
-            wall / 1e6,
-            cpu.map_or("-".into(), |c| format!("{:.1}", c / 1e6)),
-            1e9 / judged
-        );
-    };
     // `DECODE_CASES=captured` (any part of a case's name) runs only the cases that match: a
     // short run to repeat on a noisy host.
     let cases = std::env::var("DECODE_CASES").ok();
-    let wanted = |label: &str| cases.as_deref().is_none_or(|c| label.contains(c));
+    // Measures and prints one case, where it is wanted.
+    let case =
+        |case: &str, target: Option<f64>, measure: &mut dyn FnMut() -> (f64, Option<f64>)| {
+            if cases.as_deref().is_some_and(|c| !case.contains(c)) {
+                return;
+            }
+            let (wall, cpu) = measure();
+            let judged = cpu.unwrap_or(wall);
+            let verdict = target.map_or("", |t| verdict(judged >= t));
+            let t = target.map_or(String::from("-"), |t| format!("{:.0} M/s", t / 1e6));
+            println!(
+                "{case:<46} {:>9.1} M {:>9} M {:>10.1} {t:>9} {verdict:>7}",
+                wall / 1e6,
+                cpu.map_or("-".into(), |c| format!("{:.1}", c / 1e6)),
+                1e9 / judged
+            );
+        };
+    let target = Some(TARGET_RECORDS_PER_S);
     for (label, mix) in [
         ("decode kernel", Mix::Kernel),
         ("decode api", Mix::Api),
         ("decode external_correlation", Mix::ExternalCorrelation),
     ] {
-        if wanted(label) {
-            let buf = Buffer::new(mix, &names);
-            row(label, rate(&buf, |b| decode_all(b, &mut cache)), None);
-        }
+        case(label, None, &mut || {
+            rate(&Buffer::new(mix, &names), |b| decode_all(b, &mut cache))
+        });
     }
     let buf = Buffer::new(Mix::Launch, &names);
-    let label = "decode launch mix (3 records per launch)";
-    if wanted(label) {
-        row(
-            label,
-            rate(&buf, |b| decode_all(b, &mut cache)),
-            Some(TARGET_RECORDS_PER_S),
-        );
-    }
-    let label = "decode launch mix into Vec<Record> per buffer";
-    if wanted(label) {
-        row(
-            label,
-            rate(&buf, |b| decode_collect(b, &mut cache) as u64),
-            Some(TARGET_RECORDS_PER_S),
-        );
-    }
+    case(
+        "decode launch mix (3 records per launch)",
+        target,
+        &mut || rate(&buf, |b| decode_all(b, &mut cache)),
+    );
+    case(
+        "decode launch mix into Vec<Record> per buffer",
+        target,
+        &mut || rate(&buf, |b| decode_collect(b, &mut cache) as u64),
+    );
     for (label, step_first) in [
         ("attribution, real collector", false),
         ("attribution, real collector, step first", true),
     ] {
-        if wanted(label) {
+        case(label, target, &mut || {
             let mut a = RealAttribution::new(&buf, step_first, false);
-            row(label, rate(&buf, |b| a.pass(b)), Some(TARGET_RECORDS_PER_S));
-        }
+            rate(&buf, |b| a.pass(b))
+        });
     }
     let kernels = Buffer::new(Mix::Kernel, &names);
     for (label, step_first) in [
         ("attribution, captured calls (kernel records)", false),
         ("attribution, captured calls, step first", true),
     ] {
-        if !wanted(label) {
-            continue;
-        }
-        verify_real_attribution(&kernels, step_first, true);
-        let mut a = RealAttribution::new(&kernels, step_first, true);
-        row(
-            label,
-            rate(&kernels, |b| a.pass(b)),
-            Some(TARGET_RECORDS_PER_S),
-        );
+        case(label, target, &mut || {
+            verify_real_attribution(&kernels, step_first, true);
+            let mut a = RealAttribution::new(&kernels, step_first, true);
+            rate(&kernels, |b| a.pass(b))
+        });
     }
-    let label = "attribution model, SipHash (std)";
-    if wanted(label) {
+    case("attribution model, SipHash (std)", target, &mut || {
         let mut model = AttributionModel::<std::hash::RandomState>::default();
-        row(
-            label,
-            rate(&buf, |b| model.run(b, &mut cache)),
-            Some(TARGET_RECORDS_PER_S),
-        );
-    }
-    let label = "attribution model, multiplicative hash";
-    if wanted(label) {
-        let mut model = AttributionModel::<MulBuild>::default();
-        row(
-            label,
-            rate(&buf, |b| model.run(b, &mut cache)),
-            Some(TARGET_RECORDS_PER_S),
-        );
-    }
+        rate(&buf, |b| model.run(b, &mut cache))
+    });
+    case(
+        "attribution model, multiplicative hash",
+        target,
+        &mut || {
+            let mut model = AttributionModel::<MulBuild>::default();
+            rate(&buf, |b| model.run(b, &mut cache))
+        },
+    );
     println!(
         "(real collector: decode, Collector::accept, an iteration ended every {LAUNCHES_PER_ITERATION} \
          launches and its row built, through gpu_ledger::collector::OfflineCollector; captured \
