@@ -1,40 +1,24 @@
-//! Decoding CUPTI activity records on one core, from synthetic buffers (issue 7: at least
-//! 10 million records per second, decoding and attribution together).
+//! Decoding CUPTI activity records and attributing them, on one core, from synthetic buffers
+//! (target: at least 10 million records per second, decoding and attribution together).
 //!
-//! The buffers hold the records CUPTI 13.0 writes for a kernel launch, laid out as CUPTI lays them
-//! out (back to back, 8-byte aligned): a `CUpti_ActivityKernel10`, a `CUpti_ActivityAPI` of kind
-//! DRIVER for `cuLaunchKernel` (cbid 307) and, when the launch is inside a scope, a
-//! `CUpti_ActivityExternalCorrelation`. Kernel names are 20 mangled C++ names, each at one
+//! The buffers hold `CUpti_ActivityKernel10` records as CUPTI 13.0 writes them for kernel
+//! launches (back to back, 8-byte aligned). Kernel names are 20 mangled C++ names, each at one
 //! address as CUPTI hands them out, so the name cache hits as it does in a real run.
 //!
-//! Groups (throughput in records):
-//! - `decode/{kernel,api,external_correlation}`: one kind per buffer;
-//! - `decode/launch_mix`: 3 records per launch, in launch order: the figure against the target;
-//! - `decode/launch_mix_collect`: the same, collected into a fresh `Vec<Record>` per 4 MiB
-//!   buffer first, which is what `Collector::decode` does today;
-//! - `attribution/real_collector`: the launch mix decoded and handed to the profiler's own
-//!   collector (`gpu_ledger::collector::OfflineCollector`, hidden from the docs): attribution to
-//!   scope and iteration, an iteration ended every 1 000 launches and its row built
-//!   (`build_row`), per record. The records of an iteration arrive before its end (the API
-//!   records wait for the end, kernels for their API record);
-//! - `attribution/real_collector_step_first`: the same with each iteration ended before its
-//!   records arrive, as when CUPTI delivers buffers at a flush after `step()`;
-//! - `attribution/captured_calls` and `captured_calls_step_first`: the design since session 6
-//!   (`docs/design-notes.md`): a buffer of kernel records only, each launch's call handed to the
-//!   collector as the API callback captures it (`OfflineCollector::accept_call`) just before its
-//!   kernel record is decoded. Throughput in kernel records (one per launch);
-//! - `attribution_model/{siphash,multiplicative}`: NOT the collector's code: a stand-in doing the
-//!   per-launch hash-map work `Collector::accept` does (see `AttributionModel` below), with std's
-//!   SipHash and with a multiplicative hash of the u32 correlation id, to size what the hasher
-//!   costs.
+//! Groups (throughput in kernel records, one per launch):
+//! - `decode/kernel`: decoding alone;
+//! - `attribution/captured_calls`: each launch's call handed to the profiler's own collector as
+//!   the API callback captures it (`OfflineCollector::accept_call`), just before its kernel
+//!   record is decoded and accepted: attribution to scope and iteration, an iteration ended every
+//!   1 000 launches and its row built;
+//! - `attribution/captured_calls_step_first`: the same with each iteration ended before its
+//!   records arrive, as when CUPTI delivers buffers at a flush after `step()`.
 //!
 //! `cargo bench --bench decode` (add `-- --quick` for a short run); a summary with records/s
 //! against the target prints last. `DECODE_CASES=captured` limits the summary to the cases whose
 //! name holds that text (a short run, to repeat on a noisy host).
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -51,18 +35,8 @@ mod common;
 /// Bytes per synthetic buffer: the profiler's default CUPTI buffer size.
 const BUFFER_BYTES: usize = 4 << 20;
 
-/// The target from issue 7, records per second on one core.
+/// The target, records per second on one core.
 const TARGET_RECORDS_PER_S: f64 = 10e6;
-
-/// What one buffer holds.
-#[derive(Clone, Copy)]
-enum Mix {
-    Kernel,
-    Api,
-    ExternalCorrelation,
-    /// External correlation, API and kernel record per launch (a launch inside a scope).
-    Launch,
-}
 
 /// A synthetic CUPTI buffer: 8-byte aligned storage, and the record addresses
 /// `cuptiActivityGetNextRecord` would hand out for it.
@@ -115,33 +89,9 @@ fn kernel_record(i: u64, corr: u32, name: &CString) -> sys::CUpti_ActivityKernel
     }
 }
 
-fn api_record(i: u64, corr: u32) -> sys::CUpti_ActivityAPI {
-    let start = launch_api_start(i);
-    sys::CUpti_ActivityAPI {
-        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
-        cbid: sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-        start,
-        end: start + 2_500,
-        processId: 4242,
-        threadId: 4243,
-        correlationId: corr,
-        returnValue: 0,
-    }
-}
-
-fn external_record(corr: u32, scope: u64) -> sys::CUpti_ActivityExternalCorrelation {
-    sys::CUpti_ActivityExternalCorrelation {
-        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-        externalKind: sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
-        externalId: scope,
-        correlationId: corr,
-        ..Default::default()
-    }
-}
-
 impl Buffer {
-    /// Fills [`BUFFER_BYTES`] with records of `mix`.
-    fn new(mix: Mix, names: &[CString]) -> Buffer {
+    /// Fills [`BUFFER_BYTES`] with kernel records.
+    fn new(names: &[CString]) -> Buffer {
         let mut storage = vec![0u64; BUFFER_BYTES / 8];
         let base = storage.as_mut_ptr().cast::<u8>();
         let mut offsets = Vec::new();
@@ -165,23 +115,7 @@ impl Buffer {
         loop {
             let corr = 1 + i as u32;
             let name = &names[(i as usize * 7) % names.len()];
-            let scope = 1 + i % SCOPES;
-            let ok = match mix {
-                Mix::Kernel => put(&mut at, as_bytes(&kernel_record(i, corr, name))),
-                Mix::Api => put(&mut at, as_bytes(&api_record(i, corr))),
-                Mix::ExternalCorrelation => put(&mut at, as_bytes(&external_record(corr, scope))),
-                Mix::Launch => {
-                    // Whole launches only: a launch's API record without its kernel record
-                    // would leave the real collector waiting for it.
-                    let launch = padded(size_of::<sys::CUpti_ActivityExternalCorrelation>())
-                        + padded(size_of::<sys::CUpti_ActivityAPI>())
-                        + padded(size_of::<sys::CUpti_ActivityKernel10>());
-                    at + launch <= BUFFER_BYTES
-                        && put(&mut at, as_bytes(&external_record(corr, scope)))
-                        && put(&mut at, as_bytes(&api_record(i, corr)))
-                        && put(&mut at, as_bytes(&kernel_record(i, corr, name)))
-                }
-            };
+            let ok = put(&mut at, as_bytes(&kernel_record(i, corr, name)));
             if !ok {
                 break;
             }
@@ -223,110 +157,7 @@ fn decode_all(buf: &Buffer, names: &mut NameCache) -> u64 {
     kernels
 }
 
-/// Decodes every record of `buf` into a fresh vector first (the collector's current shape).
-fn decode_collect(buf: &Buffer, names: &mut NameCache) -> usize {
-    let mut decoded = Vec::new();
-    for &rec in &buf.records {
-        // SAFETY: as in `decode_all`.
-        decoded.push(unsafe { decode(rec, names) });
-    }
-    let n = decoded.len();
-    for r in decoded {
-        black_box(&r);
-    }
-    n
-}
-
-/// A multiplicative hash for u32 keys (Fibonacci hashing), the kind of hasher correlation ids
-/// need: they are sequential integers chosen by CUPTI, not by an attacker.
-#[derive(Default)]
-struct MulHasher(u64);
-
-impl Hasher for MulHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (self.0 ^ u64::from(v)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0 ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type MulBuild = BuildHasherDefault<MulHasher>;
-
-/// The hash-map work `Collector::accept` does per scoped kernel launch, with hasher `S`:
-/// external-correlation record: `external` insert; API record: `api` insert, `api_ids` push,
-/// `waiting` lookup, `expected` insert; kernel record: `api` lookup, `external` lookup,
-/// `expected` remove, push to `placed`; when the row is written: `api` and `external` removes.
-/// A stand-in for sizing, not the real code. The maps live across passes, as the collector's
-/// do across iterations, so their capacity is reused.
-#[derive(Default)]
-struct AttributionModel<S> {
-    external: HashMap<u32, u32, S>,
-    api: HashMap<u32, u64, S>,
-    waiting: HashMap<u32, Vec<Record>, S>,
-    expected: HashSet<u32, S>,
-    api_ids: Vec<u32>,
-    placed: Vec<(u32, Record)>,
-}
-
-impl<S: std::hash::BuildHasher> AttributionModel<S> {
-    /// Attributes every record of `buf`, then forgets them as a written row does.
-    fn run(&mut self, buf: &Buffer, names: &mut NameCache) -> u64 {
-        for &rec in &buf.records {
-            // SAFETY: as in `decode_all`.
-            match unsafe { decode(rec, names) } {
-                Record::ExternalCorrelation {
-                    correlation_id,
-                    external_id,
-                } => {
-                    self.external.insert(correlation_id, external_id as u32);
-                }
-                Record::Api(a) => {
-                    self.api.insert(a.correlation_id, 0);
-                    self.api_ids.push(a.correlation_id);
-                    if self.waiting.remove(&a.correlation_id).is_none() {
-                        self.expected.insert(a.correlation_id);
-                    }
-                }
-                Record::Kernel(k) => {
-                    let corr = k.correlation_id;
-                    if self.api.contains_key(&corr) {
-                        let path = self.external.get(&corr).copied().unwrap_or(0);
-                        self.expected.remove(&corr);
-                        self.placed.push((path, Record::Kernel(k)));
-                    } else {
-                        self.waiting
-                            .entry(corr)
-                            .or_default()
-                            .push(Record::Kernel(k));
-                    }
-                }
-                other => {
-                    black_box(other);
-                }
-            }
-        }
-        for corr in &self.api_ids {
-            self.api.remove(corr);
-            self.external.remove(corr);
-        }
-        self.api_ids.clear();
-        let n = self.placed.len() as u64;
-        black_box(&self.placed);
-        self.placed.clear();
-        n
-    }
-}
-
-/// Launches per iteration in the real-collector benchmark.
+/// Launches per iteration in the attribution benchmark.
 const LAUNCHES_PER_ITERATION: u64 = 1_000;
 
 /// Host start of launch `g`'s API call in the synthetic buffers, CUPTI ns (see `api_record`).
@@ -334,16 +165,14 @@ fn launch_api_start(g: u64) -> u64 {
     1_000_000_000 + g * 7_000 - 4_000
 }
 
-/// Scope ids the launch-mix buffers use as external ids: 1 + i % 10.
+/// Scope path ids the launches are attributed to: 1 + i % 10.
 const SCOPES: u64 = 10;
 
-/// The real collector fed the launch mix pass after pass. Pass `p` shifts every time by
+/// The profiler's collector fed the kernel buffer pass after pass. Pass `p` shifts every time by
 /// `p * launches * 7 µs` and every correlation id by `p * launches`, so that the passes make one
 /// continuous timeline (the collector's maps live on across iterations as in a run).
 struct RealAttribution {
     collector: OfflineCollector,
-    /// Kernel-record buffers, each launch's call captured (else the launch mix of records).
-    captured: bool,
     /// End each iteration before its records arrive (else right after its last record).
     step_first: bool,
     launches_per_pass: u64,
@@ -356,19 +185,16 @@ struct RealAttribution {
 }
 
 impl RealAttribution {
-    fn new(buf: &Buffer, step_first: bool, captured: bool) -> Self {
+    fn new(buf: &Buffer, step_first: bool) -> Self {
         let collector = OfflineCollector::new(launch_api_start(0) - 1);
-        // External ids 1..=10: "step" and nine phases below it.
+        // Path ids 1..=10: "step" and nine phases below it.
         assert_eq!(collector.intern_path("step"), 1);
         for id in 2..=SCOPES as u32 {
             assert_eq!(collector.intern_path(&format!("step/phase{id}")), id);
         }
-        let per_launch = if captured { 1 } else { 3 };
-        assert_eq!(buf.records.len() % per_launch, 0, "whole launches");
-        let launches_per_pass = (buf.records.len() / per_launch) as u64;
+        let launches_per_pass = buf.records.len() as u64;
         RealAttribution {
             collector,
-            captured,
             step_first,
             launches_per_pass,
             pass: 0,
@@ -389,7 +215,7 @@ impl RealAttribution {
         }
     }
 
-    /// One pass over `buf` (a launch-mix buffer).
+    /// One pass over `buf`.
     fn run(&mut self, buf: &Buffer, mut on_row: impl FnMut(&IterationRow)) {
         let dt = self.pass * self.launches_per_pass * 7_000;
         let dc = (self.pass * self.launches_per_pass) as u32;
@@ -405,32 +231,20 @@ impl RealAttribution {
                     k.start += dt;
                     k.end += dt;
                     k.correlation_id = k.correlation_id.wrapping_add(dc);
-                    if self.captured {
-                        // Launch g of the run is the buffer's launch i = g % n, in scope
-                        // 1 + i % 10, entered in iteration g / 1000.
-                        let i = self.launches_seen % self.launches_per_pass;
-                        self.collector.accept_call(CapturedCall {
-                            correlation_id: k.correlation_id,
-                            cbid: sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                            iteration: self.launches_seen / LAUNCHES_PER_ITERATION,
-                            path_id: (1 + i % SCOPES) as u32,
-                            return_value: 0,
-                            runtime: false,
-                            nested: false,
-                            outer_correlation_id: k.correlation_id,
-                        });
-                    }
+                    // Launch g of the run is the buffer's launch i = g % n, in scope 1 + i % 10,
+                    // entered in iteration g / 1000.
+                    let i = self.launches_seen % self.launches_per_pass;
+                    self.collector.accept_call(CapturedCall {
+                        correlation_id: k.correlation_id,
+                        cbid: sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                        iteration: self.launches_seen / LAUNCHES_PER_ITERATION,
+                        path_id: (1 + i % SCOPES) as u32,
+                        return_value: 0,
+                        runtime: false,
+                        nested: false,
+                        outer_correlation_id: k.correlation_id,
+                    });
                     true
-                }
-                Record::Api(a) => {
-                    a.start += dt;
-                    a.end += dt;
-                    a.correlation_id = a.correlation_id.wrapping_add(dc);
-                    false
-                }
-                Record::ExternalCorrelation { correlation_id, .. } => {
-                    *correlation_id = correlation_id.wrapping_add(dc);
-                    false
                 }
                 _ => false,
             };
@@ -456,11 +270,11 @@ impl RealAttribution {
     }
 }
 
-/// Checks that the real collector attributes every launch of the launch mix (a benchmark of a
+/// Checks that the collector attributes every launch (a benchmark of a
 /// collector that places nothing would measure a no-op): over a few passes, every row written is
 /// complete and holds its 1 000 kernels, each in its launch's scope path, none unscoped.
-fn verify_real_attribution(buf: &Buffer, step_first: bool, captured: bool) {
-    let mut a = RealAttribution::new(buf, step_first, captured);
+fn verify_real_attribution(buf: &Buffer, step_first: bool) {
+    let mut a = RealAttribution::new(buf, step_first);
     let n = a.launches_per_pass;
     let mut rows = 0u64;
     let mut next_index = 0u64;
@@ -519,58 +333,27 @@ fn verify_real_attribution(buf: &Buffer, step_first: bool, captured: bool) {
 
 fn bench_decode(c: &mut Criterion) {
     let names = names();
+    let buf = Buffer::new(&names);
     let mut group = c.benchmark_group("decode");
-    for (label, mix) in [
-        ("kernel", Mix::Kernel),
-        ("api", Mix::Api),
-        ("external_correlation", Mix::ExternalCorrelation),
-        ("launch_mix", Mix::Launch),
-    ] {
-        let buf = Buffer::new(mix, &names);
-        group.throughput(Throughput::Elements(buf.records.len() as u64));
-        group.bench_function(label, |b| {
-            let mut cache = NameCache::default();
-            b.iter(|| decode_all(&buf, &mut cache))
-        });
-    }
-    let buf = Buffer::new(Mix::Launch, &names);
     group.throughput(Throughput::Elements(buf.records.len() as u64));
-    group.bench_function("launch_mix_collect", |b| {
+    group.bench_function("kernel", |b| {
         let mut cache = NameCache::default();
-        b.iter(|| decode_collect(&buf, &mut cache))
+        b.iter(|| decode_all(&buf, &mut cache))
     });
     group.finish();
 
     let mut group = c.benchmark_group("attribution");
-    // The old design's records (three per launch), then the captured calls (kernel records).
-    let kernels = Buffer::new(Mix::Kernel, &names);
-    for (label, input, step_first, captured) in [
-        ("real_collector", &buf, false, false),
-        ("real_collector_step_first", &buf, true, false),
-        ("captured_calls", &kernels, false, true),
-        ("captured_calls_step_first", &kernels, true, true),
+    for (label, step_first) in [
+        ("captured_calls", false),
+        ("captured_calls_step_first", true),
     ] {
-        verify_real_attribution(input, step_first, captured);
-        group.throughput(Throughput::Elements(input.records.len() as u64));
+        verify_real_attribution(&buf, step_first);
+        group.throughput(Throughput::Elements(buf.records.len() as u64));
         group.bench_function(label, |b| {
-            let mut a = RealAttribution::new(input, step_first, captured);
-            b.iter(|| a.pass(input))
+            let mut a = RealAttribution::new(&buf, step_first);
+            b.iter(|| a.pass(&buf))
         });
     }
-    group.finish();
-
-    let mut group = c.benchmark_group("attribution_model");
-    group.throughput(Throughput::Elements(buf.records.len() as u64));
-    group.bench_function("siphash", |b| {
-        let mut cache = NameCache::default();
-        let mut model = AttributionModel::<std::hash::RandomState>::default();
-        b.iter(|| model.run(&buf, &mut cache))
-    });
-    group.bench_function("multiplicative", |b| {
-        let mut cache = NameCache::default();
-        let mut model = AttributionModel::<MulBuild>::default();
-        b.iter(|| model.run(&buf, &mut cache))
-    });
     group.finish();
 }
 
@@ -604,16 +387,10 @@ fn rate(buf: &Buffer, mut f: impl FnMut(&Buffer) -> u64) -> (f64, Option<f64>) {
 
 fn summary() {
     let names = names();
-    let k = std::mem::size_of::<sys::CUpti_ActivityKernel10>();
-    let a = std::mem::size_of::<sys::CUpti_ActivityAPI>();
-    let e = std::mem::size_of::<sys::CUpti_ActivityExternalCorrelation>();
     println!();
     println!(
-        "record sizes: CUpti_ActivityKernel10 {k} B, CUpti_ActivityAPI {a} B, \
-         CUpti_ActivityExternalCorrelation {e} B; a launch is {} B unscoped, {} B in a scope; \
-         decoded Record {} B",
-        padded(k) + padded(a),
-        padded(k) + padded(a) + padded(e),
+        "record sizes: CUpti_ActivityKernel10 {} B; decoded Record {} B",
+        std::mem::size_of::<sys::CUpti_ActivityKernel10>(),
         std::mem::size_of::<Record>()
     );
     println!(
@@ -647,64 +424,24 @@ fn summary() {
             );
         };
     let target = Some(TARGET_RECORDS_PER_S);
-    for (label, mix) in [
-        ("decode kernel", Mix::Kernel),
-        ("decode api", Mix::Api),
-        ("decode external_correlation", Mix::ExternalCorrelation),
-    ] {
-        case(label, None, &mut || {
-            rate(&Buffer::new(mix, &names), |b| decode_all(b, &mut cache))
-        });
-    }
-    let buf = Buffer::new(Mix::Launch, &names);
-    case(
-        "decode launch mix (3 records per launch)",
-        target,
-        &mut || rate(&buf, |b| decode_all(b, &mut cache)),
-    );
-    case(
-        "decode launch mix into Vec<Record> per buffer",
-        target,
-        &mut || rate(&buf, |b| decode_collect(b, &mut cache) as u64),
-    );
-    for (label, step_first) in [
-        ("attribution, real collector", false),
-        ("attribution, real collector, step first", true),
-    ] {
-        case(label, target, &mut || {
-            let mut a = RealAttribution::new(&buf, step_first, false);
-            rate(&buf, |b| a.pass(b))
-        });
-    }
-    let kernels = Buffer::new(Mix::Kernel, &names);
+    let buf = Buffer::new(&names);
+    case("decode kernel", None, &mut || {
+        rate(&buf, |b| decode_all(b, &mut cache))
+    });
     for (label, step_first) in [
         ("attribution, captured calls (kernel records)", false),
         ("attribution, captured calls, step first", true),
     ] {
         case(label, target, &mut || {
-            verify_real_attribution(&kernels, step_first, true);
-            let mut a = RealAttribution::new(&kernels, step_first, true);
-            rate(&kernels, |b| a.pass(b))
+            verify_real_attribution(&buf, step_first);
+            let mut a = RealAttribution::new(&buf, step_first);
+            rate(&buf, |b| a.pass(b))
         });
     }
-    case("attribution model, SipHash (std)", target, &mut || {
-        let mut model = AttributionModel::<std::hash::RandomState>::default();
-        rate(&buf, |b| model.run(b, &mut cache))
-    });
-    case(
-        "attribution model, multiplicative hash",
-        target,
-        &mut || {
-            let mut model = AttributionModel::<MulBuild>::default();
-            rate(&buf, |b| model.run(b, &mut cache))
-        },
-    );
     println!(
-        "(real collector: decode, Collector::accept, an iteration ended every {LAUNCHES_PER_ITERATION} \
-         launches and its row built, through gpu_ledger::collector::OfflineCollector; captured \
-         calls: the timeline level's design since session 6, one kernel record and one captured \
-         call per launch, rates in kernel records; the attribution model rows are a stand-in for \
-         Collector::accept, not its code)"
+        "(captured calls: one kernel record and one captured call per launch, decoded and handed \
+         to the profiler's collector through OfflineCollector, an iteration ended every \
+         {LAUNCHES_PER_ITERATION} launches and its row built; rates in kernel records)"
     );
 }
 

@@ -36,9 +36,8 @@ cat > "$out/run.sh" <<'RUN'
 #   quick          the GPU tests and the demo
 #   suite          the GPU tests, the demo, the examples and the training loop (about 3 minutes)
 #   overhead       the benchmarks' summaries on this host, `overhead --decompose`,
-#                  `overhead --sustained 60` and the probes (--nvml-interference,
-#                  --probe-correlation, --flip, --scope-on) (about 8 minutes), on a quiet
-#                  machine
+#                  `overhead --sustained 60` and the probes (--nvml-interference, --scope-on)
+#                  (about 7 minutes), on a quiet machine
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
@@ -77,15 +76,13 @@ if [[ $mode == all || $mode == overhead ]]; then
   for b in scope_overhead decode; do
     [[ -x $here/bench-$b ]] && { echo "=== bench-$b"; timeout 300 "$here/bench-$b" --bench --quick summary-only 2>&1 || status=1; } >> "$logs/bench.log"
   done
-  # --decompose: the raw-CUPTI steps and the timeline ablations as well (about 3 minutes).
+  # --decompose: the timeline ablations as well (about 3 minutes).
   [[ -x $here/overhead ]] && { timeout 420 "$here/overhead" --decompose > "$logs/overhead.log" 2>&1 || status=1; }
   [[ -x $here/overhead ]] && { timeout 120 "$here/overhead" --sustained 60 > "$logs/sustained.log" 2>&1 || status=1; }
-  # The probes, into one log (about 2 minutes): which NVML read slows the GPU work; whether
-  # kernel records carry the launch callback's correlation ids without API records; each part
-  # of the timeline level's CUPTI configuration switched inside one session; a scope timed on a
-  # stream against the application's own event pair.
+  # The probes, into one log (about a minute): which NVML read slows the GPU work; a scope timed
+  # on a stream against the application's own event pair.
   if [[ -x $here/overhead ]]; then
-    for probe in "--nvml-interference --rounds 6" "--probe-correlation" "--flip --rounds 40 --launches 5000" "--scope-on --rounds 20 --launches 20000"; do
+    for probe in "--nvml-interference --rounds 6" "--scope-on --rounds 20 --launches 20000"; do
       echo "=== overhead $probe" >> "$logs/probes.log"
       timeout 150 "$here/overhead" $probe >> "$logs/probes.log" 2>&1 || { echo "overhead $probe failed: $?" >> "$logs/probes.log"; status=1; }
     done

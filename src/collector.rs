@@ -463,13 +463,6 @@ struct CallInfo {
 enum Deferred {
     /// A captured call of an iteration whose start the collector has not seen yet.
     Call(CapturedCall),
-    Api {
-        runtime: bool,
-        cbid: u32,
-        start: u64,
-        corr: u32,
-        rv: u32,
-    },
     Host(Activity),
 }
 
@@ -623,13 +616,6 @@ impl Collector {
         self.iterations.push_back(next);
         for d in std::mem::take(&mut self.deferred) {
             match d {
-                Deferred::Api {
-                    runtime,
-                    cbid,
-                    start,
-                    corr,
-                    rv,
-                } => self.accept_api(runtime, cbid, start, corr, rv),
                 Deferred::Host(a) => self.accept_activity(a),
                 Deferred::Call(c) => self.accept_call(c),
             }
@@ -702,25 +688,6 @@ impl Collector {
     fn accept(&mut self, rec: Record) {
         self.trailer.activity_records += 1;
         let activity = match rec {
-            Record::ExternalCorrelation {
-                correlation_id,
-                external_id,
-            } => {
-                self.calls
-                    .update(correlation_id, |c| c.path_id = external_id as u32);
-                return;
-            }
-            Record::Api(api) => {
-                self.trailer.api_records += 1;
-                self.accept_api(
-                    api.runtime,
-                    api.cbid,
-                    api.start,
-                    api.correlation_id,
-                    api.return_value,
-                );
-                return;
-            }
             Record::Overhead { start, end, .. } => {
                 self.trailer.overhead.cupti_overhead_ns += end.saturating_sub(start);
                 return;
@@ -736,30 +703,6 @@ impl Collector {
             Record::Memory(m) => Activity::Memory(m),
         };
         self.accept_activity(activity);
-    }
-
-    fn accept_api(&mut self, runtime: bool, cbid: u32, start: u64, corr: u32, rv: u32) {
-        let class = self.classes.of(runtime, cbid);
-        let Some(pos) = self.position_at(start) else {
-            self.trailer.unplaced_records += 1;
-            return;
-        };
-        if start < self.iterations[pos].cupti_start && pos == 0 {
-            // Belongs to an iteration already written.
-            self.trailer.late_records += 1;
-            return;
-        }
-        if self.iterations[pos].cupti_end.is_none() && !self.finishing {
-            self.deferred.push(Deferred::Api {
-                runtime,
-                cbid,
-                start,
-                corr,
-                rv,
-            });
-            return;
-        }
-        self.register_call(pos, corr, class, rv, true, 0, None);
     }
 
     /// A call the API callback captured ([`CapturedCall`]): placed in the iteration open when it
@@ -1162,13 +1105,6 @@ impl Collector {
         }
         for d in std::mem::take(&mut self.deferred) {
             match d {
-                Deferred::Api {
-                    runtime,
-                    cbid,
-                    start,
-                    corr,
-                    rv,
-                } => self.accept_api(runtime, cbid, start, corr, rv),
                 Deferred::Host(a) => self.accept_activity(a),
                 Deferred::Call(c) => self.accept_call(c),
             }

@@ -100,22 +100,6 @@ pub fn declare_zeroed_buffers(lib: &LoadedCupti, zeroed: bool) -> Result<()> {
     })
 }
 
-/// `cuptiActivityEnableDriverApi`: API records for one driver function.
-pub fn enable_driver_api(lib: &LoadedCupti, cbid: u32, enable: bool) -> Result<()> {
-    // SAFETY: plain integer arguments.
-    check(lib, "cuptiActivityEnableDriverApi", unsafe {
-        lib.api.cuptiActivityEnableDriverApi(cbid, enable as u8)
-    })
-}
-
-/// `cuptiActivityEnableRuntimeApi`: API records for one runtime function.
-pub fn enable_runtime_api(lib: &LoadedCupti, cbid: u32, enable: bool) -> Result<()> {
-    // SAFETY: plain integer arguments.
-    check(lib, "cuptiActivityEnableRuntimeApi", unsafe {
-        lib.api.cuptiActivityEnableRuntimeApi(cbid, enable as u8)
-    })
-}
-
 /// Buffer-request callback signature.
 pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 /// Buffer-completed callback signature.
@@ -175,32 +159,6 @@ pub fn timestamp(lib: &LoadedCupti) -> Result<u64> {
     })?;
     Ok(ts)
 }
-
-/// `cuptiActivityPushExternalCorrelationId` with gpu-ledger's kind (CUSTOM0).
-#[inline]
-pub fn push_external_id(lib: &LoadedCupti, id: u64) -> Result<()> {
-    // SAFETY: plain arguments; the stack is CUPTI's, per thread.
-    check(lib, "cuptiActivityPushExternalCorrelationId", unsafe {
-        lib.api
-            .cuptiActivityPushExternalCorrelationId(EXTERNAL_KIND, id)
-    })
-}
-
-/// `cuptiActivityPopExternalCorrelationId` with gpu-ledger's kind (CUSTOM0).
-#[inline]
-pub fn pop_external_id(lib: &LoadedCupti) -> Result<u64> {
-    let mut id = 0u64;
-    // SAFETY: out-pointer valid.
-    check(lib, "cuptiActivityPopExternalCorrelationId", unsafe {
-        lib.api
-            .cuptiActivityPopExternalCorrelationId(EXTERNAL_KIND, &mut id)
-    })?;
-    Ok(id)
-}
-
-/// The external-correlation kind gpu-ledger's scope ids are pushed under.
-pub const EXTERNAL_KIND: sys::CUpti_ExternalCorrelationKind::Type =
-    sys::CUpti_ExternalCorrelationKind::CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 /// A CUPTI callback subscription, held so that a second CUPTI client is detected at start.
 pub struct Subscription(sys::CUpti_SubscriberHandle);

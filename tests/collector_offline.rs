@@ -1,10 +1,10 @@
 //! The collector's attribution on synthetic records, through the hidden `OfflineCollector` hook
-//! (no GPU, no CUPTI): kernels land in the scope path their external-correlation record names and
-//! in the iteration their launch call's host time falls in, and a row waits for its records.
+//! (no GPU, no CUPTI): kernels land in the scope path and the iteration their launch call was
+//! captured in, and a row waits for its records.
 
 use cupti_sys as sys;
 use gpu_ledger::activity::calls::CapturedCall;
-use gpu_ledger::activity::record::{intern_name, ApiRecord, KernelRecord, Record};
+use gpu_ledger::activity::record::{intern_name, KernelRecord, Record};
 use gpu_ledger::collector::OfflineCollector;
 use gpu_ledger::ledger::schema::IterationRow;
 
@@ -34,25 +34,6 @@ fn kernel(corr: u32, start: u64, name: &str) -> Record {
     })
 }
 
-fn api(corr: u32, start: u64) -> Record {
-    Record::Api(ApiRecord {
-        runtime: false,
-        cbid: LAUNCH,
-        start,
-        end: start + 50,
-        thread_id: 1,
-        correlation_id: corr,
-        return_value: 0,
-    })
-}
-
-fn external(corr: u32, path_id: u32) -> Record {
-    Record::ExternalCorrelation {
-        correlation_id: corr,
-        external_id: u64::from(path_id),
-    }
-}
-
 /// Kernels per scope path in a row.
 fn kernels_of(row: &IterationRow, path: &str) -> u64 {
     row.scopes
@@ -79,20 +60,14 @@ fn kernels_are_attributed_to_their_scope_and_iteration() {
     assert_ne!(fwd, bwd);
     assert_eq!(c.intern_path("step/forward"), fwd);
 
-    // Iteration 0: CUPTI times [1000, 2000). Records arrive before its end (deferred), one kernel
-    // before its API record (waiting).
-    for r in [
-        external(1, fwd),
-        api(1, 1_100),
-        kernel(1, 1_150, "fwd_kernel"),
-        external(2, bwd),
-        kernel(2, 1_250, "bwd_kernel"),
-        api(2, 1_200),
-        api(3, 1_300),
-        kernel(3, 1_350, "loose_kernel"),
-    ] {
-        c.accept(r);
-    }
+    // Iteration 0: CUPTI times [1000, 2000). Records arrive before its end, one kernel before
+    // its call (waiting).
+    c.accept_call(call(1, 0, fwd));
+    c.accept(kernel(1, 1_150, "fwd_kernel"));
+    c.accept(kernel(2, 1_250, "bwd_kernel"));
+    c.accept_call(call(2, 0, bwd));
+    c.accept_call(call(3, 0, 0));
+    c.accept(kernel(3, 1_350, "loose_kernel"));
     assert!(c.take_rows().is_empty(), "iteration 0 has not ended");
     c.end_iteration(5_000, 2_000, 3);
     let row = &one_complete_row(&mut c);
@@ -109,15 +84,13 @@ fn kernels_are_attributed_to_their_scope_and_iteration() {
 
     // Iteration 1: [2000, 3000), ended before its records arrive (as after a CUPTI flush).
     c.end_iteration(9_000, 3_000, 5);
-    c.accept(external(4, bwd));
-    c.accept(api(4, 2_100));
+    c.accept_call(call(4, 1, bwd));
     c.accept(kernel(4, 2_150, "bwd_kernel"));
     assert!(
         c.take_rows().is_empty(),
-        "5 counted calls by the end, 4 API records in: the row waits"
+        "5 counted calls by the end, 4 captured: the row waits"
     );
-    c.accept(external(5, fwd));
-    c.accept(api(5, 2_900));
+    c.accept_call(call(5, 1, fwd));
     assert!(
         c.take_rows().is_empty(),
         "the kernel of call 5 has not arrived: the row waits"
@@ -141,11 +114,11 @@ fn kernels_are_attributed_to_their_scope_and_iteration() {
 #[test]
 fn a_record_of_a_written_iteration_is_late() {
     let mut c = OfflineCollector::new(1_000);
-    c.accept(api(1, 1_100));
+    c.accept_call(call(1, 0, 0));
     c.accept(kernel(1, 1_150, "k"));
     c.end_iteration(5_000, 2_000, 1);
     assert_eq!(c.take_rows().len(), 1);
-    c.accept(api(2, 1_500)); // iteration 0's time, after its row
+    c.accept_call(call(2, 0, 0)); // made in iteration 0, captured after its row
     assert_eq!(c.trailer().late_records, 1);
 }
 
@@ -176,7 +149,7 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
         kernel_named(5, 1_500, soft, 132),
     ];
     for (i, k) in kernels.into_iter().enumerate() {
-        c.accept(api(i as u32 + 1, 1_050 + 100 * i as u64));
+        c.accept_call(call(i as u32 + 1, 0, 0));
         c.accept(k);
     }
     c.end_iteration(5_000, 2_000, 5);
@@ -220,7 +193,7 @@ fn more_kernel_shapes_than_the_group_cache_holds_are_each_counted_over_rows() {
                 for name in names {
                     corr += 1;
                     t += 1_000;
-                    c.accept(api(corr, t));
+                    c.accept_call(call(corr, row, 0));
                     c.accept(kernel_named(corr, t + 100, intern_name(name), grid));
                 }
             }
@@ -253,8 +226,7 @@ fn a_name_text_is_interned_once_per_process() {
     assert!(!std::ptr::eq(a, intern_name("interned_once_kernel2")));
 }
 
-/// A call as the timeline level's API callback captures it (the design since session 6: no API
-/// or external-correlation records).
+/// A call as the timeline level's API callback captures it.
 fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
     CapturedCall {
         correlation_id: corr,

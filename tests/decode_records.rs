@@ -109,6 +109,8 @@ fn copies_memsets_api_and_correlation_records_decode() {
     assert!(
         matches!(unsafe { decode((&mut s as *mut sys::CUpti_ActivityMemset4).cast(), &mut names) }, Record::Memset(r) if r.bytes == 64)
     );
+    // The timeline enables no API or external-correlation records (its callback captures the
+    // calls); one that comes anyway is kept as a kind not decoded, never misread.
     let mut a = sys::CUpti_ActivityAPI {
         kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
         cbid: 307,
@@ -118,27 +120,10 @@ fn copies_memsets_api_and_correlation_records_decode() {
         ..Default::default()
     };
     // SAFETY: complete API record.
-    match unsafe { decode((&mut a as *mut sys::CUpti_ActivityAPI).cast(), &mut names) } {
-        Record::Api(r) => assert_eq!((r.runtime, r.cbid, r.correlation_id), (false, 307, 6)),
-        other => panic!("{other:?}"),
-    }
-    let mut e = sys::CUpti_ActivityExternalCorrelation {
-        kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-        externalId: 77,
-        correlationId: 6,
-        ..Default::default()
-    };
-    // SAFETY: complete external-correlation record.
     assert_eq!(
-        unsafe {
-            decode(
-                (&mut e as *mut sys::CUpti_ActivityExternalCorrelation).cast(),
-                &mut names,
-            )
-        },
-        Record::ExternalCorrelation {
-            correlation_id: 6,
-            external_id: 77
+        unsafe { decode((&mut a as *mut sys::CUpti_ActivityAPI).cast(), &mut names) },
+        Record::Other {
+            activity_kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER
         }
     );
     let mut other = sys::CUpti_ActivityAPI {

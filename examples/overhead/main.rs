@@ -8,7 +8,6 @@
 //! cargo run --release --example overhead -- --sustained 60  # 200 000 launches/s at Timeline
 //! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
 //! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
-//! cargo run --release --example overhead -- --flip --rounds 40 --launches 5000  # each CUPTI part
 //! cargo run --release --example overhead -- --scope-on --rounds 20 --launches 20000
 //! ```
 //!
@@ -20,15 +19,8 @@
 //! - `raw-cupti`: the floor any CUPTI kernel tracer pays, written here against the raw bindings:
 //!   `CONCURRENT_KERNEL` enabled, a preallocated buffer pool, trivial buffer callbacks (the
 //!   completion callback counts the kernel records and returns the buffer), nothing else;
-//! - with `--decompose`, the steps between the floor and the timeline level, each adding to the
-//!   one before: `raw+api` (the driver/runtime API records gpu-ledger enabled, with the same
-//!   functions switched off), `raw+api+cb` (a subscriber callback on the counted launch, copy and
-//!   memset functions, as gpu-ledger's launch counter) and `raw+all` (every other activity kind
-//!   the timeline level enabled). `raw+all` is the timeline level's whole CUPTI configuration
-//!   until session 6, with trivial consumers. Since then the timeline level enables neither API
-//!   nor external-correlation records (its callback captures the calls), so `timeline` minus
-//!   `raw-cupti` is the figure that counts, and `raw+api`..`raw+all` model the old design;
-//!   and two ablations of the timeline level that split what it adds above `raw-cupti`:
+//! - with `--decompose`, two ablations of the timeline level that split what it adds above
+//!   `raw-cupti`:
 //!   `tl-noscope` (the workload code without its scope guards: what the scopes cost at the
 //!   timeline level) and `tl-fewsteps`
 //!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
@@ -56,7 +48,7 @@
 //!
 //! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
 //! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`,
-//! `flip.rs`, `probe.rs`, `scope_on.rs`.
+//! `scope_on.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
@@ -89,17 +81,13 @@ use gpu_ledger::{Level, Profiler, ScopeGuard};
 mod training_model;
 use training_model::Model;
 
-mod flip;
 mod interference;
-mod probe;
 mod raw;
 mod scope_on;
 mod sustained;
 mod table;
-use flip::flip;
 use interference::nvml_interference;
-use probe::probe_correlation;
-use raw::{drain_captured, CapturedSummary, Part, RawSession};
+use raw::RawSession;
 use scope_on::scope_on;
 use sustained::sustained;
 use table::{parse_configs, parse_workloads, table, Paired};
@@ -147,11 +135,11 @@ struct Args {
     /// Kernel-mix steps in workload (d).
     #[arg(long, default_value_t = 150)]
     steps: u64,
-    /// Also run the raw-CUPTI steps between the floor and the timeline level.
+    /// Also run the two ablations of the timeline level (tl-noscope, tl-fewsteps).
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, raw+api, raw+api+cb, raw+all, tl-noscope, tl-fewsteps); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -188,16 +176,6 @@ struct Args {
     /// the time each call adds to the workload.
     #[arg(long)]
     nvml_interference: bool,
-    /// Instead of the table: inside one raw-CUPTI session with the timeline level's whole
-    /// configuration, switch each part of it off and on between blocks of `--launches` empty
-    /// launches, `--rounds` pairs each, and print what each part adds per launch.
-    #[arg(long)]
-    flip: bool,
-    /// Instead of the table: check whether kernel records carry the correlation ids the launch
-    /// callback sees, and whether external-correlation records come, with CUPTI's API records on
-    /// and off (what a callback-only design would rely on).
-    #[arg(long)]
-    probe_correlation: bool,
     /// Instead of the table: `--launches` empty launches plain, with the application's own
     /// timing-event pair around each, and in a `Profiler::scope_on` each, `--rounds` rounds:
     /// the target for a scope timed on a stream.
@@ -241,8 +219,6 @@ fn run(args: &Args) -> Result<()> {
     match args.sustained {
         Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
-        None if args.flip => flip(&gpu, lib, args),
-        None if args.probe_correlation => probe_correlation(&mut gpu, lib),
         None if args.scope_on => scope_on(&gpu, args, &ledger_dir),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
@@ -475,55 +451,14 @@ fn run_steps<const SCOPED: bool>(
 // ---------------------------------------------------------------------------------------------
 // Configurations.
 
-/// How much of CUPTI the raw reference turns on; each mode adds to the one before.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum RawMode {
-    /// CONCURRENT_KERNEL records only: the floor.
-    Kernel,
-    /// Plus the driver/runtime API records gpu-ledger kept until its API callback captured
-    /// calls itself (docs/overhead.md).
-    KernelApi,
-    /// Plus a subscriber callback on the counted functions.
-    KernelApiCallback,
-    /// Plus every other activity kind the timeline level enables.
-    All,
-}
-
-impl RawMode {
-    /// The activity kinds this mode enables. `All` is the timeline level's configuration before
-    /// the API callback captured calls: its kinds (`KINDS` in src/activity/mod.rs) plus the API
-    /// and external-correlation kinds it no longer enables.
-    fn kinds(self) -> Vec<sys::CUpti_ActivityKind::Type> {
-        use sys::CUpti_ActivityKind as k;
-        let mut kinds = vec![k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL];
-        if self >= RawMode::KernelApi {
-            kinds.extend([
-                k::CUPTI_ACTIVITY_KIND_DRIVER,
-                k::CUPTI_ACTIVITY_KIND_RUNTIME,
-            ]);
-        }
-        if self >= RawMode::All {
-            kinds.extend([
-                k::CUPTI_ACTIVITY_KIND_MEMCPY,
-                k::CUPTI_ACTIVITY_KIND_MEMCPY2,
-                k::CUPTI_ACTIVITY_KIND_MEMSET,
-                k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                k::CUPTI_ACTIVITY_KIND_MEMORY2,
-                k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                k::CUPTI_ACTIVITY_KIND_OVERHEAD,
-            ]);
-        }
-        kinds
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Config {
     None,
     Disabled,
     Scopes,
     Timeline,
-    Raw(RawMode),
+    /// The raw-CUPTI reference.
+    Raw,
     /// The timeline level, the workload code without its scope guards.
     TimelineNoScopes,
     /// The timeline level, `step()` [`FEW_STEPS`] times less often.
@@ -531,15 +466,12 @@ enum Config {
 }
 
 impl Config {
-    const ALL: [Config; 10] = [
+    const ALL: [Config; 7] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
         Config::Timeline,
-        Config::Raw(RawMode::Kernel),
-        Config::Raw(RawMode::KernelApi),
-        Config::Raw(RawMode::KernelApiCallback),
-        Config::Raw(RawMode::All),
+        Config::Raw,
         Config::TimelineNoScopes,
         Config::TimelineFewSteps,
     ];
@@ -549,10 +481,7 @@ impl Config {
             Config::Disabled => "disabled",
             Config::Scopes => "scopes",
             Config::Timeline => "timeline",
-            Config::Raw(RawMode::Kernel) => "raw-cupti",
-            Config::Raw(RawMode::KernelApi) => "raw+api",
-            Config::Raw(RawMode::KernelApiCallback) => "raw+api+cb",
-            Config::Raw(RawMode::All) => "raw+all",
+            Config::Raw => "raw-cupti",
             Config::TimelineNoScopes => "tl-noscope",
             Config::TimelineFewSteps => "tl-fewsteps",
         }
@@ -655,7 +584,7 @@ impl SelfReport {
 fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) -> Result<Active> {
     let level = match config {
         Config::None | Config::Disabled => return Ok(Active::Nothing),
-        Config::Raw(mode) => return Ok(Active::Raw(RawSession::start(lib, mode)?)),
+        Config::Raw => return Ok(Active::Raw(RawSession::start(lib)?)),
         Config::Scopes => Level::Scopes,
         Config::Timeline | Config::TimelineNoScopes | Config::TimelineFewSteps => Level::Timeline,
     };

@@ -42,7 +42,7 @@ fn launches_of(w: Workload, args: &Args, train_kernels: u64) -> u64 {
 
 /// Kernels one training step launches, counted by the raw-CUPTI reference over one step.
 fn kernels_per_train_step(gpu: &mut Gpu, lib: &'static LoadedCupti) -> Result<u64> {
-    let raw = RawSession::start(lib, RawMode::Kernel)?;
+    let raw = RawSession::start(lib)?;
     run_train_steps::<false>(gpu, 1, None, 1)?;
     Ok(raw.stop()?.kernel_records)
 }
@@ -82,14 +82,11 @@ pub(super) fn table(
         Config::Disabled,
         Config::Scopes,
         Config::Timeline,
-        Config::Raw(RawMode::Kernel),
+        Config::Raw,
     ];
     if let Some(list) = &args.configs {
         configs = parse_configs(list)?;
     } else if args.decompose {
-        configs.push(Config::Raw(RawMode::KernelApi));
-        configs.push(Config::Raw(RawMode::KernelApiCallback));
-        configs.push(Config::Raw(RawMode::All));
         configs.push(Config::TimelineNoScopes);
         configs.push(Config::TimelineFewSteps);
     }
@@ -256,7 +253,7 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
                 r.dropped,
                 r.late
             ),
-            None if matches!(c, Config::Raw(_)) => println!(
+            None if *c == Config::Raw => println!(
                 "{:<12} {:>10} {:>14} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9} {:>8}",
                 c.label(),
                 r.launches,
@@ -380,8 +377,8 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     let added = |w, c| Some(m(w, c)? - m(w, Config::None)?);
     let slow = |w, c| Some(m(w, c)? / m(w, Config::None)? - 1.0);
     let ok = |pass: bool| if pass { "ok" } else { "MISSED" };
-    let raw = Config::Raw(RawMode::Kernel);
-    println!("\ntargets (issue 7), from the medians below");
+    let raw = Config::Raw;
+    println!("\ntargets, from the medians below");
     if let (Some(tl), Some(r)) = (
         added(Workload::Launch, Config::Timeline),
         added(Workload::Launch, raw),
@@ -391,51 +388,33 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             ok(tl <= r + 0.2)
         );
     }
-    for c in [Config::Raw(RawMode::All), Config::Timeline] {
-        if let Some(p) = paired(series, configs, Workload::Launch, (c, raw), difference) {
-            println!(
-                "  {}, (a), paired by round: {} - raw-CUPTI {}{}",
-                c.label(),
-                c.label(),
-                p.describe(1.0, 3, " µs/launch"),
-                if c == Config::Timeline {
-                    format!("; target ≤ +0.2: {}", p.verdict(0.2))
-                } else {
-                    String::new()
-                }
-            );
-        }
-    }
     if let Some(p) = paired(
         series,
         configs,
         Workload::Launch,
-        (Config::Timeline, Config::Raw(RawMode::All)),
+        (Config::Timeline, raw),
         difference,
     ) {
         println!(
-            "  timeline, (a), paired by round: timeline - raw+all (session 5's CUPTI configuration, API records on) {}",
-            p.describe(1.0, 3, " µs/launch")
+            "  timeline, (a), paired by round: timeline - raw-CUPTI {}; target ≤ +0.2: {}",
+            p.describe(1.0, 3, " µs/launch"),
+            p.verdict(0.2)
         );
     }
-    // The same pairs on the launching thread's CPU time: what the launch path itself costs,
+    // The same pair on the launching thread's CPU time: what the launch path itself costs,
     // without the rounds' scheduling noise (a thread off the CPU adds wall time, not CPU time).
-    for c in [Config::Raw(RawMode::All), Config::Timeline] {
-        if let Some(p) = paired_by(
-            series,
-            configs,
-            Workload::Launch,
-            (c, raw),
-            difference,
-            |s| &s.cpu_per_unit_us,
-        ) {
-            println!(
-                "  {}, (a), paired by round, launching thread's CPU time: {} - raw-CUPTI {}",
-                c.label(),
-                c.label(),
-                p.describe(1.0, 3, " µs/launch")
-            );
-        }
+    if let Some(p) = paired_by(
+        series,
+        configs,
+        Workload::Launch,
+        (Config::Timeline, raw),
+        difference,
+        |s| &s.cpu_per_unit_us,
+    ) {
+        println!(
+            "  timeline, (a), paired by round, launching thread's CPU time: timeline - raw-CUPTI {}",
+            p.describe(1.0, 3, " µs/launch")
+        );
     }
     if let Some(tl) = slow(Workload::Train, Config::Timeline) {
         println!(
@@ -512,9 +491,7 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
 }
 
 /// With `--decompose`: the steps' slowdown above the kernel-tracing floor (timeline minus
-/// raw-cupti), and the parts of it the two ablations isolate, for (c) and (d). Not timeline minus
-/// raw+all: since session 6 the timeline level enables neither API nor external-correlation
-/// records, so raw+all is no longer its CUPTI configuration.
+/// raw-cupti), and the parts of it the two ablations isolate, for (c) and (d).
 fn print_split(configs: &[Config], series: &[Vec<Series>]) {
     for w in [Workload::Train, Workload::Step] {
         print_split_of(configs, series, w);
@@ -529,7 +506,7 @@ fn print_split_of(configs: &[Config], series: &[Vec<Series>], w: Workload) {
     };
     let (Some(tl), Some(floor), Some(noscope), Some(few)) = (
         slow(Config::Timeline),
-        slow(Config::Raw(RawMode::Kernel)),
+        slow(Config::Raw),
         slow(Config::TimelineNoScopes),
         slow(Config::TimelineFewSteps),
     ) else {
@@ -552,7 +529,7 @@ fn print_split_of(configs: &[Config], series: &[Vec<Series>], w: Workload) {
 
 fn print_table(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport], args: &Args) {
     let none = idx(configs, Config::None).unwrap_or(0);
-    let raw = idx(configs, Config::Raw(RawMode::Kernel));
+    let raw = idx(configs, Config::Raw);
     println!(
         "\nper-launch cost, median and p90 over {} rounds (µs per launch: loop time / launches; \
          (c): per step)",

@@ -132,25 +132,6 @@ pub struct MemoryRecord {
     pub memory_kind: u32,
 }
 
-/// A driver or runtime API call (`CUpti_ActivityAPI`); only the calls attribution needs are traced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ApiRecord {
-    /// True for a runtime API call, false for a driver API call.
-    pub runtime: bool,
-    /// Callback id (`cupti_driver_cbid.h` / `cupti_runtime_cbid.h`).
-    pub cbid: u32,
-    /// Host start, CUPTI ns.
-    pub start: u64,
-    /// Host end, CUPTI ns.
-    pub end: u64,
-    /// OS thread id of the caller.
-    pub thread_id: u32,
-    /// Correlation id shared with the activity it caused.
-    pub correlation_id: u32,
-    /// Return value of the call (0 is success).
-    pub return_value: u32,
-}
-
 /// One decoded activity record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -165,15 +146,6 @@ pub enum Record {
     Sync(SyncRecord),
     /// A device-memory allocation or release.
     Memory(MemoryRecord),
-    /// A driver or runtime API call.
-    Api(ApiRecord),
-    /// Maps a correlation id to the scope instance that was open when the call was made.
-    ExternalCorrelation {
-        /// CUPTI correlation id.
-        correlation_id: u32,
-        /// gpu-ledger scope instance id.
-        external_id: u64,
-    },
     /// Time CUPTI spent on its own work.
     Overhead {
         /// `CUpti_ActivityOverheadKind`.
@@ -406,25 +378,6 @@ pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> 
                 correlation_id: r.correlationId,
                 memory_kind: r.memoryKind,
             })
-        }
-        k::CUPTI_ACTIVITY_KIND_DRIVER | k::CUPTI_ACTIVITY_KIND_RUNTIME => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityAPI) };
-            Record::Api(ApiRecord {
-                runtime: kind == k::CUPTI_ACTIVITY_KIND_RUNTIME,
-                cbid: r.cbid,
-                start: r.start,
-                end: r.end,
-                thread_id: r.threadId,
-                correlation_id: r.correlationId,
-                return_value: r.returnValue,
-            })
-        }
-        k::CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityExternalCorrelation) };
-            Record::ExternalCorrelation {
-                correlation_id: r.correlationId,
-                external_id: r.externalId,
-            }
         }
         k::CUPTI_ACTIVITY_KIND_OVERHEAD => {
             let r = unsafe { &*(rec as *const sys::CUpti_ActivityOverhead3) };
