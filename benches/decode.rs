@@ -25,9 +25,7 @@ use std::time::{Duration, Instant};
 use common::{verdict, wall_and_cpu_medians, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
-use gpu_ledger::activity::calls::CapturedCall;
-use gpu_ledger::activity::record::{decode, NameCache, Record};
-use gpu_ledger::collector::OfflineCollector;
+use gpu_ledger::internals::{decode, CapturedCall, NameCache, OfflineCollector, Record};
 use gpu_ledger::ledger::schema::IterationRow;
 
 mod common;

@@ -41,8 +41,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // Fails with one clear line when there is no driver, GPU or CUPTI: checked before cudarc,
     // which would panic without a driver.
-    gpu_ledger::device::require_driver()?;
-    gpu_ledger::cupti::api()?;
+    Profiler::preflight(gpu_ledger::Level::Counters)?;
 
     let n: u64 = 1 << 24; // 64 MiB per array
     let ctx = CudaContext::new(0)?;

@@ -4,9 +4,9 @@
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
+use crate::cupti::LoadedCupti;
 use crate::env::{Environment, GpuRecord};
 use crate::error::{Error, Result};
-use crate::loader::LoadedCupti;
 
 /// True when libcuda can be loaded.
 pub fn driver_present() -> bool {

@@ -20,31 +20,47 @@
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
-pub mod activity;
 pub mod analysis;
+mod clock;
 #[doc(hidden)]
 pub mod collector;
-mod correlation;
+mod config;
 pub mod counters;
 pub mod cupti;
 pub mod device;
+mod driver;
 pub mod env;
 pub mod error;
-pub mod events;
 pub mod export;
-mod host_clock;
+pub mod intervals;
 pub mod kernels;
 pub mod ledger;
-pub mod loader;
 pub mod nvml;
-pub mod profiler;
+mod profiler;
 pub mod rank;
-pub mod scope;
+mod run;
+mod scope;
 mod signals;
 mod thread_slot;
-pub mod util;
 
+pub use config::{Config, Level, ProfilerBuilder, LEDGER_PATH_ENV};
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
-pub use profiler::{Config, Level, Profiler, ProfilerBuilder, RunSummary, COUNTERS_SCOPE};
-pub use scope::ScopeGuard;
+pub use profiler::{Profiler, RunSummary};
+pub use run::COUNTERS_SCOPE;
+pub use scope::{ScopeGuard, UNSCOPED};
+
+/// What gpu-ledger's own benchmarks, examples and GPU tests reach below the public API (feature
+/// `internals`, which they turn on). No stability promise: not for applications.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::clock::thread_cpu_ns;
+    pub use crate::collector::offline::OfflineCollector;
+    pub use crate::cupti::calls::CapturedCall;
+    pub use crate::cupti::functions::{classify_api, is_counted, ApiClass};
+    pub use crate::cupti::record::{decode, intern_name, KernelRecord, NameCache, Record};
+    pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};
+    pub use crate::cupti::{subscribe, unsubscribe, CallbackFn, Subscription};
+    pub use crate::driver::events::elapsed_ns;
+}

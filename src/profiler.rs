@@ -1,360 +1,28 @@
-//! The profiler: configuration, start and finish, iteration boundaries, and the state scopes and
-//! the collector share.
+//! The profiler's wiring: start (CUPTI session, ledger writer, collector thread, NVML sampler,
+//! counters, signals), `step()` and finish, and the one shutdown that `finish()`, drop and the
+//! signal thread share.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
-use parking_lot::RwLock;
 
-use crate::activity::calls::{ApiCalls, CapturedCall};
-use crate::activity::pool::BufferPool;
-use crate::activity::{ActivityShared, ActivityStats, TimelineSession};
-use crate::collector::{self, Finish, IterationEnd};
+use crate::clock::HostClock;
+use crate::collector;
+use crate::config::{config_record, resolve_ledger_path, Config, Level, ProfilerBuilder};
 use crate::counters::window::CounterState;
 use crate::cupti;
+use crate::cupti::activity::{ActivityShared, ActivityStats, TimelineSession};
+use crate::cupti::pool::BufferPool;
 use crate::error::{Error, Result};
-use crate::events::EventPool;
-use crate::host_clock::HostClock;
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
-use crate::loader::LoadedCupti;
-use crate::scope::{self, PathTable, ScopeGuard, ScopeRecord, ScopeSender, ScopeSlot};
-
-/// How much the profiler records (book ch. 1, 3, 6: cheap first, expensive on request).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Host time per scope; device time from CUDA events for scopes opened on a stream. No CUPTI.
-    Scopes,
-    /// Plus CUPTI activity records: kernels, copies, memsets, synchronization, allocations.
-    Timeline,
-    /// Plus hardware counters from CUPTI's Range Profiler on the iterations the window selects
-    /// (per scope or per kernel); those iterations are flagged `perturbed`. Needs
-    /// [`Config::counters`] ([`ProfilerBuilder::counters`]).
-    Counters,
-}
-
-impl Level {
-    fn name(self) -> &'static str {
-        match self {
-            Level::Scopes => "scopes",
-            Level::Timeline => "timeline",
-            Level::Counters => "counters",
-        }
-    }
-}
-
-/// Environment variable that sets the ledger path when the configuration does not.
-pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
-
-/// Profiler configuration. Start from [`Config::default`] or [`Profiler::builder`].
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// What to record.
-    pub level: Level,
-    /// Where to write the ledger. Default: `$GPU_LEDGER_PATH`, else
-    /// `gpu-ledger-<unix seconds>-<pid>[-rank<N>].jsonl` in the current directory.
-    pub ledger_path: Option<PathBuf>,
-    /// CUPTI activity buffers allocated at start.
-    pub buffers: usize,
-    /// Most CUPTI buffers the pool may grow to before records are dropped.
-    pub max_buffers: usize,
-    /// Bytes per CUPTI buffer.
-    pub buffer_bytes: usize,
-    /// How long an ended iteration waits for its GPU records before it is written anyway.
-    pub settle: Duration,
-    /// How often the collector asks CUPTI for completed records while iterations wait. Each
-    /// request is a `cuptiActivityFlushAll`, which slows the application's launches: on the H200
-    /// a realistic step ran +1.87 % slower than without the profiler at 20 ms and +1.16 % at 1 s
-    /// (docs/overhead.md). Default 1 s: a row is written about a second after its iteration
-    /// ends, well within `settle`; it is capped at half of `settle`.
-    pub flush_interval: Duration,
-    /// On a start failure, run unprofiled (and say why in the ledger) instead of returning `Err`.
-    pub fail_open: bool,
-    /// Sample clocks, power, temperature and energy with NVML (all levels).
-    pub nvml: bool,
-    /// NVML sampling period (see `nvml` module docs for why 20 ms).
-    pub nvml_period: Duration,
-    /// How often the sampler reads NVML's energy counter (a 4 ms call on the H200), `None` for
-    /// never: energy is then integrated from power samples. Default 500 ms (`nvml` module docs).
-    pub nvml_energy_period: Option<Duration>,
-    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
-    pub work_per_iteration: Option<f64>,
-    /// Keep every activity and scope span in the rows (for `gpu-ledger trace`); rows grow with
-    /// the number of launches.
-    pub record_activities: bool,
-    /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
-    pub counters: Option<crate::counters::CountersSetup>,
-    /// On SIGINT or SIGTERM, finish the ledger before the process dies: every iteration already
-    /// ended by [`Profiler::step`] gets its row (a partial row for the open one, as at
-    /// [`Profiler::finish`]), then the trailer, with the warning `run ended by SIGTERM
-    /// (flush_on_signal)`. Then the signal is raised again with its default action, so the
-    /// process ends with the same status as without the profiler.
-    ///
-    /// Off by default: a library should not take a process's signals unasked. When on:
-    /// - a signal that already has a handler, or is ignored, is left alone, and the ledger header
-    ///   says so (an application with its own handler should have it end the loop and call
-    ///   [`Profiler::finish`]);
-    /// - the handler only wakes a thread (`gpu-ledger-signal`), which does the work;
-    /// - finishing is bounded: after 5 s (GPU records that never arrive, a stuck disk) the signal
-    ///   ends the process anyway, and the ledger is then valid up to its last whole line;
-    /// - [`Profiler::finish`] (or drop) restores the default disposition and stops the thread,
-    ///   so a later profiler in the same process starts clean.
-    ///
-    /// Linux only: elsewhere the option is accepted, does nothing, and the header says so.
-    pub flush_on_signal: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            level: Level::Timeline,
-            ledger_path: None,
-            buffers: 8,
-            max_buffers: 64,
-            buffer_bytes: 4 << 20,
-            settle: Duration::from_secs(2),
-            flush_interval: Duration::from_millis(1000),
-            fail_open: false,
-            nvml: true,
-            nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
-            nvml_energy_period: Some(crate::nvml::DEFAULT_ENERGY_PERIOD),
-            work_per_iteration: None,
-            record_activities: false,
-            counters: None,
-            flush_on_signal: false,
-        }
-    }
-}
-
-/// Builds a [`Profiler`].
-#[derive(Debug, Clone, Default)]
-pub struct ProfilerBuilder {
-    config: Config,
-}
-
-impl ProfilerBuilder {
-    /// Sets the level.
-    pub fn level(mut self, level: Level) -> Self {
-        self.config.level = level;
-        self
-    }
-    /// Sets the ledger path.
-    pub fn ledger_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.ledger_path = Some(path.into());
-        self
-    }
-    /// Sets how long an ended iteration waits for its GPU records.
-    pub fn settle(mut self, settle: Duration) -> Self {
-        self.config.settle = settle;
-        self
-    }
-    /// Sets the CUPTI buffer pool: buffers at start, maximum, bytes each.
-    pub fn buffers(mut self, initial: usize, max: usize, bytes: usize) -> Self {
-        self.config.buffers = initial;
-        self.config.max_buffers = max;
-        self.config.buffer_bytes = bytes;
-        self
-    }
-    /// Sets how often the collector asks CUPTI for completed records while an iteration waits
-    /// for them (each request is a `cuptiActivityFlushAll`).
-    pub fn flush_interval(mut self, interval: Duration) -> Self {
-        self.config.flush_interval = interval;
-        self
-    }
-    /// Turns NVML sampling on or off.
-    pub fn nvml(mut self, on: bool) -> Self {
-        self.config.nvml = on;
-        self
-    }
-    /// How often NVML's energy counter is read (`None`: never, energy integrated from power).
-    /// A read costs about 4 ms of the sampler thread on the H200; see `Config::nvml_energy_period`.
-    pub fn nvml_energy_period(mut self, period: Option<Duration>) -> Self {
-        self.config.nvml_energy_period = period;
-        self
-    }
-    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
-    pub fn work_per_iteration(mut self, work: f64) -> Self {
-        self.config.work_per_iteration = Some(work);
-        self
-    }
-    /// Keeps every activity and scope span in the rows, for timeline traces.
-    pub fn record_activities(mut self, on: bool) -> Self {
-        self.config.record_activities = on;
-        self
-    }
-    /// Collects hardware counters as `setup` says and sets the level to [`Level::Counters`].
-    ///
-    /// ```no_run
-    /// use gpu_ledger::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode};
-    /// # fn f(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> gpu_ledger::Result<()> {
-    /// let mut setup = CountersSetup::new(ctx, CounterConfig {
-    ///     metrics: vec!["speed_of_light".into()],
-    ///     range_mode: RangeMode::User, // one range per scope
-    ///     ..CounterConfig::default()
-    /// });
-    /// setup.window = CounterWindow { skip: 10, collections: 1 };
-    /// let profiler = gpu_ledger::Profiler::builder().counters(setup).start()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn counters(mut self, setup: crate::counters::CountersSetup) -> Self {
-        self.config.level = Level::Counters;
-        self.config.counters = Some(setup);
-        self
-    }
-    /// Runs unprofiled instead of failing when the profiler cannot start.
-    pub fn fail_open(mut self, yes: bool) -> Self {
-        self.config.fail_open = yes;
-        self
-    }
-    /// On SIGINT or SIGTERM, finishes the ledger and then lets the signal end the process (off
-    /// by default; Linux only). See [`Config::flush_on_signal`].
-    pub fn flush_on_signal(mut self, on: bool) -> Self {
-        self.config.flush_on_signal = on;
-        self
-    }
-    /// Starts the profiler.
-    ///
-    /// # Errors
-    /// See [`Profiler::start`].
-    pub fn start(self) -> Result<Profiler> {
-        Profiler::start(self.config)
-    }
-}
-
-/// State shared by the application's threads (scopes, `step`) and the collector.
-pub(crate) struct Running {
-    /// The run's origin and the clock scopes read.
-    pub(crate) clock: HostClock,
-    pub(crate) cupti: Option<&'static LoadedCupti>,
-    pub(crate) paths: PathTable,
-    pub(crate) events: EventPool,
-    /// `step()`'s messages; the collector polls them (see [`IterationEnd`]).
-    control: crossbeam_channel::Sender<IterationEnd>,
-    /// The one `Finish` message; the collector sleeps on this channel.
-    finish: crossbeam_channel::Sender<Finish>,
-    /// Each scope thread's slot, with gpu-ledger's index of the thread.
-    thread_slots: parking_lot::Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
-    /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
-    pub(crate) step_ns: AtomicU64,
-    /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
-    /// callback at the timeline level), and the calls it captured.
-    calls: Arc<ApiCalls>,
-    /// The counters level, when it was set up; taken at shutdown.
-    counters: parking_lot::Mutex<Option<CounterState>>,
-    /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
-    /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
-    pub(crate) counters_path: u32,
-    /// False once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
-    /// signal thread can shut down while the application still steps). `step()` holds the read
-    /// side while it sends, so no iteration end reaches the collector after `Finish`.
-    open: RwLock<bool>,
-    /// Warnings for the trailer that shutdown adds (the signal that ended the run).
-    end_warnings: parking_lot::Mutex<Vec<String>>,
-}
-
-/// The scope the counters level's own GPU work is attributed to.
-pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
-
-impl Running {
-    pub(crate) fn now_ns(&self) -> u64 {
-        self.clock.now_ns()
-    }
-    pub(crate) fn iteration(&self) -> u64 {
-        self.calls.iteration.load(Ordering::Relaxed)
-    }
-    /// The calls the callback captured and the open iteration (scope threads keep a handle).
-    pub(crate) fn calls(&self) -> &Arc<ApiCalls> {
-        &self.calls
-    }
-    /// Takes every thread's captured API calls.
-    pub(crate) fn drain_calls(&self, out: &mut Vec<CapturedCall>) {
-        self.calls.drain_into(out);
-    }
-    /// Calls the callback could not hand to their thread's ring.
-    pub(crate) fn calls_lost(&self) -> u64 {
-        self.calls.lost.load(Ordering::Relaxed)
-    }
-    /// A slot for the calling thread's closed scopes, registered for the collector to drain;
-    /// returns its sending end.
-    pub(crate) fn register_thread(&self, thread: u32) -> ScopeSender {
-        let (slot, sender) = ScopeSlot::new(crate::scope::RING_CAPACITY);
-        self.thread_slots.lock().push((thread, slot));
-        sender
-    }
-    /// Takes every thread's closed scopes. The list's lock is held while draining: only a
-    /// thread's first scope of a run takes it too (to register).
-    pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
-        for (thread, slot) in self.thread_slots.lock().iter() {
-            slot.drain_map_into(out, |closed| closed.into_record(*thread));
-        }
-    }
-    /// Whether CUPTI's callback captures API calls (the timeline and counters levels), and so
-    /// reads the scope path a thread's calls are attributed to.
-    #[inline]
-    pub(crate) fn captures_calls(&self) -> bool {
-        self.cupti.is_some()
-    }
-    /// A scope was entered: a user range when a counters pass runs on this thread. Returns the
-    /// pass to give back to [`counter_pop`](Self::counter_pop), 0 when none.
-    pub(crate) fn counter_push(&self, name: &str) -> u64 {
-        self.with_counters(|c| c.push(name)).unwrap_or(0)
-    }
-    pub(crate) fn counter_pop(&self, pass: u64) {
-        self.with_counters(|c| c.pop(pass));
-    }
-    /// Runs `f` on the counters state, when counters are on. (Pushing an external-correlation
-    /// id around these calls does not reach CUPTI's own kernels, which carry no API record,
-    /// and it emptied a kernel-replay iteration in run 25; the collector moves those kernels
-    /// to [`COUNTERS_SCOPE`] by name instead.)
-    fn with_counters<T>(&self, f: impl FnOnce(&mut CounterState) -> T) -> Option<T> {
-        // No lock on `step()` when counters were never set up (their scope path exists iff so).
-        if self.counters_path == 0 {
-            return None;
-        }
-        self.counters.lock().as_mut().map(f)
-    }
-    fn cupti_now(&self) -> Option<u64> {
-        self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
-    }
-    /// Shared state for a collector driven by hand ([`crate::collector::OfflineCollector`]): no
-    /// CUPTI library, no counters, an empty path table, and no collector listening to `step()`
-    /// (nothing here sends to it). Not registered as the current profiler, so scopes stay off.
-    pub(crate) fn offline() -> Arc<Running> {
-        let (control, _) = crossbeam_channel::unbounded();
-        let (finish, _) = crossbeam_channel::bounded(1);
-        Arc::new(Running {
-            clock: HostClock::monotonic(Instant::now()),
-            cupti: None,
-            paths: PathTable::default(),
-            events: EventPool::default(),
-            control,
-            finish,
-            thread_slots: parking_lot::Mutex::new(Vec::new()),
-            step_ns: AtomicU64::new(0),
-            calls: Arc::new(ApiCalls::default()),
-            counters: parking_lot::Mutex::new(None),
-            counters_path: 0,
-            open: RwLock::new(false),
-            end_warnings: parking_lot::Mutex::new(Vec::new()),
-        })
-    }
-    /// The trailer warnings shutdown added (the collector takes them when it writes the trailer).
-    pub(crate) fn take_end_warnings(&self) -> Vec<String> {
-        std::mem::take(&mut *self.end_warnings.lock())
-    }
-}
-
-static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
-
-/// The running profiler's shared state, if any.
-pub(crate) fn current() -> Option<Arc<Running>> {
-    CURRENT.read().clone()
-}
+use crate::run::{self, Running, ENABLED};
+use crate::scope::ScopeGuard;
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -488,7 +156,7 @@ impl Profiler {
     /// paths (`step/backward`). Costs one atomic load when no profiler runs.
     #[inline]
     pub fn scope(name: impl Into<Cow<'static, str>>) -> ScopeGuard<'static> {
-        if !scope::ENABLED.load(Ordering::Relaxed) {
+        if !ENABLED.load(Ordering::Relaxed) {
             return ScopeGuard::inert(None);
         }
         ScopeGuard::enter(name.into(), None)
@@ -501,10 +169,26 @@ impl Profiler {
         name: impl Into<Cow<'static, str>>,
         stream: &'s Arc<CudaStream>,
     ) -> ScopeGuard<'s> {
-        if !scope::ENABLED.load(Ordering::Relaxed) {
+        if !ENABLED.load(Ordering::Relaxed) {
             return ScopeGuard::inert(Some(stream));
         }
         ScopeGuard::enter(name.into(), Some(stream))
+    }
+
+    /// Checks, without starting anything, that this machine has what `level` needs: the CUDA
+    /// driver and a GPU, and at the timeline and counters levels a CUPTI gpu-ledger can use.
+    /// Call it before the first CUDA call of an application that should fail with one clear
+    /// line rather than a panic (cudarc panics when the driver library is missing).
+    ///
+    /// # Errors
+    /// [`Error::NoDriver`], [`Error::NoDevice`], and at the timeline and counters levels
+    /// [`Error::CuptiNotFound`] or [`Error::CuptiVersionMismatch`].
+    pub fn preflight(level: Level) -> Result<()> {
+        crate::device::require_driver()?;
+        if level >= Level::Timeline {
+            cupti::api()?;
+        }
+        Ok(())
     }
 
     /// Starts profiling with `config`.
@@ -580,39 +264,9 @@ impl Profiler {
     /// Ends the current iteration and opens the next (like torch.profiler's `step()`). Never
     /// blocks on the GPU: the iteration's row is written once its GPU records have arrived.
     pub fn step(&self) {
-        let Some(running) = &self.running else { return };
-        let open = running.open.read();
-        if !*open {
-            return;
+        if let Some(running) = &self.running {
+            running.step();
         }
-        let entered_ns = running.now_ns();
-        // Counters first: ending a pass synchronizes and may decode, which belongs to the
-        // (perturbed) iteration that ends here, not to the next one.
-        let counters = running
-            .with_counters(|c| c.end_iteration(running.iteration()))
-            .flatten();
-        // The count first, then the iteration's end: every call counted here was entered in
-        // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
-        // for a call of the next iteration.
-        let launches = running.calls.total.load(Ordering::SeqCst);
-        let host_end_ns = running.now_ns();
-        let cupti_end = running.cupti_now();
-        let open_scopes = scope::open_scopes(running);
-        let index = running.calls.iteration.fetch_add(1, Ordering::SeqCst);
-        let _ = running.control.send(IterationEnd {
-            index,
-            host_end_ns,
-            cupti_end,
-            launches,
-            open_scopes,
-            counters,
-        });
-        running.with_counters(|c| c.begin_iteration(index + 1));
-        running.step_ns.fetch_add(
-            running.now_ns().saturating_sub(entered_ns),
-            Ordering::Relaxed,
-        );
-        drop(open);
     }
 
     /// Stops profiling, waits for every record, writes the trailer and closes the ledger.
@@ -661,19 +315,7 @@ impl Drop for Profiler {
 
 fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<Error>) {
     let running = inner.running.clone();
-    // No step() is sending now, and none will: Finish is the collector's last message. Before
-    // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
-    // application) would otherwise enter its next iteration's scopes as inert guards and then
-    // end that iteration, a complete row with none of its scopes.
-    *running.open.write() = false;
-    scope::ENABLED.store(false, Ordering::SeqCst);
-    running.end_warnings.lock().extend(end_warning);
-    let host_end_ns = running.now_ns();
-    let cupti_end = running.cupti_now();
-    let open = scope::open_scopes(&running);
-    let counters = running
-        .with_counters(|c| c.finish(running.iteration()))
-        .flatten();
+    let finish = running.close(end_warning);
     let mut first_err = None;
     if let Some(session) = inner.session.take() {
         // Flushes every buffer into the collector's inbox before the collector is told to finish.
@@ -681,17 +323,11 @@ fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<E
             first_err = Some(e);
         }
     }
-    let _ = running.finish.send(Finish {
-        host_end_ns,
-        cupti_end,
-        open_scopes: open,
-        counters,
-    });
+    running.send_finish(finish);
     if let Some(c) = inner.collector.take() {
         let _ = c.join();
     }
-    // The Range Profiler is released only once the timeline has stopped and every record is in.
-    drop(running.counters.lock().take());
+    running.release_counters();
     let mut trailer = inner.trailer_rx.try_recv().unwrap_or_default();
     if let Some(writer) = inner.writer.take() {
         let err = writer.error();
@@ -706,42 +342,8 @@ fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<E
             });
         }
     }
-    *CURRENT.write() = None;
-    scope::GENERATION.fetch_add(1, Ordering::SeqCst);
+    run::retire();
     (trailer, first_err)
-}
-
-fn resolve_ledger_path(configured: Option<PathBuf>) -> PathBuf {
-    if let Some(p) = configured {
-        return p;
-    }
-    if let Some(p) = std::env::var_os(LEDGER_PATH_ENV) {
-        return PathBuf::from(p);
-    }
-    let secs = crate::util::unix_ns() / 1_000_000_000;
-    let rank = crate::rank::from_env()
-        .map(|r| format!("-rank{}", r.rank))
-        .unwrap_or_default();
-    PathBuf::from(format!(
-        "gpu-ledger-{secs}-{}{rank}.jsonl",
-        std::process::id()
-    ))
-}
-
-fn config_record(config: &Config) -> ConfigRecord {
-    ConfigRecord {
-        level: config.level.name().to_string(),
-        buffer_count: config.buffers,
-        buffer_bytes: config.buffer_bytes,
-        settle_ms: config.settle.as_millis() as u64,
-        nvml_period_ms: config.nvml.then_some(config.nvml_period.as_millis() as u64),
-        nvml_energy_period_ms: config
-            .nvml
-            .then_some(config.nvml_energy_period.map(|p| p.as_millis() as u64))
-            .flatten(),
-        counter_iterations: None,
-        record_activities: config.record_activities,
-    }
 }
 
 fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<()> {
@@ -749,7 +351,7 @@ fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<(
     let header = Header {
         schema_version: SCHEMA_VERSION,
         gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
-        start_unix_ns: crate::util::unix_ns(),
+        start_unix_ns: crate::clock::unix_ns(),
         start_cupti_ns: None,
         config: config_record(config),
         environment: crate::device::environment(None, std::time::SystemTime::now()),
@@ -790,10 +392,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     if let Some(setup) = &config.counters {
         setup.config.validate_with_timeline()?;
     }
-    let mut current = CURRENT.write();
-    if current.is_some() {
-        return Err(Error::AlreadyRunning);
-    }
+    let claim = run::claim()?;
     let mut warnings = Vec::new();
     if config.counters.is_some() != (config.level == Level::Counters) {
         return Err(Error::Config(
@@ -843,31 +442,9 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     let writer = LedgerWriter::create(path)?;
     let origin = Instant::now();
     let start_time = std::time::SystemTime::now();
-    let start_unix_ns = crate::util::unix_ns();
-    let (control_tx, control_rx) = crossbeam_channel::unbounded();
-    let (finish_tx, finish_rx) = crossbeam_channel::bounded(1);
+    let start_unix_ns = crate::clock::unix_ns();
     let (buffer_tx, buffer_rx) = crossbeam_channel::unbounded();
-    let paths = PathTable::default();
-    let counters_path = if counter_state.is_some() {
-        paths.intern(0, COUNTERS_SCOPE)
-    } else {
-        0
-    };
-    let running = Arc::new(Running {
-        clock: HostClock::new(origin),
-        cupti,
-        paths,
-        events: EventPool::default(),
-        control: control_tx,
-        finish: finish_tx,
-        thread_slots: parking_lot::Mutex::new(Vec::new()),
-        step_ns: AtomicU64::new(0),
-        calls: Arc::new(ApiCalls::default()),
-        counters: parking_lot::Mutex::new(counter_state),
-        counters_path,
-        open: RwLock::new(true),
-        end_warnings: parking_lot::Mutex::new(Vec::new()),
-    });
+    let (running, inbox) = Running::new(HostClock::new(origin), cupti, counter_state);
     let mut session = None;
     let mut activity = None;
     if let Some(lib) = cupti {
@@ -879,7 +456,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         session = Some(TimelineSession::start(
             lib,
             shared.clone(),
-            running.calls.clone(),
+            running.calls().clone(),
         )?);
         activity = Some(shared);
     }
@@ -924,9 +501,8 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         .ok_or_else(|| Error::Thread("gpu-ledger-writer closed at start".into()))?;
     let collector = collector::spawn(collector::CollectorSetup {
         running: running.clone(),
+        inbox,
         activity,
-        control: control_rx,
-        finish: finish_rx,
         buffers: buffer_rx,
         lines: line_tx,
         trailer: trailer_tx,
@@ -934,6 +510,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         // A row must get at least two flushes within its settle time.
         flush_interval: config.flush_interval.min(config.settle / 2),
         start_cupti_ns: start_cupti_ns.unwrap_or(0),
+        timeline_rules: cupti.is_some(),
         nvml: sampler,
         work_per_iteration: config.work_per_iteration,
         record_activities: config.record_activities,
@@ -942,10 +519,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
             .as_ref()
             .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
     })?;
-    *current = Some(running.clone());
-    scope::GENERATION.fetch_add(1, Ordering::SeqCst);
-    scope::ENABLED.store(true, Ordering::SeqCst);
-    running.with_counters(|c| c.begin_iteration(0));
+    claim.publish(&running);
     Ok((
         Inner {
             running,

@@ -1,11 +1,7 @@
-//! CPU tests: counter configuration rules, auto-range naming and the ledger records.
+//! CPU tests: counter configuration rules and auto-range naming.
 
-use std::collections::BTreeMap;
-
-use gpu_ledger::counters::metrics::names;
 use gpu_ledger::counters::{
-    name_auto_ranges, Collected, CounterConfig, CounterWindow, CountersHeader, DeriveOptions,
-    IterationCounters, Launch, RangeMode, RangeValues, ReplayMode, Unavailable,
+    name_auto_ranges, CounterConfig, CounterWindow, Launch, RangeMode, RangeValues, ReplayMode,
 };
 use gpu_ledger::Error;
 
@@ -135,85 +131,6 @@ fn auto_ranges_after_a_graph_launch_or_past_the_launches_stay_unnamed() {
         1
     );
     assert_eq!(short[1].kernel, None);
-}
-
-fn collected() -> Collected {
-    Collected {
-        chip: "GH100".into(),
-        range_mode: RangeMode::User,
-        replay_mode: ReplayMode::User,
-        passes: 1,
-        runs: 2,
-        metrics: vec![names::FADD.into(), names::DRAM_BYTES_READ.into()],
-        ranges: vec![
-            range(
-                "outer",
-                &[(names::FADD, 3.0), (names::DRAM_BYTES_READ, 24.0)],
-            ),
-            range(
-                "outer/inner",
-                &[(names::FADD, 1.0), (names::DRAM_BYTES_READ, 8.0)],
-            ),
-        ],
-        dropped_ranges: 0,
-        launches_consistent: None,
-    }
-}
-
-#[test]
-fn collected_ranges_become_ledger_records_with_depth_and_derived_figures() {
-    let c = collected();
-    assert_eq!(c.range("outer/inner").unwrap().depth(), 2);
-    assert_eq!(c.range("outer").unwrap().get(names::FADD), Some(3.0));
-    let rec = IterationCounters::from_collected(&c, 4, 100, &DeriveOptions::default());
-    assert!(rec.complete);
-    assert_eq!(
-        (rec.collection, rec.first_iteration, rec.run, rec.runs),
-        (4, 100, 2, 2)
-    );
-    assert_eq!(rec.ranges[1].name, "outer/inner");
-    assert_eq!(rec.ranges[1].depth, 2);
-    assert_eq!(rec.ranges[0].derived.fp32_flops, Some(3.0));
-    assert_eq!(
-        rec.ranges[0].derived.arithmetic_intensity_dram,
-        Some(3.0 / 24.0)
-    );
-    let json = serde_json::to_string(&rec).unwrap();
-    let back: IterationCounters = serde_json::from_str(&json).unwrap();
-    assert_eq!(back, rec);
-    let pending = IterationCounters::pending(4, 100, 1, 2);
-    assert!(!pending.complete && pending.ranges.is_empty());
-    // A reader of a minimal record (older writer) gets defaults.
-    let min: IterationCounters = serde_json::from_str(
-        r#"{"collection":0,"first_iteration":0,"run":1,"runs":1,"complete":false}"#,
-    )
-    .unwrap();
-    assert!(min.ranges.is_empty() && min.error.is_none());
-    let r: BTreeMap<String, f64> = BTreeMap::new();
-    assert!(r.is_empty());
-}
-
-#[test]
-fn header_record_says_why_counters_were_not_collected() {
-    let config = CounterConfig::default();
-    let err = gpu_ledger::counters::error::counter_error(
-        "cuptiRangeProfilerEnable",
-        cupti_sys::CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
-        "insufficient privileges".into(),
-    );
-    let h = CountersHeader::not_collected(&config, &err);
-    assert!(!h.collected);
-    assert_eq!(h.unavailable, Some(Unavailable::NoPermission));
-    assert!(h
-        .reason
-        .as_deref()
-        .unwrap()
-        .contains("NVreg_RestrictProfilingToAdminUsers=0"));
-    let json = serde_json::to_string(&h).unwrap();
-    assert!(json.contains(r#""unavailable":"no_permission""#), "{json}");
-    assert!(json.contains(r#""range_mode":"user""#), "{json}");
-    let back: CountersHeader = serde_json::from_str(&json).unwrap();
-    assert_eq!(back, h);
 }
 
 #[test]

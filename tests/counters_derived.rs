@@ -1,12 +1,14 @@
-//! CPU tests: figures derived from counter values, and the book ch. 6 classification.
+//! CPU tests: figures derived from counter values, and the memory/compute/latency
+//! classification.
 
 use std::collections::BTreeMap;
 
 use gpu_ledger::counters::derived::{
     arithmetic_intensity, bandwidth, classify, derive, flops, pct_of_peak, sector_efficiency,
-    sectors_per_request, useful_bytes_of_requests, Bound, DeriveOptions, Thresholds,
+    sectors_per_request, useful_bytes_of_requests, DeriveOptions, Thresholds,
 };
 use gpu_ledger::counters::metrics::names;
+use gpu_ledger::counters::Bound;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1.0)

@@ -128,7 +128,7 @@ const KERNELS: sys::CUpti_ActivityKind::Type =
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 
 fn cupti_ok(lib: &LoadedCupti, call: &'static str, code: sys::CUptiResult::Type) -> Result<()> {
-    Ok(gpu_ledger::cupti::check(lib, call, code)?)
+    Ok(gpu_ledger::internals::cupti_check(lib, call, code)?)
 }
 
 impl RawSession {

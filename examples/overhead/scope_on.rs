@@ -7,7 +7,7 @@
 //! `ScopeGuard::next` on the one before (one event per boundary). A fifth way separates what
 //! reading the events costs the launching thread: the event pair, each on events of its own, read
 //! by a second thread every 2 ms as gpu-ledger's collector reads scope events
-//! (`gpu_ledger::events::elapsed_ns`). Two more ways split that figure: the pairs recorded but
+//! (`gpu_ledger::internals::elapsed_ns`). Two more ways split that figure: the pairs recorded but
 //! never read ("pairs cycled": what using a fresh pair per launch costs the driver), and the pairs
 //! read by a second thread that finds them through one shared index instead of a channel ("pairs,
 //! index read": the reading alone, without a channel's allocation and reference counts). A last
@@ -291,7 +291,7 @@ fn read_pairs(gpu: &Gpu, pairs: &[(Arc<CudaEvent>, Arc<CudaEvent>)]) -> Result<D
                 }
             }
             while let Some((start, end)) = pending.front() {
-                match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                match gpu_ledger::internals::elapsed_ns(start, end).map_err(|e| e.to_string())? {
                     Some(_) => {
                         read += 1;
                         pending.pop_front();
@@ -346,7 +346,9 @@ fn read_pool_sized(
                 let upto = recorded.load(Ordering::Acquire);
                 while next < upto {
                     let (start, end) = &pool[next % k];
-                    match gpu_ledger::events::elapsed_ns(start, end).map_err(|e| e.to_string())? {
+                    match gpu_ledger::internals::elapsed_ns(start, end)
+                        .map_err(|e| e.to_string())?
+                    {
                         Some(_) => {
                             next += 1;
                             read.store(next, Ordering::Release);

@@ -349,7 +349,7 @@ fn append_line(path: &Path, header: &str, line: &str) -> io::Result<()> {
 
 /// Today's date, `YYYY-MM-DD` in UTC.
 pub fn today_utc() -> String {
-    utc_date(crate::util::unix_ns() / 1_000_000_000)
+    utc_date(crate::clock::unix_ns() / 1_000_000_000)
 }
 
 /// The UTC date `YYYY-MM-DD` of `unix_secs` seconds since the Unix epoch (Howard Hinnant's

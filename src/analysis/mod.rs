@@ -27,7 +27,7 @@
 pub mod compare;
 pub mod experiment;
 pub mod families;
-pub mod intervals;
+pub use crate::intervals;
 pub mod occupancy;
 pub mod stats;
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::names;
+use crate::ledger::counters::{Bound, Derived};
 
 /// Bytes per L1/L2 sector.
 pub const SECTOR_BYTES: f64 = 32.0;
@@ -60,38 +61,6 @@ pub fn useful_bytes_of_requests(requests: f64, access_bytes: f64) -> f64 {
 /// the way Nsight Compute's roofline counts them.
 pub fn flops(add: f64, mul: f64, fma: f64) -> f64 {
     add + mul + 2.0 * fma
-}
-
-/// The first-pass classification of book ch. 6, from memory and compute throughput as % of
-/// their peaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bound {
-    /// High memory throughput, low compute: reduce bytes (coalescing, reuse, fusion).
-    Memory,
-    /// High compute throughput, low memory: reduce or cheapen instructions (pipes, precision).
-    Compute,
-    /// Both high: the range is near its roof; only algorithmic change or fusion moves it.
-    Both,
-    /// Both low: neither unit is fed; latency or too little parallelism (occupancy, stalls).
-    Latency,
-}
-
-impl Bound {
-    /// The book's next step for this class.
-    pub fn next_step(self) -> &'static str {
-        match self {
-            Bound::Memory => "memory-bound: reduce bytes moved (coalescing, reuse, fusion; ch. 9)",
-            Bound::Compute => {
-                "compute-bound: reduce or move instructions (pipe mix, Tensor Cores; ch. 8, 10)"
-            }
-            Bound::Both => "both high: near the roof; fuse or change the algorithm",
-            Bound::Latency => {
-                "latency-bound: neither unit is fed; look at occupancy, eligible warps and stalls \
-                 (ch. 7-8)"
-            }
-        }
-    }
 }
 
 /// Where "high" starts, in % of peak. The book gives no universal number ("use achieved
@@ -148,53 +117,6 @@ impl Default for DeriveOptions {
             thresholds: Thresholds::default(),
         }
     }
-}
-
-/// Figures derived for one range; a field is present only when its inputs were collected.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Derived {
-    /// DRAM bytes read plus written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dram_bytes: Option<f64>,
-    /// Achieved DRAM bandwidth, bytes/s (DRAM bytes over `gpu__time_duration.sum`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dram_bandwidth_bytes_per_s: Option<f64>,
-    /// DRAM throughput, % of peak (the collected metric, else bandwidth over the given peak).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dram_pct_of_peak: Option<f64>,
-    /// FP32 FLOPs (add + mul + 2 fma).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fp32_flops: Option<f64>,
-    /// FP16 FLOPs (add + mul + 2 fma, per instruction as ncu counts them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fp16_flops: Option<f64>,
-    /// FP64 FLOPs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fp64_flops: Option<f64>,
-    /// All FLOPs counted above per DRAM byte.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arithmetic_intensity_dram: Option<f64>,
-    /// Global-load sectors per request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global_load_sectors_per_request: Option<f64>,
-    /// Global-store sectors per request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global_store_sectors_per_request: Option<f64>,
-    /// Global-load sector efficiency (useful bytes over sector bytes, `access_bytes` per thread).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global_load_sector_efficiency: Option<f64>,
-    /// Global-store sector efficiency.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub global_store_sector_efficiency: Option<f64>,
-    /// The per-thread access width the efficiencies assumed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sector_efficiency_access_bytes: Option<f64>,
-    /// Shared-memory load bank conflicts per load wavefront.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shared_load_conflicts_per_wavefront: Option<f64>,
-    /// Book ch. 6 first-pass class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bound: Option<Bound>,
 }
 
 /// Computes every figure whose inputs are among `values` (metric name -> evaluated value).

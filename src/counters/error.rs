@@ -1,102 +1,16 @@
-//! Errors of the counters level: CUPTI result codes mapped to messages that name the fix, and the
-//! classification the profiler writes into the ledger header when counters cannot be collected
-//! (the timeline level goes on without them).
+//! Why counters cannot be collected: a device the Range Profiler does not support, and the
+//! classification the profiler writes into the ledger header (the timeline level goes on
+//! without counters). CUPTI's result codes and their fixes are `crate::cupti::result`'s.
 
 use cupti_sys as sys;
-use serde::{Deserialize, Serialize};
 
-use super::ffi::DeviceSupport;
-use crate::error::{Error, Result};
-use crate::loader::LoadedCupti;
-
-/// The fix for missing counter permission (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, shown by Nsight
-/// tools as ERR_NVGPUCTRPERM).
-pub const PERMISSION_FIX: &str = "the NVIDIA driver lets only administrators read GPU performance \
-counters (ERR_NVGPUCTRPERM, https://developer.nvidia.com/ERR_NVGPUCTRPERM). As root, set the \
-driver's profiling permission: `echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' > \
-/etc/modprobe.d/nvidia-profiling.conf`, then reload the nvidia module (or reboot) and check that \
-`grep RmProfilingAdminOnly /proc/driver/nvidia/params` shows 0; or run this process as root or \
-with CAP_SYS_ADMIN (in a container: --cap-add=SYS_ADMIN); on a vGPU the host must enable \
-profiling for the VM. Level::Timeline needs no such permission";
-
-/// The fix when another tool holds the counters (CUPTI_ERROR_HARDWARE_BUSY).
-pub const BUSY_FIX: &str = "another profiler holds this GPU's performance counters: Nsight \
-Compute, a second Range Profiler, or DCGM profiling metrics (dcgm-exporter, `dcgmi dmon -e \
-1001..`); stop it or pause DCGM profiling with `dcgmi profile --pause`, then retry. \
-Level::Timeline does not use the counters";
-
-/// The fix when the device or its configuration cannot be profiled.
-pub const UNSUPPORTED_FIX: &str = "the CUPTI Range Profiler does not support this GPU or \
-configuration: it needs compute capability 7.0 or newer, no SLI, no confidential computing, not \
-a CMP part, a MIG-disabled GPU (or MIG support in the driver), and profiling enabled on vGPU; \
-run counters on a supported GPU and keep Level::Timeline here";
-
-/// The fix for an unknown metric name.
-pub const METRIC_NAME_FIX: &str = "use metric names exactly as Nsight Compute spells them \
-(`ncu --query-metrics --chip <chip>`); gpu_ledger::counters validates names before the run and \
-suggests the nearest ones";
+use crate::cupti::range_profiler::DeviceSupport;
+use crate::cupti::result::{fix, BUSY_FIX, METRIC_NAME_FIX, PERMISSION_FIX, UNSUPPORTED_FIX};
+use crate::error::Error;
+use crate::ledger::counters::Unavailable;
 
 /// How the message of a rejected metric list starts (an [`Error::Config`]).
 pub const UNKNOWN_METRIC_PREFIX: &str = "unknown metric";
-
-/// The hint for a CUPTI code of the counters level, when one is known.
-pub fn hint(code: sys::CUptiResult::Type) -> Option<&'static str> {
-    use sys::CUptiResult as r;
-    match code {
-        r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
-        | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => Some(PERMISSION_FIX),
-        r::CUPTI_ERROR_HARDWARE_BUSY => Some(BUSY_FIX),
-        r::CUPTI_ERROR_NOT_SUPPORTED
-        | r::CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED
-        | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED
-        | r::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED
-        | r::CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED
-        | r::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED
-        | r::CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED
-        | r::CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED
-        | r::CUPTI_ERROR_INVALID_CHIP_NAME => Some(UNSUPPORTED_FIX),
-        r::CUPTI_ERROR_INVALID_METRIC_NAME => Some(METRIC_NAME_FIX),
-        r::CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED => Some(
-            "the legacy CUPTI Profiler API (cuptiProfilerBeginSession) is already in use in this \
-             process; only one of the two APIs can run",
-        ),
-        r::CUPTI_ERROR_NOT_INITIALIZED => {
-            Some("the CUDA driver could not be initialised; check the driver and the GPU")
-        }
-        r::CUPTI_ERROR_NOT_COMPATIBLE => {
-            Some("use the CUPTI of the CUDA version the driver supports")
-        }
-        _ => None,
-    }
-}
-
-/// Builds the crate error for a failed counters-level CUPTI call (pure: no CUPTI needed).
-pub fn counter_error(call: &'static str, code: sys::CUptiResult::Type, message: String) -> Error {
-    if code == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
-        return Error::CuptiBusy(format!(
-            "{call} returned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-        ));
-    }
-    Error::Cupti {
-        call,
-        code,
-        message,
-        hint: hint(code),
-    }
-}
-
-/// Turns a CUPTI return code of the counters level into a `Result`, with CUPTI's message and the
-/// fix where one is known.
-pub fn check(lib: &LoadedCupti, call: &'static str, code: sys::CUptiResult::Type) -> Result<()> {
-    if code == sys::CUptiResult::CUPTI_SUCCESS {
-        return Ok(());
-    }
-    Err(counter_error(
-        call,
-        code,
-        crate::cupti::result_string(lib, code),
-    ))
-}
 
 fn level_name(level: u32) -> &'static str {
     use sys::CUpti_Profiler_Support_Level as l;
@@ -155,24 +69,6 @@ pub fn support_error(ordinal: usize, support: &DeviceSupport) -> Option<Error> {
     })
 }
 
-/// Why counters were not collected: what the ledger header records, with the fix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Unavailable {
-    /// No permission to read the counters (ERR_NVGPUCTRPERM).
-    NoPermission,
-    /// Another tool holds the counters.
-    HardwareBusy,
-    /// The GPU or its configuration cannot be profiled.
-    UnsupportedDevice,
-    /// A requested metric does not exist on this GPU.
-    UnknownMetric,
-    /// CUPTI or the CUDA driver is missing or of the wrong version.
-    NoCupti,
-    /// Anything else (the error text says what).
-    Other,
-}
-
 impl Unavailable {
     /// Classifies an error from the counters level.
     pub fn of(error: &Error) -> Unavailable {
@@ -185,7 +81,7 @@ impl Unavailable {
                 }
                 r::CUPTI_ERROR_HARDWARE_BUSY => Unavailable::HardwareBusy,
                 r::CUPTI_ERROR_INVALID_METRIC_NAME => Unavailable::UnknownMetric,
-                c if hint(c) == Some(UNSUPPORTED_FIX) => Unavailable::UnsupportedDevice,
+                c if fix(c) == Some(UNSUPPORTED_FIX) => Unavailable::UnsupportedDevice,
                 _ => Unavailable::Other,
             },
             Error::Config(m) if m.starts_with(UNKNOWN_METRIC_PREFIX) => Unavailable::UnknownMetric,
@@ -209,5 +105,165 @@ impl Unavailable {
             }
             Unavailable::Other => "see the error message",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! CUPTI errors of the counters level map to messages that name the fix, and to the class
+    //! the ledger header records.
+
+    use super::*;
+    use crate::cupti::result::{error, fix};
+    use cupti_sys::CUptiResult as r;
+
+    #[test]
+    fn no_permission_names_err_nvgpuctrperm_and_the_driver_setting() {
+        let e = error(
+            "cuptiRangeProfilerEnable",
+            r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
+            "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES".into(),
+        );
+        let msg = e.to_string();
+        println!("{msg}");
+        assert!(msg.contains("cuptiRangeProfilerEnable"), "{msg}");
+        assert!(msg.contains("ERR_NVGPUCTRPERM"), "{msg}");
+        assert!(
+            msg.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+            "{msg}"
+        );
+        assert!(msg.contains("Level::Timeline"), "{msg}");
+        assert_eq!(Unavailable::of(&e), Unavailable::NoPermission);
+        assert_eq!(
+            Unavailable::of(&error(
+                "x",
+                r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES,
+                String::new()
+            )),
+            Unavailable::NoPermission
+        );
+    }
+
+    #[test]
+    fn counters_held_by_another_tool() {
+        let e = error(
+            "cuptiRangeProfilerStart",
+            r::CUPTI_ERROR_HARDWARE_BUSY,
+            "busy".into(),
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("Nsight Compute"), "{msg}");
+        assert!(msg.contains("dcgmi profile --pause"), "{msg}");
+        assert_eq!(Unavailable::of(&e), Unavailable::HardwareBusy);
+    }
+
+    #[test]
+    fn unsupported_devices_and_configurations() {
+        for code in [
+            r::CUPTI_ERROR_NOT_SUPPORTED,
+            r::CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED,
+            r::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED,
+            r::CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED,
+            r::CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED,
+            r::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED,
+            r::CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED,
+            r::CUPTI_ERROR_INVALID_CHIP_NAME,
+        ] {
+            let e = error("cuptiProfilerHostInitialize", code, String::new());
+            assert_eq!(
+                Unavailable::of(&e),
+                Unavailable::UnsupportedDevice,
+                "code {code}"
+            );
+            assert!(e.to_string().contains("compute capability 7.0"));
+        }
+    }
+
+    #[test]
+    fn a_second_subscriber_is_cupti_busy_and_unknown_codes_have_no_hint() {
+        let e = error(
+            "cuptiSubscribe",
+            r::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+            String::new(),
+        );
+        assert!(matches!(e, Error::CuptiBusy(_)));
+        assert_eq!(fix(r::CUPTI_ERROR_UNKNOWN), None);
+        let e = error("x", r::CUPTI_ERROR_UNKNOWN, "unknown".into());
+        assert_eq!(Unavailable::of(&e), Unavailable::Other);
+        assert!(fix(r::CUPTI_ERROR_INVALID_METRIC_NAME).is_some());
+    }
+
+    #[test]
+    fn other_errors_classify() {
+        assert_eq!(Unavailable::of(&Error::NoDriver), Unavailable::NoCupti);
+        assert_eq!(
+            Unavailable::of(&Error::CuptiNotFound { tried: vec![] }),
+            Unavailable::NoCupti
+        );
+        assert_eq!(
+            Unavailable::of(&Error::Config("something else".into())),
+            Unavailable::Other
+        );
+        for u in [
+            Unavailable::NoPermission,
+            Unavailable::HardwareBusy,
+            Unavailable::UnsupportedDevice,
+            Unavailable::UnknownMetric,
+            Unavailable::NoCupti,
+            Unavailable::Other,
+        ] {
+            assert!(!u.fix().is_empty());
+            let json = serde_json::to_string(&u).unwrap();
+            assert_eq!(serde_json::from_str::<Unavailable>(&json).unwrap(), u);
+        }
+        assert_eq!(
+            serde_json::to_string(&Unavailable::NoPermission).unwrap(),
+            r#""no_permission""#
+        );
+    }
+
+    const SUPPORTED: u32 = 3;
+    const DISABLED: u32 = 2;
+    const UNSUPPORTED: u32 = 1;
+
+    fn all_supported() -> DeviceSupport {
+        DeviceSupport {
+            overall: SUPPORTED,
+            architecture: SUPPORTED,
+            sli: SUPPORTED,
+            vgpu: SUPPORTED,
+            confidential_compute: SUPPORTED,
+            cmp: SUPPORTED,
+            wsl: SUPPORTED,
+        }
+    }
+
+    #[test]
+    fn device_support_names_each_failing_item() {
+        assert!(support_error(0, &all_supported()).is_none());
+        let old = DeviceSupport {
+            overall: UNSUPPORTED,
+            architecture: UNSUPPORTED,
+            ..all_supported()
+        };
+        let e = support_error(1, &old).unwrap();
+        let msg = e.to_string();
+        println!("{msg}");
+        assert!(msg.contains("GPU 1"), "{msg}");
+        assert!(
+            msg.contains("architecture (compute capability 7.0+): unsupported"),
+            "{msg}"
+        );
+        assert!(!msg.contains("SLI:"), "{msg}");
+        assert_eq!(Unavailable::of(&e), Unavailable::UnsupportedDevice);
+
+        let vgpu = DeviceSupport {
+            overall: UNSUPPORTED,
+            vgpu: DISABLED,
+            ..all_supported()
+        };
+        let e = support_error(0, &vgpu).unwrap();
+        assert!(e.to_string().contains("vGPU: disabled"));
+        assert_eq!(Unavailable::of(&e), Unavailable::NoPermission);
     }
 }

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use cupti_sys as sys;
 use parking_lot::Mutex;
 
-use super::ffi::{LaunchSink, LaunchSubscription};
-use crate::activity::{classify_api, ApiClass};
 use crate::cupti;
+use crate::cupti::functions::{classify_api, ApiClass};
+use crate::cupti::range_profiler::{LaunchSink, LaunchSubscription};
+use crate::cupti::LoadedCupti;
 use crate::error::Result;
-use crate::loader::LoadedCupti;
 
 /// One launch seen by the recorder, in launch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +182,7 @@ thread_local! {
     /// Depth of runtime launch calls in progress on this thread ([`outermost_call_entry`]). A
     /// runtime call such as `cudaLaunchKernel` (cuBLAS makes these) calls the driver inside, and
     /// CUPTI fires a driver callback for that inner call too. (The timeline level's callback
-    /// tracks its own nesting, `crate::activity::calls`.)
+    /// tracks its own nesting, `crate::cupti::calls`.)
     static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 

@@ -7,6 +7,7 @@
 
 use super::error::UNKNOWN_METRIC_PREFIX;
 use crate::error::{Error, Result};
+use crate::ledger::counters::DroppedMetric;
 
 /// The metric names the presets and the derived figures use.
 pub mod names {
@@ -384,17 +385,6 @@ pub fn split_metric(name: &str) -> (&str, Option<&str>) {
         Some((base, rest)) => (base, Some(rest)),
         None => (name, None),
     }
-}
-
-/// A preset metric the chip lacks, left out of the collection.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DroppedMetric {
-    /// The metric.
-    pub name: String,
-    /// The preset that asked for it.
-    pub preset: String,
-    /// Why it was left out.
-    pub reason: String,
 }
 
 /// A validated metric list.

@@ -37,21 +37,19 @@
 
 pub mod derived;
 pub mod error;
-mod ffi;
 pub mod launches;
 pub mod metrics;
-pub mod schema;
+mod records;
 mod session;
 pub(crate) mod window;
 
-pub use derived::{classify, derive, Bound, DeriveOptions, Derived, Thresholds};
-pub use error::Unavailable;
-pub use ffi::{DeviceSupport, MetricProperties};
+pub use crate::cupti::range_profiler::{DeviceSupport, MetricProperties};
+pub use crate::ledger::counters::{
+    Bound, CounterRange, CountersHeader, Derived, DroppedMetric, IterationCounters, RangeMode,
+    ReplayMode, Unavailable,
+};
+pub use derived::{classify, derive, DeriveOptions, Thresholds};
 pub use launches::{name_auto_ranges, Launch, LaunchRecorder};
 pub use metrics::{preset, resolve, MetricCatalog, NameList, Preset, PRESETS};
-pub use schema::{CounterRange, CountersHeader, IterationCounters};
-pub use session::{
-    ChipCatalog, Collected, CounterConfig, PassEnd, RangeMode, RangeProfiler, RangeValues,
-    ReplayMode,
-};
+pub use session::{ChipCatalog, Collected, CounterConfig, PassEnd, RangeProfiler, RangeValues};
 pub use window::{CounterWindow, CountersSetup};

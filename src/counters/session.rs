@@ -18,71 +18,15 @@ use cupti_sys as sys;
 use serde::{Deserialize, Serialize};
 
 use super::error::support_error;
-use super::ffi::{self, AlignedBuf, HostObject, MetricProperties, StopInfo, Target};
 use super::launches::{name_auto_ranges, Launch, LaunchRecorder};
-use super::metrics::{
-    nearest, nearest_metric, resolve, split_metric, DroppedMetric, MetricCatalog,
-};
+use super::metrics::{nearest, nearest_metric, resolve, split_metric, MetricCatalog};
 use crate::cupti;
+use crate::cupti::range_profiler::{
+    self as ffi, AlignedBuf, HostObject, MetricProperties, StopInfo, Target,
+};
+use crate::cupti::LoadedCupti;
 use crate::error::{Error, Result};
-use crate::loader::LoadedCupti;
-
-/// How ranges are delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RangeMode {
-    /// Ranges are what the caller pushes and pops (gpu-ledger scopes); nested names are kept as
-    /// paths (`a`, `a/c`).
-    User,
-    /// One range per kernel launch, named `"0"`, `"1"`, ... in launch order.
-    Auto,
-}
-
-impl RangeMode {
-    /// `user` or `auto`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RangeMode::User => "user",
-            RangeMode::Auto => "auto",
-        }
-    }
-
-    fn cupti(self) -> sys::CUpti_ProfilerRange::Type {
-        match self {
-            RangeMode::User => sys::CUpti_ProfilerRange::CUPTI_UserRange,
-            RangeMode::Auto => sys::CUpti_ProfilerRange::CUPTI_AutoRange,
-        }
-    }
-}
-
-/// How a metric set that needs several passes is replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplayMode {
-    /// The caller runs the same work once per pass (for gpu-ledger: consecutive iterations of the
-    /// application's loop are the replay).
-    User,
-    /// CUPTI replays each kernel itself, saving and restoring device memory between passes
-    /// (auto ranges only).
-    Kernel,
-}
-
-impl ReplayMode {
-    /// `user` or `kernel`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReplayMode::User => "user",
-            ReplayMode::Kernel => "kernel",
-        }
-    }
-
-    fn cupti(self) -> sys::CUpti_ProfilerReplayMode::Type {
-        match self {
-            ReplayMode::User => sys::CUpti_ProfilerReplayMode::CUPTI_UserReplay,
-            ReplayMode::Kernel => sys::CUpti_ProfilerReplayMode::CUPTI_KernelReplay,
-        }
-    }
-}
+use crate::ledger::counters::{DroppedMetric, RangeMode, ReplayMode};
 
 /// What to collect and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -591,8 +535,8 @@ impl RangeProfiler {
             self.config_image.as_slice(),
         )?;
         target.set_config(
-            self.config.range_mode.cupti(),
-            self.config.replay_mode.cupti(),
+            cupti_range(self.config.range_mode),
+            cupti_replay(self.config.replay_mode),
             self.config.max_ranges,
             self.config.nesting_levels,
             1,
@@ -865,5 +809,21 @@ impl RangeProfiler {
 impl Drop for RangeProfiler {
     fn drop(&mut self) {
         self.abort();
+    }
+}
+
+/// CUPTI's value for a range mode.
+fn cupti_range(mode: RangeMode) -> sys::CUpti_ProfilerRange::Type {
+    match mode {
+        RangeMode::User => sys::CUpti_ProfilerRange::CUPTI_UserRange,
+        RangeMode::Auto => sys::CUpti_ProfilerRange::CUPTI_AutoRange,
+    }
+}
+
+/// CUPTI's value for a replay mode.
+fn cupti_replay(mode: ReplayMode) -> sys::CUpti_ProfilerReplayMode::Type {
+    match mode {
+        ReplayMode::User => sys::CUpti_ProfilerReplayMode::CUPTI_UserReplay,
+        ReplayMode::Kernel => sys::CUpti_ProfilerReplayMode::CUPTI_KernelReplay,
     }
 }

@@ -15,8 +15,8 @@ use cudarc::driver::CudaContext;
 use serde::{Deserialize, Serialize};
 
 use super::derived::DeriveOptions;
-use super::schema::IterationCounters;
-use super::session::{CounterConfig, RangeMode, RangeProfiler};
+use super::session::{CounterConfig, RangeProfiler};
+use crate::ledger::counters::{IterationCounters, RangeMode};
 
 /// Which iterations get counters, in the spirit of `ncu --launch-skip/--launch-count` and
 /// torch.profiler's wait/warmup/active schedule: `skip` iterations run with the timeline only,

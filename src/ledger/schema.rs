@@ -50,7 +50,7 @@ pub struct Header {
     /// Hardware counters: what was asked for, the passes it needs, or why they are not
     /// collected. Absent below `Level::Counters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<crate::counters::CountersHeader>,
+    pub counters: Option<super::counters::CountersHeader>,
 }
 
 /// The configuration a run was profiled with.
@@ -136,7 +136,7 @@ pub struct IterationRow {
     pub scope_spans: Option<Vec<ScopeSpan>>,
     /// Hardware counters of this iteration, when a counters pass ran in it (then `perturbed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<crate::counters::IterationCounters>,
+    pub counters: Option<super::counters::IterationCounters>,
 }
 
 /// One GPU activity of an iteration (kept only when activities are recorded).

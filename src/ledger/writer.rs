@@ -129,7 +129,7 @@ fn write_loop(
     for mut line in rx {
         if let LedgerLine::Trailer(t) = &mut line {
             // The trailer is the last line: the writer's CPU time so far is all of it but this line.
-            t.overhead.writer_cpu_ns = crate::util::thread_cpu_ns();
+            t.overhead.writer_cpu_ns = crate::clock::thread_cpu_ns();
             t.lines_not_written = report.lines_not_written;
         }
         if error.lock().is_some() {
@@ -164,6 +164,6 @@ fn write_loop(
     }
     let _ = file.flush();
     let _ = file.sync_data();
-    report.cpu_ns = crate::util::thread_cpu_ns();
+    report.cpu_ns = crate::clock::thread_cpu_ns();
     report
 }

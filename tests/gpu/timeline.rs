@@ -596,10 +596,11 @@ unsafe extern "C" fn no_op(
 fn a_second_cupti_subscriber_is_a_clear_error_and_fail_open_runs_unprofiled() {
     let _g = SERIAL.lock();
     let _gpu = gpu();
-    let lib = gpu_ledger::cupti::api().unwrap();
+    let lib = gpu_ledger::internals::cupti().unwrap();
     // Another tool holds CUPTI's subscriber slot.
     // SAFETY: no_op never unwinds and takes no userdata.
-    let other = unsafe { gpu_ledger::cupti::subscribe(lib, no_op, std::ptr::null_mut()) }.unwrap();
+    let other =
+        unsafe { gpu_ledger::internals::subscribe(lib, no_op, std::ptr::null_mut()) }.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let err = Profiler::builder()
         .ledger_path(dir.path().join("busy.jsonl"))
@@ -632,7 +633,7 @@ fn a_second_cupti_subscriber_is_a_clear_error_and_fail_open_runs_unprofiled() {
         "{:?}",
         ledger.header.warnings
     );
-    gpu_ledger::cupti::unsubscribe(lib, other).unwrap();
+    gpu_ledger::internals::unsubscribe(lib, other).unwrap();
     // With the slot free again, a profiler starts.
     let p = crate::timeline(&dir.path().join("after.jsonl"));
     p.finish().unwrap();

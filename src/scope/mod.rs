@@ -1,99 +1,38 @@
 //! Scope guards and the per-thread scope stack.
 //!
 //! Entering a scope looks up its path id in a thread-local cache, makes it the path the thread's
-//! API calls are attributed to (`crate::activity::calls`, read by CUPTI's callback at the
-//! timeline and counters levels only) and reads the host clock (the TSC where the kernel trusts
-//! it, `crate::host_clock`); leaving hands the calls back to the enclosing scope and pushes a
-//! 64-byte `ClosedScope` onto the thread's own single-producer ring, which the collector
-//! drains every 2 ms: no lock, no atomic read-modify-write and no allocation per scope. A scope
-//! timed on a stream borrows the stream for its guard's life, so it takes no reference count.
-//! A disabled profiler costs one relaxed atomic load per scope.
+//! API calls are attributed to (`crate::cupti::calls`, read by CUPTI's callback at the timeline
+//! and counters levels only) and reads the host clock (the TSC where the kernel trusts it,
+//! `crate::clock`); leaving hands the calls back to the enclosing scope and pushes a 64-byte
+//! [`ClosedScope`] onto the thread's own single-producer ring, which the collector drains every
+//! 2 ms: no lock, no atomic read-modify-write and no allocation per scope. A scope timed on a
+//! stream borrows the stream for its guard's life, so it takes no reference count. A disabled
+//! profiler costs one relaxed atomic load per scope.
+//!
+//! The guard and the thread's stack stay in this one module: every scope runs through both, and
+//! code of one module is compiled together, so the hot path inlines whole.
+
+mod paths;
+mod record;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use crate::activity::calls::ApiCalls;
-use crate::events::{EventHandle, LocalEvents, PackedEvents, ScopeEvents};
-use crate::host_clock::ClockSource;
-use crate::profiler::Running;
+pub(crate) use paths::PathTable;
+pub use paths::UNSCOPED;
+pub(crate) use record::{ClosedScope, ScopeRecord};
+
+use crate::clock::ClockSource;
+use crate::cupti::calls::ApiCalls;
+use crate::driver::events::{EventHandle, LocalEvents, PackedEvents};
+use crate::run::{Running, ENABLED, GENERATION};
 use crate::thread_slot::{SlotSender, ThreadSlot};
-
-/// True while a profiler runs. Checked first by every scope.
-pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
-/// Bumped at every profiler start so that threads drop state of an earlier run.
-pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// A closed scope instance, as the collector receives it.
-#[derive(Debug)]
-pub struct ScopeRecord {
-    /// Interned path id (`step/backward`).
-    pub path_id: u32,
-    /// Iteration that was open when the scope was entered.
-    pub iteration_at_entry: u64,
-    /// Iteration that was open when the scope was left; the scope is accounted there.
-    pub iteration: u64,
-    /// Host time of entry, ns since the profiler started. On the scope's thread it is a raw
-    /// reading of the run's scope clock (TSC ticks where scopes read the TSC), which the
-    /// collector converts when it takes the record.
-    pub start_ns: u64,
-    /// Host time of exit, as `start_ns`.
-    pub end_ns: u64,
-    /// Start and end events when the scope was timed on a stream. Shared where one event ends
-    /// a scope and starts the next ([`ScopeGuard::next`]).
-    pub events: Option<ScopeEvents>,
-    /// Set when this guard was not the innermost open scope when it ended.
-    pub out_of_order: bool,
-    /// gpu-ledger's index of the thread the scope ran on.
-    pub thread: u32,
-}
-
-/// A closed scope as its thread writes it into its ring: one 64-byte cache line, so that handing
-/// it to the collector moves one line between cores (the [`ScopeRecord`] it becomes, 80 bytes,
-/// spans two). The collector adds the thread, which its ring tells.
-#[repr(C, align(64))]
-pub(crate) struct ClosedScope {
-    start_ns: u64,
-    end_ns: u64,
-    iteration: u64,
-    events: PackedEvents,
-    path_id: u32,
-    /// Iteration boundaries crossed while the scope was open (`iteration` minus the iteration
-    /// at entry), saturating.
-    boundaries: u32,
-    /// [`ClosedScope::OUT_OF_ORDER`], [`ClosedScope::START_SHARED`], [`ClosedScope::END_SHARED`].
-    flags: u8,
-}
-
-const _: () = assert!(std::mem::size_of::<ClosedScope>() == 64);
-
-impl ClosedScope {
-    const OUT_OF_ORDER: u8 = 1;
-    const START_SHARED: u8 = 2;
-    const END_SHARED: u8 = 4;
-
-    /// The record the collector works with, for a scope closed on gpu-ledger's thread `thread`.
-    pub(crate) fn into_record(self, thread: u32) -> ScopeRecord {
-        let flag = |f: u8| self.flags & f != 0;
-        ScopeRecord {
-            path_id: self.path_id,
-            iteration_at_entry: self.iteration - u64::from(self.boundaries),
-            iteration: self.iteration,
-            start_ns: self.start_ns,
-            end_ns: self.end_ns,
-            events: self
-                .events
-                .unpack(flag(Self::START_SHARED), flag(Self::END_SHARED)),
-            out_of_order: flag(Self::OUT_OF_ORDER),
-            thread,
-        }
-    }
-}
 
 struct Frame {
     path_id: u32,
@@ -217,10 +156,10 @@ impl ThreadScopes {
     #[inline(never)]
     fn new_run(&mut self, generation: u64) {
         self.generation = generation;
-        self.running = crate::profiler::current();
+        self.running = crate::run::current();
         self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
         self.stack.clear();
-        crate::activity::calls::set_scope_path(0);
+        crate::cupti::calls::set_scope_path(0);
         self.sender = self
             .running
             .as_ref()
@@ -431,7 +370,7 @@ fn counter_pop(running: &Running, pass: u64) {
 #[inline]
 fn release(running: &Running, captures_calls: bool, frame: &Frame, innermost: u32) {
     if captures_calls {
-        crate::activity::calls::set_scope_path(innermost);
+        crate::cupti::calls::set_scope_path(innermost);
     }
     if frame.range_pass != 0 {
         counter_pop(running, frame.range_pass);
@@ -444,7 +383,7 @@ impl ThreadScopes {
     #[inline]
     fn clock(&self, running: &Running) -> u64 {
         if self.tsc {
-            crate::host_clock::tsc()
+            crate::clock::tsc()
         } else {
             running.clock.now_ns()
         }
@@ -498,7 +437,7 @@ impl ThreadScopes {
             Cow::Owned(_) => self.owned_path(running, parent, name),
         };
         if self.captures_calls {
-            crate::activity::calls::set_scope_path(path_id);
+            crate::cupti::calls::set_scope_path(path_id);
         }
         self.next_token += 1;
         let token = self.next_token;
@@ -642,83 +581,9 @@ pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Interned scope paths: id 0 is the root, `(unscoped)`.
-#[derive(Default)]
-pub struct PathTable {
-    inner: parking_lot::RwLock<PathTableInner>,
-}
-
-#[derive(Default)]
-struct PathTableInner {
-    by_key: HashMap<(u32, String), u32>,
-    /// Index = id - 1: (parent id, full path).
-    paths: Vec<(u32, String)>,
-}
-
-/// Name of the path that collects launches made outside any scope.
-pub const UNSCOPED: &str = "(unscoped)";
-
-impl PathTable {
-    /// The id of `parent/name`, creating it on first use.
-    pub fn intern(&self, parent: u32, name: &str) -> u32 {
-        let key = (parent, name.to_string());
-        if let Some(id) = self.inner.read().by_key.get(&key) {
-            return *id;
-        }
-        let mut inner = self.inner.write();
-        if let Some(id) = inner.by_key.get(&key) {
-            return *id;
-        }
-        let full = match parent {
-            0 => name.to_string(),
-            p => format!("{}/{}", inner.paths[(p - 1) as usize].1, name),
-        };
-        inner.paths.push((parent, full));
-        let id = inner.paths.len() as u32;
-        inner.by_key.insert(key, id);
-        id
-    }
-
-    /// Full path of an id; `(unscoped)` for 0 or an unknown id.
-    pub fn path(&self, id: u32) -> String {
-        if id == 0 {
-            return UNSCOPED.to_string();
-        }
-        self.inner
-            .read()
-            .paths
-            .get((id - 1) as usize)
-            .map_or_else(|| UNSCOPED.to_string(), |p| p.1.clone())
-    }
-
-    /// Parent id of an id (0 for top-level scopes and unknown ids).
-    pub fn parent(&self, id: u32) -> u32 {
-        if id == 0 {
-            return 0;
-        }
-        self.inner
-            .read()
-            .paths
-            .get((id - 1) as usize)
-            .map_or(0, |p| p.0)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn closed(flags: u8, iteration: u64, boundaries: u32) -> ClosedScope {
-        ClosedScope {
-            start_ns: 10,
-            end_ns: 25,
-            iteration,
-            events: PackedEvents::NONE,
-            path_id: 7,
-            boundaries,
-            flags,
-        }
-    }
 
     #[test]
     fn a_recent_name_is_found_only_under_its_own_parent_address_and_length() {
@@ -747,33 +612,5 @@ mod tests {
             .expect("a colliding address");
         recent.put(1, ptr, 4, 9);
         assert_eq!(recent.get(1, ptr2, 4), None, "same slot, other address");
-    }
-
-    #[test]
-    fn a_closed_scope_becomes_the_record_it_was_sent_as() {
-        let rec = closed(ClosedScope::OUT_OF_ORDER, 9, 2).into_record(3);
-        assert_eq!(
-            (rec.path_id, rec.iteration_at_entry, rec.iteration),
-            (7, 7, 9)
-        );
-        assert_eq!((rec.start_ns, rec.end_ns, rec.thread), (10, 25, 3));
-        assert!(rec.out_of_order);
-        assert!(rec.events.is_none());
-        let rec = closed(0, 4, 0).into_record(0);
-        assert_eq!((rec.iteration_at_entry, rec.iteration), (4, 4));
-        assert!(!rec.out_of_order);
-    }
-
-    #[test]
-    fn the_shared_flags_reach_the_record_with_the_events() {
-        let mut c = closed(ClosedScope::START_SHARED, 1, 0);
-        c.events = crate::events::tests::packed(1, 2, 10);
-        let ev = c.into_record(0).events.expect("events");
-        assert!(ev.start_shared && !ev.end_shared);
-        let mut c = closed(ClosedScope::END_SHARED | ClosedScope::OUT_OF_ORDER, 1, 0);
-        c.events = crate::events::tests::packed(1, 2, 10);
-        let rec = c.into_record(0);
-        let ev = rec.events.expect("events");
-        assert!(!ev.start_shared && ev.end_shared && rec.out_of_order);
     }
 }

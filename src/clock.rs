@@ -1,4 +1,5 @@
-//! The clock scope guards read, and its conversion to nanoseconds since the profiler started.
+//! Host clocks: the one scope guards read and its conversion to nanoseconds since the profiler
+//! started, the wall clock, and a thread's CPU time.
 //!
 //! A scope reads the host clock twice. Through `clock_gettime` (`Instant::now`) a read costs
 //! 20 ns on the development VM and 31 ns on the H200 host (`benches/scope_overhead.rs`), most of
@@ -61,6 +62,7 @@ impl HostClock {
     }
 
     /// A clock that reads `Instant` only (the offline collector, and hosts without a usable TSC).
+    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn monotonic(origin: Instant) -> Self {
         HostClock {
             origin,
@@ -232,6 +234,23 @@ fn extrapolate(a: Anchor, rate: f64, raw: u64) -> u64 {
     let ticks = raw as i128 - a.tsc as i128;
     let ns = a.ns as f64 + ticks as f64 * rate;
     ns.round().max(0.0) as u64
+}
+
+/// CPU time consumed by the calling thread so far, ns (from /proc/thread-self/schedstat on Linux;
+/// 0 where that is not available).
+pub fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the Unix epoch.
+pub(crate) fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

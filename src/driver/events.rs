@@ -312,6 +312,7 @@ impl EventReader {
 /// pending (and a context check). cudarc's `elapsed_ms` also synchronizes on both events and
 /// binds the context three times: seven calls per scope on the collector's thread, each contending
 /// with the application's launches (`overhead --scope-on`, runs 49–51).
+#[cfg(feature = "internals")]
 pub fn elapsed_ns(start: &CudaEvent, end: &CudaEvent) -> Result<Option<u64>, DriverError> {
     start.context().bind_to_thread()?;
     // SAFETY: both handles belong to events borrowed for the call, so neither is destroyed

@@ -1,14 +1,35 @@
-//! The thin layer over `cupti-sys`: each CUPTI call is one line that turns a `CUptiResult` into a
-//! [`Result`]. All `unsafe` of the activity level lives here and in `activity/`.
+//! Every CUPTI call gpu-ledger makes, and all the unsafe code of the timeline, behind safe
+//! functions.
 //!
-//! This is also the one documented conversion point between cudarc's CUDA driver types and the
-//! ones bindgen generated for CUPTI: both are pointers to the same opaque driver structs, so the
-//! conversion is a pointer cast ([`cupti_context`]), never a transmute.
+//! - [`loader`]: finds and opens `libcupti`, refusing a version the bindings were not made for.
+//! - [`result`]: the one check of a CUPTI result code and the one table of fixes.
+//! - this module: the activity API calls, each one line over `cupti-sys`, and the callback
+//!   subscription that claims CUPTI's one subscriber slot.
+//! - [`activity`] and [`pool`]: the timeline session, its buffer callbacks and buffers;
+//!   [`record`]: decoding a filled buffer's records into owned ones.
+//! - [`calls`] and [`functions`]: the API callback that captures, on the calling thread, what
+//!   attribution needs of each traced call.
+//! - [`range_profiler`]: the Range Profiler, Profiler Host and Target APIs of the counters level.
+//!
+//! This is also the one conversion point between cudarc's CUDA driver types and the ones bindgen
+//! generated for CUPTI: both are pointers to the same opaque driver structs, so the conversion is
+//! a pointer cast ([`cupti_context`]), never a transmute.
+
+pub(crate) mod activity;
+pub(crate) mod calls;
+pub(crate) mod functions;
+pub(crate) mod loader;
+pub(crate) mod pool;
+pub(crate) mod range_profiler;
+pub(crate) mod record;
+pub(crate) mod result;
 
 use cupti_sys as sys;
 
-use crate::error::{Error, Result};
-use crate::loader::{self, LoadedCupti};
+use crate::error::Result;
+pub use loader::LoadedCupti;
+pub use result::check;
+pub(crate) use result::result_string;
 
 /// The loaded CUPTI, or why it is not there.
 pub fn api() -> Result<&'static LoadedCupti> {
@@ -16,58 +37,15 @@ pub fn api() -> Result<&'static LoadedCupti> {
 }
 
 /// cudarc's `CUcontext` as CUPTI's `CUcontext` (same opaque `CUctx_st`).
-pub fn cupti_context(ctx: cudarc::driver::sys::CUcontext) -> sys::CUcontext {
+pub(crate) fn cupti_context(ctx: cudarc::driver::sys::CUcontext) -> sys::CUcontext {
     ctx.cast()
 }
 
-/// Turns a CUPTI return code into a `Result`, with CUPTI's message and a fix where one is known.
-pub fn check(lib: &LoadedCupti, call: &'static str, code: sys::CUptiResult::Type) -> Result<()> {
-    if code == sys::CUptiResult::CUPTI_SUCCESS {
-        return Ok(());
-    }
-    if code == sys::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
-        return Err(Error::CuptiBusy(format!(
-            "{call} returned CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
-        )));
-    }
-    Err(Error::Cupti {
-        call,
-        code,
-        message: result_string(lib, code),
-        hint: hint(code),
-    })
-}
-
-fn hint(code: sys::CUptiResult::Type) -> Option<&'static str> {
-    use sys::CUptiResult as r;
-    match code {
-        r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => Some(
-            "allow profiling for non-admin users (driver option NVreg_RestrictProfilingToAdminUsers=0, \
-             see ERR_NVGPUCTRPERM) or run as root",
-        ),
-        r::CUPTI_ERROR_HARDWARE_BUSY => Some("another tool (ncu, DCGM profiling) holds the GPU counters; stop it first"),
-        r::CUPTI_ERROR_NOT_INITIALIZED => Some("the CUDA driver could not be initialised; check the driver and the GPU"),
-        r::CUPTI_ERROR_NOT_COMPATIBLE => Some("use the CUPTI of the CUDA version the driver supports"),
-        _ => None,
-    }
-}
-
-/// CUPTI's own text for a result code.
-pub fn result_string(lib: &LoadedCupti, code: sys::CUptiResult::Type) -> String {
-    let mut ptr: *const std::os::raw::c_char = std::ptr::null();
-    // SAFETY: out-pointer valid; CUPTI returns a static string.
-    let rc = unsafe { lib.api.cuptiGetResultString(code, &mut ptr) };
-    if rc != sys::CUptiResult::CUPTI_SUCCESS || ptr.is_null() {
-        return format!("CUptiResult {code}");
-    }
-    // SAFETY: non-null, NUL-terminated static string owned by CUPTI.
-    unsafe { std::ffi::CStr::from_ptr(ptr) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// `cuptiActivityEnable`.
-pub fn activity_enable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) -> Result<()> {
+pub(crate) fn activity_enable(
+    lib: &LoadedCupti,
+    kind: sys::CUpti_ActivityKind::Type,
+) -> Result<()> {
     // SAFETY: plain enum argument.
     check(lib, "cuptiActivityEnable", unsafe {
         lib.api.cuptiActivityEnable(kind)
@@ -75,7 +53,10 @@ pub fn activity_enable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) -
 }
 
 /// `cuptiActivityDisable`.
-pub fn activity_disable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) -> Result<()> {
+pub(crate) fn activity_disable(
+    lib: &LoadedCupti,
+    kind: sys::CUpti_ActivityKind::Type,
+) -> Result<()> {
     // SAFETY: plain enum argument.
     check(lib, "cuptiActivityDisable", unsafe {
         lib.api.cuptiActivityDisable(kind)
@@ -86,7 +67,7 @@ pub fn activity_disable(lib: &LoadedCupti, kind: sys::CUpti_ActivityKind::Type) 
 /// buffers handed to CUPTI come zeroed (then it does not zero them inside the request callback).
 /// The attribute is CUPTI's, process-wide: a session that declares it undeclares it when it
 /// stops, so that a later client with its own buffers gets CUPTI's default again.
-pub fn declare_zeroed_buffers(lib: &LoadedCupti, zeroed: bool) -> Result<()> {
+pub(crate) fn declare_zeroed_buffers(lib: &LoadedCupti, zeroed: bool) -> Result<()> {
     let mut value = u8::from(zeroed);
     let mut size = std::mem::size_of::<u8>();
     // SAFETY: the attribute's value is a uint8_t; both pointers are to locals that outlive the
@@ -101,12 +82,12 @@ pub fn declare_zeroed_buffers(lib: &LoadedCupti, zeroed: bool) -> Result<()> {
 }
 
 /// Buffer-request callback signature.
-pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+pub(crate) type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 /// Buffer-completed callback signature.
-pub type CompleteFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
+pub(crate) type CompleteFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
 
 /// `cuptiActivityRegisterCallbacks`.
-pub fn register_callbacks(
+pub(crate) fn register_callbacks(
     lib: &LoadedCupti,
     request: RequestFn,
     complete: CompleteFn,
@@ -120,7 +101,7 @@ pub fn register_callbacks(
 }
 
 /// `cuptiActivityFlushAll`; `forced` also flushes records of work still running.
-pub fn flush_all(lib: &LoadedCupti, forced: bool) -> Result<()> {
+pub(crate) fn flush_all(lib: &LoadedCupti, forced: bool) -> Result<()> {
     let flag = if forced {
         sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
     } else {
@@ -136,7 +117,7 @@ pub fn flush_all(lib: &LoadedCupti, forced: bool) -> Result<()> {
 ///
 /// # Safety
 /// `ctx` is a context handed out by CUPTI (the completion callback's) or null.
-pub unsafe fn dropped_records(
+pub(crate) unsafe fn dropped_records(
     lib: &LoadedCupti,
     ctx: sys::CUcontext,
     stream_id: u32,
@@ -151,7 +132,7 @@ pub unsafe fn dropped_records(
 }
 
 /// `cuptiGetTimestamp`: CUPTI's clock, the one activity records use (ns).
-pub fn timestamp(lib: &LoadedCupti) -> Result<u64> {
+pub(crate) fn timestamp(lib: &LoadedCupti) -> Result<u64> {
     let mut ts = 0u64;
     // SAFETY: out-pointer valid.
     check(lib, "cuptiGetTimestamp", unsafe {
@@ -196,7 +177,7 @@ pub unsafe fn subscribe(
 }
 
 /// `cuptiEnableCallback` for one function of one API domain.
-pub fn enable_callback(
+pub(crate) fn enable_callback(
     lib: &LoadedCupti,
     sub: &Subscription,
     domain: sys::CUpti_CallbackDomain::Type,

@@ -1,7 +1,7 @@
 //! The thin unsafe layer over CUPTI's Range Profiler (`cupti_range_profiler.h`), Profiler Host
-//! (`cupti_profiler_host.h`) and Profiler Target (`cupti_profiler_target.h`) APIs. Every CUPTI
-//! call of the counters level is made here, once, behind a safe signature; the rest of
-//! `counters/` has no `unsafe`.
+//! (`cupti_profiler_host.h`), Profiler Target (`cupti_profiler_target.h`) and device
+//! (`cupti_target.h`) APIs. Every CUPTI call of the counters level is made here, once, behind a
+//! safe signature; `counters/` has no `unsafe`.
 //!
 //! # `structSize`
 //! Every parameter struct starts with `structSize`, which CUPTI reads to learn which fields the
@@ -11,12 +11,6 @@
 //! into constants, so [`struct_size!`] computes the same value with [`std::mem::offset_of!`] and
 //! the size of the named last field; the unit tests below pin the values for the structs used
 //! here against the header layout.
-//!
-//! # `cuptiDeviceGetChipName`
-//! It is declared in `cupti_target.h`, which `cupti-sys/wrapper.h` does not include, so it has
-//! no generated binding. Its one parameter struct is declared here from the header (four
-//! fields) and the symbol is looked up in the already loaded libcupti. Once `cupti_target.h` is
-//! added to the wrapper, [`chip_name`] should switch to the generated binding.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::AssertUnwindSafe;
@@ -26,15 +20,15 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::CudaContext;
 use cupti_sys as sys;
 
-use super::error::check;
-use crate::cupti::Subscription;
+use super::result::check;
+use super::{LoadedCupti, Subscription};
 use crate::error::{Error, Result};
-use crate::loader::LoadedCupti;
 
 /// `CUPTI_PROFILER_STRUCT_SIZE(Type, lastField)`: offset of the last field plus its size.
 macro_rules! struct_size {
     ($t:ty, $last:ident) => {
-        ::std::mem::offset_of!($t, $last) + $crate::counters::ffi::field_size(|p: &$t| &p.$last)
+        ::std::mem::offset_of!($t, $last)
+            + $crate::cupti::range_profiler::field_size(|p: &$t| &p.$last)
     };
 }
 
@@ -129,7 +123,7 @@ pub(crate) fn profiler_initialize(lib: &LoadedCupti) -> Result<()> {
     });
     match r {
         Ok(()) => Ok(()),
-        Err((rc, msg)) => Err(super::error::counter_error(
+        Err((rc, msg)) => Err(super::result::error(
             "cuptiProfilerInitialize",
             *rc,
             msg.clone(),

@@ -1,12 +1,8 @@
-//! The timeline level: CUPTI activity tracing.
+//! The timeline level's CUPTI session: activity tracing and the API callback.
 //!
-//! CUPTI fills buffers from the preallocated [`pool::BufferPool`] and hands each completed buffer
-//! to the collector thread through a channel, without copying; decoding into owned
-//! [`record::Record`]s happens there, never on the application's threads.
-
-pub mod calls;
-pub mod pool;
-pub mod record;
+//! CUPTI fills buffers from the preallocated [`BufferPool`] and hands each completed buffer to
+//! the collector thread through a channel, without copying; decoding into owned [`Record`]s
+//! happens there ([`FilledBuffer::drain`]), never on the application's threads.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,17 +13,21 @@ use crossbeam_channel::Sender;
 use cupti_sys as sys;
 use parking_lot::RwLock;
 
-use crate::cupti::{self, Subscription};
+use super::calls::{self, ApiCalls};
+use super::functions::classify_api;
+use super::pool::BufferPool;
+use super::record::{decode, NameCache, Record};
+use super::{LoadedCupti, Subscription};
+use crate::cupti;
 use crate::error::Result;
-use crate::loader::LoadedCupti;
-use pool::BufferPool;
 
-/// A buffer CUPTI has filled, on its way to the collector.
-pub struct FilledBuffer {
+/// A buffer CUPTI has filled, on its way to the collector. Made only by the completion
+/// callback, so that it always holds a buffer of the pool with `valid` bytes of CUPTI's records.
+pub(crate) struct FilledBuffer {
     /// Start of the buffer (from the pool).
-    pub ptr: NonNull<u8>,
+    ptr: NonNull<u8>,
     /// Bytes of valid records in it.
-    pub valid: usize,
+    valid: usize,
 }
 
 // SAFETY: ownership of the buffer moves with the value; CUPTI no longer touches it.
@@ -35,27 +35,27 @@ unsafe impl Send for FilledBuffer {}
 
 /// Counters kept by the buffer callbacks.
 #[derive(Default)]
-pub struct ActivityStats {
+pub(crate) struct ActivityStats {
     /// Buffers handed to CUPTI.
-    pub buffers_used: AtomicU64,
+    pub(crate) buffers_used: AtomicU64,
     /// Requests refused because the pool was exhausted.
-    pub requests_refused: AtomicU64,
+    pub(crate) requests_refused: AtomicU64,
     /// Buffers allocated after start because the pool ran dry.
-    pub pool_growth: AtomicU64,
+    pub(crate) pool_growth: AtomicU64,
     /// Time spent inside the callbacks, ns.
-    pub callback_ns: AtomicU64,
+    pub(crate) callback_ns: AtomicU64,
     /// Records CUPTI reported as dropped.
-    pub dropped_records: AtomicU64,
+    pub(crate) dropped_records: AtomicU64,
 }
 
 /// What the callbacks need: the pool, the collector's inbox and the counters.
-pub struct ActivityShared {
+pub(crate) struct ActivityShared {
     /// Free buffers.
-    pub pool: BufferPool,
+    pub(crate) pool: BufferPool,
     /// The collector's inbox for filled buffers.
-    pub sink: Sender<FilledBuffer>,
+    pub(crate) sink: Sender<FilledBuffer>,
     /// Callback counters.
-    pub stats: ActivityStats,
+    pub(crate) stats: ActivityStats,
 }
 
 /// The state CUPTI's callbacks reach (they take no user pointer). Set while a session runs.
@@ -140,122 +140,34 @@ impl Drop for CallbackTimer<'_> {
     }
 }
 
-/// Calls `f` on every record of a filled buffer, then returns the buffer to the pool.
-///
-/// # Safety
-/// `buf` came from CUPTI's completion callback of the running session and is not used again.
-pub unsafe fn drain_buffer(
-    lib: &LoadedCupti,
-    shared: &ActivityShared,
-    buf: FilledBuffer,
-    mut f: impl FnMut(*const sys::CUpti_Activity),
-) {
-    let mut rec: *mut sys::CUpti_Activity = std::ptr::null_mut();
-    loop {
-        // SAFETY: buffer and valid size are CUPTI's own; `rec` walks the buffer as CUPTI
-        // documents (start with null, stop at MAX_LIMIT_REACHED or any error).
-        let rc = unsafe {
-            lib.api
-                .cuptiActivityGetNextRecord(buf.ptr.as_ptr(), buf.valid, &mut rec)
-        };
-        if rc != sys::CUptiResult::CUPTI_SUCCESS {
-            break;
-        }
-        f(rec);
-    }
-    shared.pool.give_back(buf.ptr);
-}
-
-/// How a traced API call relates to GPU activity, for attribution and completeness checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiClass {
-    /// A kernel launch: exactly one kernel record follows.
-    KernelLaunch,
-    /// A graph launch: any number of records follow.
-    GraphLaunch,
-    /// A copy: one memcpy record follows (none for zero bytes).
-    Memcpy,
-    /// A memset: one memset record follows.
-    Memset,
-    /// Allocation, release or synchronization: records of their own kinds, not awaited.
-    Other,
-}
-
-/// Classifies a driver or runtime API function by name; `None` for functions not traced.
-pub fn classify_api(name: &str) -> Option<ApiClass> {
-    let n = name.strip_prefix("cu").unwrap_or(name);
-    let n = n.strip_prefix("da").unwrap_or(n); // cudaX -> X for runtime names
-    if n.starts_with("LaunchHostFunc") {
-        return Some(ApiClass::Other);
-    }
-    if n.starts_with("GraphLaunch") {
-        return Some(ApiClass::GraphLaunch);
-    }
-    if n.starts_with("Launch") {
-        return Some(ApiClass::KernelLaunch);
-    }
-    if n.starts_with("Memcpy") {
-        return Some(ApiClass::Memcpy);
-    }
-    if n.starts_with("Memset") {
-        return Some(ApiClass::Memset);
-    }
-    const OTHER: [&str; 8] = [
-        "MemAlloc",
-        "MemFree",
-        "Malloc",
-        "Free",
-        "StreamSynchronize",
-        "CtxSynchronize",
-        "DeviceSynchronize",
-        "EventSynchronize",
-    ];
-    if OTHER.iter().any(|p| n.starts_with(p)) || n.starts_with("StreamWaitEvent") {
-        return Some(ApiClass::Other);
-    }
-    None
-}
-
-/// The class of every driver and runtime function ([`classify_api`]), by callback id: the
-/// callback's "is it counted" and the collector's "is it awaited" read the same table.
-pub struct ApiClasses {
-    driver: Box<[Option<ApiClass>]>,
-    runtime: Box<[Option<ApiClass>]>,
-}
-
-impl Default for ApiClasses {
-    fn default() -> Self {
-        fn table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
-            let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
-            let mut out = vec![None; max + 1];
-            for (id, name) in cbids {
-                out[*id as usize] = classify_api(name);
+impl FilledBuffer {
+    /// Decodes every record of the buffer in order, hands each to `f`, then returns the buffer
+    /// to the pool.
+    pub(crate) fn drain(
+        self,
+        lib: &LoadedCupti,
+        shared: &ActivityShared,
+        names: &mut NameCache,
+        mut f: impl FnMut(Record),
+    ) {
+        let mut rec: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        loop {
+            // SAFETY: the buffer and its valid size are CUPTI's own (only the completion
+            // callback makes a FilledBuffer); `rec` walks the buffer as CUPTI documents (start
+            // with null, stop at MAX_LIMIT_REACHED or any error).
+            let rc = unsafe {
+                lib.api
+                    .cuptiActivityGetNextRecord(self.ptr.as_ptr(), self.valid, &mut rec)
+            };
+            if rc != sys::CUptiResult::CUPTI_SUCCESS {
+                break;
             }
-            out.into_boxed_slice()
+            // SAFETY: `rec` is a complete record handed out by cuptiActivityGetNextRecord, from
+            // the CUPTI whose version the loader checked against the bindings.
+            f(unsafe { decode(rec, names) });
         }
-        ApiClasses {
-            driver: table(sys::DRIVER_API_CBIDS),
-            runtime: table(sys::RUNTIME_API_CBIDS),
-        }
+        shared.pool.give_back(self.ptr);
     }
-}
-
-impl ApiClasses {
-    /// The class of function `cbid` of the runtime (`runtime`) or driver API; `None` for
-    /// functions not traced and unknown ids.
-    #[inline]
-    pub fn of(&self, runtime: bool, cbid: u32) -> Option<ApiClass> {
-        let table = if runtime { &self.runtime } else { &self.driver };
-        table.get(cbid as usize).copied().flatten()
-    }
-}
-
-/// True for the API classes whose calls are counted and awaited.
-pub fn is_counted(class: Option<ApiClass>) -> bool {
-    matches!(
-        class,
-        Some(ApiClass::KernelLaunch | ApiClass::GraphLaunch | ApiClass::Memcpy | ApiClass::Memset)
-    )
 }
 
 /// Activity kinds the timeline level enables. Not DRIVER and RUNTIME, nor EXTERNAL_CORRELATION:
@@ -272,12 +184,12 @@ const KINDS: [sys::CUpti_ActivityKind::Type; 7] = [
 
 /// A running activity-tracing session: CUPTI's subscriber slot, the enabled kinds, the buffer
 /// callbacks' shared state and the calls the API callback captures.
-pub struct TimelineSession {
+pub(crate) struct TimelineSession {
     lib: &'static LoadedCupti,
     subscription: Option<Subscription>,
     shared: Arc<ActivityShared>,
     /// Kept alive here: CUPTI's callback holds a pointer to it until unsubscribe.
-    calls: Arc<calls::ApiCalls>,
+    _calls: Arc<ApiCalls>,
 }
 
 impl TimelineSession {
@@ -286,10 +198,10 @@ impl TimelineSession {
     ///
     /// # Errors
     /// [`crate::Error::CuptiBusy`] when another CUPTI client is attached; any CUPTI failure.
-    pub fn start(
+    pub(crate) fn start(
         lib: &'static LoadedCupti,
         shared: Arc<ActivityShared>,
-        calls: Arc<calls::ApiCalls>,
+        calls: Arc<ApiCalls>,
     ) -> Result<Self> {
         let userdata = Arc::as_ptr(&calls) as *mut std::os::raw::c_void;
         // SAFETY: `calls` outlives the subscription (the session owns a clone and unsubscribes
@@ -300,7 +212,7 @@ impl TimelineSession {
             lib,
             subscription: Some(subscription),
             shared,
-            calls,
+            _calls: calls,
         };
         // On any failure below, Drop undoes what was done.
         // The pool hands out zeroed buffers (see `pool`): CUPTI need not zero them on the
@@ -313,11 +225,6 @@ impl TimelineSession {
         }
         session.set_capture(true)?;
         Ok(session)
-    }
-
-    /// The calls captured and counted so far.
-    pub fn calls(&self) -> &Arc<calls::ApiCalls> {
-        &self.calls
     }
 
     /// The API callback, for every function attribution traces ([`classify_api`]).
@@ -339,21 +246,11 @@ impl TimelineSession {
         Ok(())
     }
 
-    /// The callbacks' shared state.
-    pub fn shared(&self) -> &Arc<ActivityShared> {
-        &self.shared
-    }
-
-    /// Asks CUPTI to hand over every buffer holding completed records.
-    pub fn flush(&self) -> Result<()> {
-        cupti::flush_all(self.lib, false)
-    }
-
     /// Disables tracing, flushes everything (forced) and releases CUPTI.
     ///
     /// # Errors
     /// The first CUPTI failure; the rest of the teardown still runs.
-    pub fn stop(mut self) -> Result<()> {
+    pub(crate) fn stop(mut self) -> Result<()> {
         self.teardown()
     }
 

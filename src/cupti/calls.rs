@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cupti_sys as sys;
 
-use super::{is_counted, ApiClasses};
+use super::functions::{is_counted, ApiClasses};
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
 /// One API call, captured at its exit.
@@ -191,7 +191,7 @@ pub(crate) fn set_scope_path(path_id: u32) {
 }
 
 /// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
-/// ([`classify_api`]). Nothing here can panic, and nothing allocates but a thread's first call.
+/// ([`classify_api`](super::functions::classify_api)). Nothing here can panic, and nothing allocates but a thread's first call.
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,

@@ -26,7 +26,7 @@ use parking_lot::Mutex;
 const ALIGN: usize = 8;
 
 /// A fixed-size pool of activity buffers.
-pub struct BufferPool {
+pub(crate) struct BufferPool {
     free: ArrayQueue<NonNull<u8>>,
     buffer_bytes: usize,
     max_buffers: usize,
@@ -46,7 +46,7 @@ unsafe impl Sync for BufferPool {}
 impl BufferPool {
     /// Preallocates `initial` buffers of `buffer_bytes` (rounded up to 8), allowing growth to
     /// `max_buffers`.
-    pub fn new(initial: usize, max_buffers: usize, buffer_bytes: usize) -> Self {
+    pub(crate) fn new(initial: usize, max_buffers: usize, buffer_bytes: usize) -> Self {
         let buffer_bytes = buffer_bytes.div_ceil(ALIGN) * ALIGN;
         let max_buffers = max_buffers.max(initial).max(1);
         let pool = BufferPool {
@@ -66,29 +66,31 @@ impl BufferPool {
     }
 
     /// Bytes per buffer.
-    pub fn buffer_bytes(&self) -> usize {
+    pub(crate) fn buffer_bytes(&self) -> usize {
         self.buffer_bytes
     }
 
     /// Most buffers the pool may hold.
-    pub fn max_buffers(&self) -> usize {
+    #[cfg(test)]
+    fn max_buffers(&self) -> usize {
         self.max_buffers
     }
 
     /// True when at most one more buffer can be handed out (free or by growth): CUPTI is
     /// about to be refused and records to be dropped unless buffers come back.
-    pub fn nearly_exhausted(&self) -> bool {
+    pub(crate) fn nearly_exhausted(&self) -> bool {
         self.outstanding() + 1 >= self.max_buffers
     }
 
     /// Buffers allocated so far.
-    pub fn allocated(&self) -> usize {
+    #[cfg(test)]
+    fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
     }
 
     /// A free buffer, growing the pool when allowed. `None` means the request must be refused.
     /// The flag says whether this call allocated.
-    pub fn take(&self) -> Option<(NonNull<u8>, bool)> {
+    pub(crate) fn take(&self) -> Option<(NonNull<u8>, bool)> {
         let taken = match self.free.pop() {
             Some(b) => Some((b, false)),
             None => self.allocate().map(|b| (b, true)),
@@ -100,13 +102,13 @@ impl BufferPool {
     }
 
     /// Buffers handed out and not yet returned.
-    pub fn outstanding(&self) -> usize {
+    pub(crate) fn outstanding(&self) -> usize {
         self.outstanding.load(Ordering::Relaxed)
     }
 
     /// Returns a buffer obtained from [`take`](Self::take), zeroing it first (see the module
     /// docs: CUPTI counts on buffers coming zeroed).
-    pub fn give_back(&self, buf: NonNull<u8>) {
+    pub(crate) fn give_back(&self, buf: NonNull<u8>) {
         // SAFETY: `buf` is one of this pool's allocations of `buffer_bytes`, handed back by its
         // only owner, so nothing else reads or writes it now.
         unsafe { std::ptr::write_bytes(buf.as_ptr(), 0, self.buffer_bytes) };

@@ -1,12 +1,13 @@
-//! The collector's attribution on synthetic records, through the hidden `OfflineCollector` hook
-//! (no GPU, no CUPTI): kernels land in the scope path and the iteration their launch call was
-//! captured in, and a row waits for its records.
+//! The collector's attribution on synthetic records, through [`OfflineCollector`] (no GPU, no
+//! CUPTI): kernels land in the scope path and the iteration their launch call was captured in,
+//! and a row waits for its records.
 
 use cupti_sys as sys;
-use gpu_ledger::activity::calls::CapturedCall;
-use gpu_ledger::activity::record::{intern_name, KernelRecord, Record};
-use gpu_ledger::collector::OfflineCollector;
-use gpu_ledger::ledger::schema::IterationRow;
+
+use super::offline::OfflineCollector;
+use crate::cupti::calls::CapturedCall;
+use crate::cupti::record::{intern_name, KernelRecord, Record};
+use crate::ledger::schema::IterationRow;
 
 const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
 

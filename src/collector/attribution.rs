@@ -1,0 +1,235 @@
+//! The join of captured calls and GPU records: each activity is placed in the iteration its
+//! launching call was entered in and attributed to the scope open on that call's thread, by the
+//! correlation id both carry, whatever order they arrive in.
+//!
+//! Nested calls (`cudaLaunchKernel` calls `cuLaunchKernel`; cuBLAS makes runtime calls inside
+//! runtime calls): only the outermost traced call on a thread is counted and awaited; every call
+//! inside it is kept with the outermost call's id, and a GPU record carrying either id stands for
+//! the outermost call. Host-side records (synchronization, allocation) are placed by their own
+//! host time.
+
+use super::Collector;
+use crate::cupti::calls::CapturedCall;
+use crate::cupti::functions::{is_counted, ApiClass};
+use crate::cupti::record::{
+    CopyRecord, KernelRecord, MemoryRecord, MemsetRecord, Record, SyncRecord,
+};
+
+/// A GPU activity waiting to be placed or placed in an iteration.
+#[derive(Debug)]
+pub(super) enum Activity {
+    Kernel(KernelRecord),
+    Memcpy(CopyRecord),
+    Memset(MemsetRecord),
+    Sync(SyncRecord),
+    Memory(MemoryRecord),
+}
+
+impl Activity {
+    #[inline]
+    fn correlation_id(&self) -> u32 {
+        match self {
+            Activity::Kernel(r) => r.correlation_id,
+            Activity::Memcpy(r) => r.correlation_id,
+            Activity::Memset(r) => r.correlation_id,
+            Activity::Sync(r) => r.correlation_id,
+            Activity::Memory(r) => r.correlation_id,
+        }
+    }
+    /// A time in CUPTI's clock that falls inside the activity's iteration when no call says
+    /// better: GPU start for device work (never before its launch call), host start for waits,
+    /// the operation time for allocations.
+    pub(super) fn fallback_time(&self) -> u64 {
+        match self {
+            Activity::Kernel(r) => r.start,
+            Activity::Memcpy(r) => r.start,
+            Activity::Memset(r) => r.start,
+            Activity::Sync(r) => r.start,
+            Activity::Memory(r) => r.timestamp,
+        }
+    }
+    /// Host-side records are placed by their own time, not by their call.
+    pub(super) fn is_host_side(&self) -> bool {
+        matches!(self, Activity::Sync(_) | Activity::Memory(_))
+    }
+}
+
+/// An activity placed in an iteration, with the scope path it is attributed to.
+pub(super) struct Placed {
+    pub(super) path_id: u32,
+    pub(super) activity: Activity,
+}
+
+/// What the collector knows of a correlation id.
+#[derive(Clone, Copy, Default)]
+pub(super) struct CallInfo {
+    /// Index of the iteration its call was placed in; none before it arrives.
+    iteration: Option<u64>,
+    /// Scope path id of its call; 0: none.
+    path_id: u32,
+    /// A nested call's outermost call ([`CapturedCall::nested`]).
+    outer: Option<u32>,
+}
+
+/// What waits for an iteration's end before it can be placed.
+pub(super) enum Deferred {
+    /// A captured call of an iteration whose start the collector has not seen yet.
+    Call(CapturedCall),
+    /// A host-side record whose iteration has not ended yet.
+    Host(Activity),
+}
+
+impl Collector {
+    /// One decoded record.
+    pub(super) fn accept(&mut self, rec: Record) {
+        self.trailer.activity_records += 1;
+        let activity = match rec {
+            Record::Overhead { start, end, .. } => {
+                self.trailer.overhead.cupti_overhead_ns += end.saturating_sub(start);
+                return;
+            }
+            Record::Other { .. } => return,
+            Record::Kernel(k) => {
+                self.trailer.kernel_records += 1;
+                Activity::Kernel(k)
+            }
+            Record::Memcpy(c) => Activity::Memcpy(c),
+            Record::Memset(m) => Activity::Memset(m),
+            Record::Sync(s) => Activity::Sync(s),
+            Record::Memory(m) => Activity::Memory(m),
+        };
+        self.accept_activity(activity);
+    }
+
+    /// A call the API callback captured ([`CapturedCall`]): placed in the iteration open when it
+    /// was entered, attributed to the scope open on its thread, and the activities that waited
+    /// for it placed. A call the application made itself counts toward the calls the row waits
+    /// for, and its launch, copy or memset, when it succeeded, is awaited (unless a nested call's
+    /// GPU record stood for it already); a call made inside another is neither.
+    pub(super) fn accept_call(&mut self, call: CapturedCall) {
+        let newest = self.iterations.back().map_or(0, |it| it.index);
+        if call.iteration > newest {
+            // Its iteration's start (the step() message) has not been taken yet.
+            self.deferred.push(Deferred::Call(call));
+            return;
+        }
+        self.trailer.api_records += 1;
+        let Some(pos) = self.position_of(call.iteration) else {
+            // Belongs to an iteration already written.
+            self.trailer.late_records += 1;
+            return;
+        };
+        let class = self.classes.of(call.runtime, call.cbid);
+        let corr = call.correlation_id;
+        let outermost = !call.nested;
+        let outer = call.nested.then_some(call.outer_correlation_id);
+        let it = &mut self.iterations[pos];
+        self.calls.update(corr, |info| {
+            info.iteration = Some(it.index);
+            // 0 (no scope) keeps a path already known from the outermost call of the same id.
+            if call.path_id != 0 {
+                info.path_id = call.path_id;
+            }
+            if outer.is_some() {
+                info.outer = outer;
+            }
+        });
+        it.call_ids.push(corr);
+        if outermost && is_counted(class) {
+            it.counted_calls += 1;
+        }
+        // Most calls come before their GPU records: nothing waits, and no nested call's record
+        // arrived first.
+        let waiting = if self.waiting.is_empty() {
+            None
+        } else {
+            self.waiting.remove(&corr)
+        };
+        if let Some(waiting) = waiting {
+            for a in waiting {
+                self.place(pos, a);
+            }
+        } else if outermost
+            && call.return_value == 0
+            && matches!(
+                class,
+                Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
+            )
+            && (it.arrived.is_empty() || !it.arrived.remove(&corr))
+        {
+            it.expected.insert(corr);
+        }
+    }
+
+    /// Takes the calls every thread's API callback captured since the last call. Before any
+    /// buffer is decoded: a synchronization or allocation record is placed as it is decoded, and
+    /// its scope comes from its call.
+    pub(super) fn drain_calls(&mut self) {
+        let mut batch = std::mem::take(&mut self.call_batch);
+        self.running.drain_calls(&mut batch);
+        for call in batch.drain(..) {
+            self.accept_call(call);
+        }
+        self.call_batch = batch;
+    }
+
+    /// Places an activity by its call, or keeps it until the call arrives; a host-side record
+    /// is placed by its time once its iteration has ended.
+    pub(super) fn accept_activity(&mut self, a: Activity) {
+        if a.is_host_side() {
+            let t = a.fallback_time();
+            match self.position_at(t) {
+                Some(0) if t < self.iterations[0].cupti_start => self.trailer.late_records += 1,
+                Some(pos) if self.iterations[pos].cupti_end().is_none() => {
+                    self.deferred.push(Deferred::Host(a))
+                }
+                Some(pos) => self.place(pos, a),
+                None => self.trailer.unplaced_records += 1,
+            }
+            return;
+        }
+        let corr = a.correlation_id();
+        match self.calls.get(corr) {
+            Some(
+                info @ CallInfo {
+                    iteration: Some(index),
+                    ..
+                },
+            ) => match self.position_of(index) {
+                Some(pos) => self.place_as(pos, a, info.path_id, info.outer),
+                None => self.trailer.late_records += 1,
+            },
+            _ => self.waiting.entry(corr).or_default().push(a),
+        }
+    }
+
+    /// Places an activity in the iteration at `pos`, with what is known of its call.
+    pub(super) fn place(&mut self, pos: usize, a: Activity) {
+        let info = self.calls.get(a.correlation_id()).unwrap_or_default();
+        self.place_as(pos, a, info.path_id, info.outer);
+    }
+
+    /// [`place`](Self::place) with what is known of the activity's correlation id: its scope
+    /// path and outermost call ([`CallInfo`]). Those two, not the whole `CallInfo`: passed in
+    /// registers rather than copied through the stack, which would read the copy of the entry
+    /// `accept_call` just wrote before its stores had landed (a stalled forward per kernel).
+    fn place_as(&mut self, pos: usize, a: Activity, path_id: u32, outer: Option<u32>) {
+        let corr = a.correlation_id();
+        let it = &mut self.iterations[pos];
+        match outer {
+            // A nested call's record stands for its outermost call's.
+            Some(outer) => {
+                if !it.expected.remove(outer) {
+                    it.arrived.insert(outer);
+                }
+            }
+            None => {
+                it.expected.remove(corr);
+            }
+        }
+        it.placed.push(Placed {
+            path_id,
+            activity: a,
+        });
+    }
+}

@@ -1,0 +1,315 @@
+//! A row's kernel groups: kernels of one name and launch shape, with their count and total,
+//! shortest and longest duration, longest total first.
+
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::cupti::record::KernelRecord;
+use crate::ledger::schema::KernelGroup;
+
+/// What makes a kernel group: the name's text and the launch shape.
+#[derive(Hash, PartialEq, Eq)]
+struct KernelKey {
+    name: &'static str,
+    device_id: u32,
+    grid: [u32; 3],
+    block: [u32; 3],
+    cluster: [u32; 3],
+    regs: u32,
+    smem: (u32, u32),
+    local: u32,
+}
+
+impl KernelKey {
+    fn of_group(name: &'static str, g: &KernelGroup) -> Self {
+        KernelKey {
+            name,
+            device_id: g.device_id,
+            grid: g.grid,
+            block: g.block,
+            cluster: g.cluster,
+            regs: g.registers_per_thread,
+            smem: (g.static_shared_bytes, g.dynamic_shared_bytes),
+            local: g.local_bytes_per_thread,
+        }
+    }
+}
+
+/// A hash of a kernel's name address (and length) and launch shape, read straight from its
+/// record: hashing the name's text per kernel was a fifth of building a row, and a key struct
+/// built on the stack to be hashed and compared cost as much again (loads of fields just stored).
+fn shape_hash(k: &KernelRecord) -> u64 {
+    // Each pair of u32 times its own odd constant (products that do not wait on each other),
+    // folded: collisions only cost a comparison ([`KernelGroups::add`]).
+    let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+    let words = [
+        k.name.as_ptr() as u64,
+        k.name.len() as u64 ^ (u64::from(k.device_id) << 32),
+        pair(k.grid[0], k.grid[1]),
+        pair(k.grid[2], k.block[0]),
+        pair(k.block[1], k.block[2]),
+        pair(k.cluster[0], k.cluster[1]),
+        pair(k.cluster[2], k.registers_per_thread),
+        pair(k.static_shared_bytes, k.dynamic_shared_bytes),
+        u64::from(k.local_bytes_per_thread),
+    ];
+    const ODD: [u64; 9] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0xD6E8_FEB8_6659_FD93,
+        0xFF51_AFD7_ED55_8CCD,
+        0xC4CE_B9FE_1A85_EC53,
+        0x94D0_49BB_1331_11EB,
+        0xBF58_476D_1CE4_E5B9,
+        0x8CB9_2BA7_2F3D_8DD7,
+    ];
+    words
+        .iter()
+        .zip(ODD)
+        .fold(0u64, |h, (w, c)| h ^ w.wrapping_mul(c))
+}
+
+/// One kernel group of a row, with its name (copied into the group once, at the end) and the
+/// next group whose [`shape_hash`] is the same.
+struct KernelAcc {
+    name: &'static str,
+    group: KernelGroup,
+    next: Option<usize>,
+}
+
+impl KernelAcc {
+    /// Same name address and shape: the same group.
+    fn holds(&self, k: &KernelRecord) -> bool {
+        let g = &self.group;
+        std::ptr::eq(self.name, k.name)
+            && g.device_id == k.device_id
+            && g.grid == k.grid
+            && g.block == k.block
+            && g.cluster == k.cluster
+            && g.registers_per_thread == k.registers_per_thread
+            && g.static_shared_bytes == k.static_shared_bytes
+            && g.dynamic_shared_bytes == k.dynamic_shared_bytes
+            && g.local_bytes_per_thread == k.local_bytes_per_thread
+    }
+}
+
+/// A row's kernel groups ([`KernelKey`]), in the order of their first launch placed. Kernels
+/// are grouped by name address, and the groups of one text at two addresses merged at the end.
+pub(super) struct KernelGroups {
+    /// The groups found last, direct-mapped by [`shape_hash`]'s top bits: the hash and the
+    /// group's index plus one (0: none). A hit is a compare where `index` took a probe sequence
+    /// per kernel. Kept across rows: an entry is used only where the group it names holds the
+    /// kernel, and a row has one group per name address and shape, so an entry of an earlier
+    /// row is either right or passed over.
+    recent: Box<[(u64, u32); RECENT_GROUPS]>,
+    /// [`shape_hash`] -> the first group with it.
+    index: HashMap<u64, usize>,
+    groups: Vec<KernelAcc>,
+    /// Every name address seen (in any row), and whether its text was seen at another address
+    /// too: decoded names are interned (one address per text), but a record built by hand may
+    /// hold a text at another address.
+    addresses: HashMap<(usize, usize), bool>,
+    /// The first address of each text.
+    texts: HashMap<&'static str, (usize, usize)>,
+    /// A name of this row has its text at two addresses: groups are merged by text at the end.
+    merge: bool,
+}
+
+/// Slots of [`KernelGroups::recent`] (a power of two, 8 KiB): a row's distinct kernel shapes,
+/// up to a few hundred, mostly find their own. 2 048 slots measured no faster (runs 82 and the
+/// development VM) and take 32 KiB of a cache the collector shares with the buffers it streams.
+const RECENT_GROUPS: usize = 512;
+
+impl Default for KernelGroups {
+    fn default() -> Self {
+        KernelGroups {
+            recent: Box::new([(0, 0); RECENT_GROUPS]),
+            index: HashMap::default(),
+            groups: Vec::new(),
+            addresses: HashMap::default(),
+            texts: HashMap::default(),
+            merge: false,
+        }
+    }
+}
+
+impl KernelGroups {
+    #[inline]
+    pub(super) fn add(&mut self, k: &KernelRecord) {
+        let hash = shape_hash(k);
+        // The top bits: a product's best mixed.
+        let slot = (hash >> (64 - RECENT_GROUPS.trailing_zeros())) as usize;
+        let (seen, group) = self.recent[slot];
+        let i = match (group as usize).checked_sub(1) {
+            Some(i) if seen == hash && self.groups.get(i).is_some_and(|g| g.holds(k)) => i,
+            _ => {
+                let i = self.find_or_add(k, hash);
+                self.recent[slot] = (hash, i as u32 + 1);
+                i
+            }
+        };
+        let g = &mut self.groups[i].group;
+        let d = k.end.saturating_sub(k.start);
+        g.count += 1;
+        g.local_bytes_total = g.local_bytes_total.max(k.local_bytes_total);
+        g.total_ns += d;
+        g.min_ns = g.min_ns.min(d);
+        g.max_ns = g.max_ns.max(d);
+        g.graph_launches += u64::from(k.graph_id != 0);
+    }
+
+    /// The index of `k`'s group (whose [`shape_hash`] is `hash`), made where missing.
+    #[inline(never)]
+    fn find_or_add(&mut self, k: &KernelRecord, hash: u64) -> usize {
+        let groups = &mut self.groups;
+        let mut new_group = |groups: &mut Vec<KernelAcc>| {
+            let address = (k.name.as_ptr() as usize, k.name.len());
+            let shared = match self.addresses.get(&address) {
+                Some(&shared) => shared,
+                None => {
+                    let shared = match self.texts.entry(k.name) {
+                        Entry::Vacant(e) => {
+                            e.insert(address);
+                            false
+                        }
+                        Entry::Occupied(e) => {
+                            self.addresses.insert(*e.get(), true);
+                            true
+                        }
+                    };
+                    self.addresses.insert(address, shared);
+                    shared
+                }
+            };
+            self.merge |= shared;
+            groups.push(KernelAcc {
+                name: k.name,
+                group: KernelGroup {
+                    name: String::new(),
+                    device_id: k.device_id,
+                    grid: k.grid,
+                    block: k.block,
+                    cluster: k.cluster,
+                    registers_per_thread: k.registers_per_thread,
+                    static_shared_bytes: k.static_shared_bytes,
+                    dynamic_shared_bytes: k.dynamic_shared_bytes,
+                    local_bytes_per_thread: k.local_bytes_per_thread,
+                    local_bytes_total: 0,
+                    count: 0,
+                    total_ns: 0,
+                    min_ns: u64::MAX,
+                    max_ns: 0,
+                    graph_launches: 0,
+                },
+                next: None,
+            });
+            groups.len() - 1
+        };
+        match self.index.entry(hash) {
+            Entry::Vacant(e) => *e.insert(new_group(groups)),
+            Entry::Occupied(e) => {
+                let mut i = *e.get();
+                loop {
+                    if groups[i].holds(k) {
+                        break i;
+                    }
+                    match groups[i].next {
+                        Some(next) => i = next,
+                        None => {
+                            let j = new_group(groups);
+                            groups[i].next = Some(j);
+                            break j;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The groups, longest total time first, then by name; empties the table for the next row.
+    pub(super) fn finish(&mut self) -> Vec<KernelGroup> {
+        self.index.clear();
+        if std::mem::take(&mut self.merge) {
+            // One text at two addresses: its groups become one, in the order of first launch.
+            let merged = merge_by_text(self.groups.drain(..).map(|a| (a.name, a.group)).collect());
+            self.groups
+                .extend(merged.into_iter().map(|(name, group)| KernelAcc {
+                    name,
+                    group,
+                    next: None,
+                }));
+        }
+        let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
+            b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
+        };
+        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
+        let mut order: Vec<(u64, &'static str, usize)> = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.group.total_ns, a.name, i))
+            .collect();
+        // Unstable is enough: with no two groups equal (else the branch below), the order is total.
+        order.sort_unstable_by(longest_first);
+        if order
+            .windows(2)
+            .any(|w| longest_first(&w[0], &w[1]).is_eq())
+        {
+            // Groups of one name and total time in other shapes: their order has always been
+            // the iteration order of a map of every group by key, filled in launch order. Kept,
+            // so that rows do not change.
+            let mut by_key: HashMap<KernelKey, KernelGroup> = HashMap::default();
+            for KernelAcc {
+                name, group: mut g, ..
+            } in self.groups.drain(..)
+            {
+                g.name = name.to_string();
+                by_key.entry(KernelKey::of_group(name, &g)).or_insert(g);
+            }
+            let mut out: Vec<KernelGroup> = by_key.into_values().collect();
+            out.sort_by(|a, b| {
+                b.total_ns
+                    .cmp(&a.total_ns)
+                    .then_with(|| a.name.cmp(&b.name))
+            });
+            return out;
+        }
+        // Straight from the table, without collecting it first.
+        let out = order
+            .iter()
+            .map(|&(_, name, i)| KernelGroup {
+                name: name.to_string(),
+                ..self.groups[i].group.clone()
+            })
+            .collect();
+        self.groups.clear();
+        out
+    }
+}
+
+/// Merges the groups whose keys differ only in the address of one name text, in the order of
+/// their first launch.
+fn merge_by_text(groups: Vec<(&'static str, KernelGroup)>) -> Vec<(&'static str, KernelGroup)> {
+    let mut index: HashMap<KernelKey, usize> = HashMap::default();
+    let mut out: Vec<(&'static str, KernelGroup)> = Vec::with_capacity(groups.len());
+    for (name, g) in groups {
+        match index.entry(KernelKey::of_group(name, &g)) {
+            Entry::Occupied(e) => {
+                let m = &mut out[*e.get()].1;
+                m.count += g.count;
+                m.local_bytes_total = m.local_bytes_total.max(g.local_bytes_total);
+                m.total_ns += g.total_ns;
+                m.min_ns = m.min_ns.min(g.min_ns);
+                m.max_ns = m.max_ns.max(g.max_ns);
+                m.graph_launches += g.graph_launches;
+            }
+            Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push((name, g));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,130 @@
+//! The collector driven by hand, for its tests and the decode benchmark.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use super::{Collector, CollectorSetup};
+use crate::clock::HostClock;
+use crate::cupti::calls::CapturedCall;
+use crate::cupti::record::Record;
+use crate::ledger::schema::{IterationRow, LedgerLine, Trailer};
+use crate::run::{IterationEnd, Running};
+
+/// The collector's attribution driven by hand, without threads, CUPTI or a ledger file: for
+/// the collector's tests and the decode benchmark. Not a stable API.
+///
+/// It is the profiler's own `Collector` with no CUPTI library, at the timeline level's rules: an
+/// iteration's row is written once the iteration has ended, every counted launch/copy/memset call
+/// made before its end (the `launches` given to [`end_iteration`](Self::end_iteration)) has been
+/// captured, and every such call has its GPU record. Handing records to
+/// [`accept`](Self::accept) stands for CUPTI's flush, so no flush is awaited. What it skips:
+/// decoding from a CUPTI buffer (the caller decodes), scope rings (no thread records scopes
+/// here), scope timing events, NVML and hardware counters. The settle time is unbounded: a row
+/// whose records never come is not written by time, only by [`finish`](Self::finish).
+pub struct OfflineCollector {
+    collector: Collector,
+    lines: Receiver<LedgerLine>,
+    /// Index of the open iteration.
+    open_index: u64,
+}
+
+impl OfflineCollector {
+    /// A collector at the timeline level's attribution rules, iteration 0 open at CUPTI time
+    /// `start_cupti_ns` (and host time 0).
+    pub fn new(start_cupti_ns: u64) -> Self {
+        let (line_tx, line_rx) = crossbeam_channel::unbounded();
+        let (trailer_tx, _) = crossbeam_channel::bounded(1);
+        let (_, buffer_rx) = crossbeam_channel::unbounded();
+        // No CUPTI, no counters, and nothing sends to the inbox: `step()` is `end_iteration`.
+        // Not published as the current run, so scopes stay off.
+        let (running, inbox) = Running::new(HostClock::monotonic(Instant::now()), None, None);
+        let collector = Collector::new(CollectorSetup {
+            running,
+            inbox,
+            activity: None,
+            buffers: buffer_rx,
+            lines: line_tx,
+            trailer: trailer_tx,
+            settle: Duration::MAX,
+            // Every maintain() "flushes": the caller has handed in every record it has.
+            flush_interval: Duration::ZERO,
+            start_cupti_ns,
+            timeline_rules: true,
+            nvml: None,
+            work_per_iteration: None,
+            record_activities: false,
+            auto_ranges: false,
+        });
+        OfflineCollector {
+            collector,
+            lines: line_rx,
+            open_index: 0,
+        }
+    }
+
+    /// The id of a slash-separated scope path (`"step/forward"`), interned as a scope guard
+    /// would: the id a captured call carries to attribute its launch to that path.
+    pub fn intern_path(&self, path: &str) -> u32 {
+        let paths = &self.collector.running.paths;
+        path.split('/')
+            .fold(0, |parent, name| paths.intern(parent, name))
+    }
+
+    /// `Collector::accept`: one decoded record.
+    pub fn accept(&mut self, record: Record) {
+        self.collector.accept(record);
+    }
+
+    /// One API call as the timeline level's callback captures it.
+    pub fn accept_call(&mut self, call: CapturedCall) {
+        self.collector.accept_call(call);
+    }
+
+    /// What `step()` makes the collector do: ends the open iteration at these times, with
+    /// `launches` counted launch/copy/memset calls made since the start, and opens the next.
+    pub fn end_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
+        let index = self.open_index;
+        self.open_index += 1;
+        self.collector.handle(IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end: Some(cupti_end_ns),
+            launches,
+            open_scopes: Vec::new(),
+            counters: None,
+        });
+    }
+
+    /// Runs `maintain()` (rows whose records are all in are written) and returns the rows
+    /// written since the last call.
+    pub fn take_rows(&mut self) -> Vec<IterationRow> {
+        self.collector.maintain();
+        self.drain_rows()
+    }
+
+    /// What `finish()` makes the collector do, ending the open iteration at these times: every
+    /// ended iteration is written, waiting or not, and the open one when something happened in
+    /// it. Returns the remaining rows and the trailer.
+    pub fn finish(mut self, host_end_ns: u64, cupti_end_ns: u64) -> (Vec<IterationRow>, Trailer) {
+        self.collector
+            .finish(host_end_ns, Some(cupti_end_ns), Vec::new(), None);
+        let rows = self.drain_rows();
+        (rows, self.collector.trailer.clone())
+    }
+
+    /// Counts so far (records, late and unplaced records...), as the trailer would have them.
+    pub fn trailer(&self) -> &Trailer {
+        &self.collector.trailer
+    }
+
+    fn drain_rows(&self) -> Vec<IterationRow> {
+        self.lines
+            .try_iter()
+            .filter_map(|l| match l {
+                LedgerLine::Iteration(row) => Some(row),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,413 @@
+//! Row assembly: one pass over an iteration's placed activities gives its devices' busy time
+//! and largest gap, its kernel groups, copies, memsets and waits by kind, its scopes' device
+//! time (own and inclusive of children), host time and event-timed device time, and the peak of
+//! traced device memory; with `record_activities`, every activity and scope span as well.
+
+// FxHash for the per-row maps: keys are device numbers, path ids and static names, not attacker
+// input.
+use rustc_hash::FxHashMap as HashMap;
+
+use cupti_sys as sys;
+
+use super::attribution::{Activity, Placed};
+use super::kernel_groups::KernelGroups;
+use super::scope_busy::ScopeBusyTable;
+use super::window::IterationState;
+use crate::counters::launches::AutoRangeLaunches;
+use crate::counters::{IterationCounters, Launch};
+use crate::cupti::record::{KernelRecord, MemoryRecord};
+use crate::intervals::BusyAccumulator;
+use crate::ledger::schema::{
+    ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
+};
+use crate::run::Running;
+use crate::scope::{PathTable, ScopeRecord};
+
+/// Builds rows. Its tables are kept from row to row, with the capacity they grew to, and it
+/// carries the device memory live across iterations.
+pub(super) struct RowBuilder {
+    kernel_groups: KernelGroups,
+    device_busy: Vec<DeviceBusy>,
+    scope_busy: ScopeBusyTable,
+    /// Device memory bookkeeping: bytes live per device, and sizes by address.
+    live_bytes: HashMap<u32, i64>,
+    alloc_sizes: HashMap<(u32, u64), u64>,
+    /// The settle time, for the warning of a row written without all its records.
+    settle: std::time::Duration,
+    /// Keep every activity and scope span in the row.
+    record_activities: bool,
+    /// Counters use auto ranges: name each range from the iteration's kernel records.
+    auto_ranges: bool,
+}
+
+impl RowBuilder {
+    pub(super) fn new(
+        settle: std::time::Duration,
+        record_activities: bool,
+        auto_ranges: bool,
+    ) -> Self {
+        RowBuilder {
+            kernel_groups: KernelGroups::default(),
+            device_busy: Vec::new(),
+            scope_busy: ScopeBusyTable::default(),
+            live_bytes: HashMap::default(),
+            alloc_sizes: HashMap::default(),
+            settle,
+            record_activities,
+            auto_ranges,
+        }
+    }
+
+    /// The row of iteration `it`, written `incomplete` when the run ended before it could wait
+    /// for its records; `dropped_now` is CUPTI's count of dropped records so far.
+    pub(super) fn build(
+        &mut self,
+        running: &Running,
+        it: &mut IterationState,
+        incomplete: bool,
+        dropped_now: u64,
+    ) -> IterationRow {
+        let paths = &running.paths;
+        if it.counters.is_some() {
+            claim_counters_kernels(&mut it.placed, running.counters_path);
+        }
+        let missing = it.expected.len() as u64 + it.missing_calls;
+        if missing > 0 {
+            it.warnings.push(format!(
+                "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
+                 time ({} ms): {} without a GPU record, {} whose call was not captured",
+                self.settle.as_millis(),
+                it.expected.len(),
+                it.missing_calls
+            ));
+        }
+        // One pass over the placed activities: devices, kernel groups, copies, scopes.
+        // Kept across rows, with the capacity they grew to.
+        let mut per_device = std::mem::take(&mut self.device_busy);
+        let mut kernels = std::mem::take(&mut self.kernel_groups);
+        let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::default();
+        let mut memsets: HashMap<u32, CopyGroup> = HashMap::default();
+        let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
+        let mut scope_busy = std::mem::take(&mut self.scope_busy);
+        let mut memory_events: Vec<&MemoryRecord> = Vec::new();
+        for p in &it.placed {
+            let (device_id, interval, kernel) = match &p.activity {
+                Activity::Kernel(k) => {
+                    kernels.add(k);
+                    (k.device_id, (k.start, k.end), true)
+                }
+                Activity::Memcpy(c) => {
+                    let g = copies
+                        .entry((c.device_id, c.direction))
+                        .or_insert_with(|| CopyGroup {
+                            device_id: c.device_id,
+                            kind: c.direction.to_string(),
+                            count: 0,
+                            bytes: 0,
+                            total_ns: 0,
+                        });
+                    g.count += 1;
+                    g.bytes += c.bytes;
+                    g.total_ns += c.end.saturating_sub(c.start);
+                    (c.device_id, (c.start, c.end), false)
+                }
+                Activity::Memset(m) => {
+                    let g = memsets.entry(m.device_id).or_insert_with(|| CopyGroup {
+                        device_id: m.device_id,
+                        kind: "memset".into(),
+                        count: 0,
+                        bytes: 0,
+                        total_ns: 0,
+                    });
+                    g.count += 1;
+                    g.bytes += m.bytes;
+                    g.total_ns += m.end.saturating_sub(m.start);
+                    (m.device_id, (m.start, m.end), false)
+                }
+                Activity::Sync(s) => {
+                    let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
+                        kind: s.kind.into(),
+                        count: 0,
+                        total_ns: 0,
+                    });
+                    g.count += 1;
+                    g.total_ns += s.end.saturating_sub(s.start);
+                    continue;
+                }
+                Activity::Memory(m) => {
+                    memory_events.push(m);
+                    continue;
+                }
+            };
+            // A handful of devices: a linear search beats hashing.
+            let d = match per_device.iter().position(|d| d.device_id == device_id) {
+                Some(i) => &mut per_device[i],
+                None => {
+                    per_device.push(DeviceBusy {
+                        device_id,
+                        busy: BusyAccumulator::default(),
+                        kernels: 0,
+                    });
+                    per_device.last_mut().expect("just pushed")
+                }
+            };
+            d.busy.push(interval);
+            d.kernels += u64::from(kernel);
+            scope_busy.add(paths, p.path_id, interval, kernel);
+        }
+        // Peak device memory, in time order, carrying live bytes across iterations.
+        memory_events.sort_by_key(|m| m.timestamp);
+        let mut peaks: HashMap<u32, u64> = HashMap::default();
+        for m in memory_events {
+            if m.memory_kind != DEVICE_MEMORY_KIND {
+                continue;
+            }
+            let live = self.live_bytes.entry(m.device_id).or_insert(0);
+            if m.allocation {
+                *live += m.bytes as i64;
+                self.alloc_sizes.insert((m.device_id, m.address), m.bytes);
+            } else {
+                let bytes = self
+                    .alloc_sizes
+                    .remove(&(m.device_id, m.address))
+                    .unwrap_or(m.bytes);
+                *live -= bytes as i64;
+            }
+            let peak = peaks.entry(m.device_id).or_insert(0);
+            *peak = (*peak).max((*live).max(0) as u64);
+        }
+        let mut devices: Vec<DeviceIteration> = per_device
+            .iter_mut()
+            .filter_map(|d| {
+                let b = d.busy.summary()?;
+                let live = self
+                    .live_bytes
+                    .get(&d.device_id)
+                    .map(|v| (*v).max(0) as u64);
+                Some(DeviceIteration {
+                    device_id: d.device_id,
+                    first_start_ns: b.first_start_ns,
+                    last_end_ns: b.last_end_ns,
+                    busy_ns: b.busy_ns,
+                    idle_ns: b.idle_ns,
+                    largest_gap_ns: b.largest_gap_ns,
+                    kernel_count: d.kernels,
+                    peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
+                })
+            })
+            .collect();
+        devices.sort_by_key(|d| d.device_id);
+        for d in &mut per_device {
+            d.busy.clear();
+            d.kernels = 0;
+        }
+        self.device_busy = per_device;
+        // Scopes.
+        let mut rows: HashMap<u32, ScopeRow> = HashMap::default();
+        let new_row = |id: u32| ScopeRow {
+            path: paths.path(id),
+            calls: 0,
+            host_ns: 0,
+            launches: 0,
+            kernels: 0,
+            device_ns: 0,
+            device_ns_inclusive: 0,
+            event_device_ns: None,
+        };
+        for s in &it.scopes {
+            let r = rows.entry(s.path_id).or_insert_with(|| new_row(s.path_id));
+            r.calls += 1;
+            r.host_ns += s.end_ns.saturating_sub(s.start_ns);
+        }
+        for (path_id, ns) in &it.event_ns {
+            rows.entry(*path_id)
+                .or_insert_with(|| new_row(*path_id))
+                .event_device_ns = Some(*ns);
+        }
+        let busy_rows = scope_busy.finish();
+        self.scope_busy = scope_busy;
+        for b in &busy_rows.own {
+            let r = rows.entry(b.path_id).or_insert_with(|| new_row(b.path_id));
+            r.launches += b.launches;
+            r.kernels = b.kernels;
+            r.device_ns = b.busy_ns;
+        }
+        for b in &busy_rows.inclusive {
+            rows.entry(b.path_id)
+                .or_insert_with(|| new_row(b.path_id))
+                .device_ns_inclusive = b.busy_ns;
+        }
+        let mut scopes: Vec<ScopeRow> = rows.into_values().collect();
+        scopes.sort_by(|a, b| a.path.cmp(&b.path));
+        let kernel_groups = kernels.finish();
+        self.kernel_groups = kernels;
+        let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();
+        memcpy.sort_by(|a, b| (a.device_id, &a.kind).cmp(&(b.device_id, &b.kind)));
+        let mut memset: Vec<CopyGroup> = memsets.into_values().collect();
+        memset.sort_by_key(|g| g.device_id);
+        let mut synchronization: Vec<SyncGroup> = syncs.into_values().collect();
+        synchronization.sort_by(|a, b| a.kind.cmp(&b.kind));
+        let host_end = it.host_end_ns().unwrap_or(it.host_start_ns);
+        let mut counters = it.counters.take();
+        if let Some(c) = counters.as_mut().filter(|c| self.auto_ranges && c.complete) {
+            name_auto_ranges(c, &it.placed);
+        }
+        let (activities, scope_spans) = if self.record_activities {
+            (
+                Some(activity_entries(&it.placed, paths)),
+                Some(scope_spans(&it.scopes, paths)),
+            )
+        } else {
+            (None, None)
+        };
+        IterationRow {
+            index: it.index,
+            host_start_ns: it.host_start_ns,
+            host_wall_ns: host_end.saturating_sub(it.host_start_ns),
+            complete: !incomplete && missing == 0,
+            perturbed: counters.is_some(),
+            devices,
+            scopes,
+            kernels: kernel_groups,
+            memcpy,
+            memset,
+            synchronization,
+            dropped_records: dropped_now.saturating_sub(it.dropped_at_start),
+            missing_records: missing,
+            nvml: Vec::new(),
+            warnings: std::mem::take(&mut it.warnings),
+            activities,
+            scope_spans,
+            counters,
+        }
+    }
+}
+
+/// Kernels the CUPTI Range Profiler launches itself while user-replay passes start and stop
+/// (seen on CUPTI 13.0). They have no API call, so they would land in `(unscoped)` by
+/// time.
+const RANGE_PROFILER_KERNELS: [&str; 1] = ["WaitNs"];
+
+/// In an iteration with a counters pass, moves the Range Profiler's own kernels from
+/// `(unscoped)` to the counters scope, so that the application's scopes show only its work.
+fn claim_counters_kernels(placed: &mut [Placed], counters_path: u32) {
+    if counters_path == 0 {
+        return;
+    }
+    for p in placed.iter_mut().filter(|p| p.path_id == 0) {
+        if let Activity::Kernel(k) = &p.activity {
+            if RANGE_PROFILER_KERNELS.contains(&k.name) {
+                p.path_id = counters_path;
+            }
+        }
+    }
+}
+
+/// Names auto ranges from the iteration's kernel records: range `"i"` is the `i`-th kernel in
+/// launch order (correlation id, then start time for the kernels of one graph launch). With user
+/// replay every iteration of the collection must launch the same kernels; the names come from
+/// the iteration that completed it.
+fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
+    let mut kernels: Vec<&KernelRecord> = placed
+        .iter()
+        .filter_map(|p| match &p.activity {
+            Activity::Kernel(k) => Some(k),
+            _ => None,
+        })
+        .collect();
+    kernels.sort_by_key(|k| (k.correlation_id, k.start));
+    let launches: Vec<Launch> = kernels
+        .iter()
+        .map(|k| Launch::Kernel(k.name.to_string()))
+        .collect();
+    let launches = AutoRangeLaunches::new(&launches);
+    for r in counters.ranges.iter_mut().filter(|r| r.kernel.is_none()) {
+        if let Some((i, k)) = launches.get(&r.name) {
+            r.kernel = Some(k.to_string());
+            r.launch_index = Some(i as u64);
+        }
+    }
+}
+
+/// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
+const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+
+/// A device's GPU intervals in a row.
+struct DeviceBusy {
+    device_id: u32,
+    busy: BusyAccumulator,
+    kernels: u64,
+}
+
+fn activity_entries(placed: &[Placed], paths: &PathTable) -> Vec<ActivityEntry> {
+    let mut out: Vec<ActivityEntry> = placed
+        .iter()
+        .filter_map(|p| {
+            let (kind, name, device_id, stream_id, start, end, corr, bytes, graph) =
+                match &p.activity {
+                    Activity::Kernel(k) => (
+                        "kernel",
+                        k.name.to_string(),
+                        k.device_id,
+                        k.stream_id,
+                        k.start,
+                        k.end,
+                        k.correlation_id,
+                        None,
+                        k.graph_id,
+                    ),
+                    Activity::Memcpy(c) => (
+                        "memcpy",
+                        c.direction.to_string(),
+                        c.device_id,
+                        c.stream_id,
+                        c.start,
+                        c.end,
+                        c.correlation_id,
+                        Some(c.bytes),
+                        c.graph_id,
+                    ),
+                    Activity::Memset(m) => (
+                        "memset",
+                        "memset".to_string(),
+                        m.device_id,
+                        m.stream_id,
+                        m.start,
+                        m.end,
+                        m.correlation_id,
+                        Some(m.bytes),
+                        m.graph_id,
+                    ),
+                    Activity::Sync(_) | Activity::Memory(_) => return None,
+                };
+            Some(ActivityEntry {
+                kind: kind.into(),
+                name,
+                device_id,
+                stream_id,
+                start_ns: start,
+                end_ns: end,
+                scope: paths.path(p.path_id),
+                correlation_id: corr,
+                bytes,
+                graph_id: (graph != 0).then_some(graph),
+            })
+        })
+        .collect();
+    out.sort_by_key(|a| (a.start_ns, a.correlation_id));
+    out
+}
+
+fn scope_spans(scopes: &[ScopeRecord], paths: &PathTable) -> Vec<ScopeSpan> {
+    let mut out: Vec<ScopeSpan> = scopes
+        .iter()
+        .map(|s| ScopeSpan {
+            path: paths.path(s.path_id),
+            thread: s.thread,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+        })
+        .collect();
+    out.sort_by_key(|s| (s.thread, s.start_ns));
+    out
+}

@@ -1,0 +1,158 @@
+//! The end of a run: the last rows, and the trailer with the run's counts, its costs and the
+//! warnings that concern the whole run.
+
+use std::sync::atomic::Ordering;
+
+use super::window::Phase;
+use super::Collector;
+use crate::counters::IterationCounters;
+use crate::ledger::schema::LedgerLine;
+
+impl Collector {
+    /// The end of the run: the open iteration ends at these times, every ended iteration is
+    /// written without waiting any longer, the open one when something happened in it, and then
+    /// the trailer with the run's counts, costs and warnings.
+    pub(super) fn finish(
+        &mut self,
+        host_end_ns: u64,
+        cupti_end: Option<u64>,
+        open: Vec<u32>,
+        counters: Option<IterationCounters>,
+    ) {
+        // Every step() message first, so that iteration boundaries are known; then every buffer
+        // (the session was stopped with a forced flush before Finish was sent).
+        self.take_iteration_ends();
+        self.drain_calls();
+        while let Ok(b) = self.buffers.try_recv() {
+            self.decode(b);
+        }
+        self.drain_scopes();
+        self.trailer
+            .warnings
+            .append(&mut self.running.take_end_warnings());
+        // The open iteration ends now; what waited for its end is placed.
+        if let Some(it) = self.iterations.back_mut() {
+            it.phase = Phase::Finished {
+                host_end_ns,
+                cupti_end: cupti_end.unwrap_or(u64::MAX),
+            };
+        }
+        self.place_deferred();
+        // Ended iterations: written as usual, without waiting any longer.
+        while self
+            .iterations
+            .front()
+            .is_some_and(|it| it.ended_at().is_some())
+        {
+            self.finalize_front(false);
+        }
+        // The open iteration: written only when something happened in it.
+        if !self.iterations.is_empty() {
+            let it = &self.iterations[0];
+            // Scopes or GPU work make a partial row; a trailing synchronize or free alone does not.
+            let gpu_work = it
+                .placed
+                .iter()
+                .filter(|p| !p.activity.is_host_side())
+                .count();
+            let host_only = it.placed.len() - gpu_work;
+            // A counters pass that ran in the partial iteration is reported in its row.
+            let has_counters = counters.is_some();
+            let has_content =
+                !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty() || has_counters;
+            if !has_content && host_only > 0 {
+                self.trailer.warnings.push(format!(
+                    "{host_only} synchronization/allocation records after the last step() are in no row"
+                ));
+            }
+            if !open.is_empty() {
+                let warning = format!(
+                    "profiler finished with scopes still open: {}",
+                    self.paths_text(&open)
+                );
+                self.iterations[0].warnings.push(warning);
+            }
+            let it = &mut self.iterations[0];
+            it.counters = counters;
+            if has_content {
+                it.warnings.push("work recorded after the last step(): this row is the partial iteration before finish()".into());
+                self.finalize_front(true);
+            }
+        }
+        let leftover: usize = self.waiting.values().map(Vec::len).sum();
+        self.trailer.unplaced_records += leftover as u64;
+        if leftover > 0 {
+            self.trailer.warnings.push(format!(
+                "{leftover} activity records could not be placed in any iteration (no captured call and no matching time)"
+            ));
+        }
+        if self.trailer.late_records > 0 {
+            self.trailer.warnings.push(format!(
+                "{} records arrived after their iteration's row was written (raise Config::settle)",
+                self.trailer.late_records
+            ));
+        }
+        if let Some(a) = &self.activity {
+            let st = &a.stats;
+            self.trailer.dropped_records = st.dropped_records.load(Ordering::Relaxed);
+            self.trailer.overhead.buffer_callback_ns = st.callback_ns.load(Ordering::Relaxed);
+            self.trailer.overhead.buffers_used = st.buffers_used.load(Ordering::Relaxed);
+            self.trailer.overhead.buffer_requests_refused =
+                st.requests_refused.load(Ordering::Relaxed);
+            let growth = st.pool_growth.load(Ordering::Relaxed);
+            if growth > 0 {
+                self.trailer.warnings.push(format!(
+                    "the CUPTI buffer pool grew by {growth} buffers during the run (allocation on a CUPTI thread); raise Config::buffers"
+                ));
+            }
+        }
+        if self.trailer.dropped_records > 0 {
+            let msg = format!(
+                "CUPTI dropped {} activity records (buffer pool exhausted); raise Config::max_buffers or buffer_bytes",
+                self.trailer.dropped_records
+            );
+            eprintln!("gpu-ledger: warning: {msg}");
+            self.trailer.warnings.push(msg);
+        }
+        let lost = self.running.calls_lost();
+        if lost > 0 {
+            self.trailer.warnings.push(format!(
+                "{lost} API calls made by exiting threads could not be captured; their GPU records were placed by time and counted in the unscoped path"
+            ));
+        }
+        let event_failures = self.running.events.failures();
+        if event_failures > 0 {
+            self.trailer.warnings.push(format!(
+                "{event_failures} scope timing events could not be recorded"
+            ));
+        }
+        if let Some(mut n) = self.nvml.take() {
+            self.trailer.energy = Some(crate::nvml::run_energy(
+                self.nvml_rows.iter().map(Vec::as_slice),
+                self.work_per_iteration,
+            ));
+            for st in n.stats() {
+                if st.sample_errors + st.energy_errors > 0 || st.samples_overwritten > 0 {
+                    self.trailer.warnings.push(format!(
+                        "NVML device {}: {} sample errors, {} energy errors, {} samples overwritten; {}",
+                        st.device_id,
+                        st.sample_errors,
+                        st.energy_errors,
+                        st.samples_overwritten,
+                        st.errors.join("; ")
+                    ));
+                }
+            }
+            if let Err(e) = n.stop(crate::nvml::DEFAULT_STOP_TIMEOUT) {
+                self.trailer.warnings.push(format!("NVML sampler: {e}"));
+            }
+        }
+        self.trailer.overhead.collector_cpu_ns = crate::clock::thread_cpu_ns();
+        // Final: shutdown closed step() (the `open` lock) before sending Finish.
+        self.trailer.overhead.step_ns = self.running.step_ns();
+        self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
+        self.trailer.overhead.scope_events_made = self.running.events.made() as u64;
+        let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
+        let _ = self.trailer_tx.send(self.trailer.clone());
+    }
+}

@@ -1,0 +1,245 @@
+//! The profiler's configuration: the level, where the ledger goes, the CUPTI buffers, when rows
+//! are written, NVML, hardware counters and signals.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::ledger::schema::ConfigRecord;
+use crate::profiler::Profiler;
+
+/// How much the profiler records: cheap and unperturbing first, expensive only on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Host time per scope; device time from CUDA events for scopes opened on a stream. No CUPTI.
+    Scopes,
+    /// Plus CUPTI activity records: kernels, copies, memsets, synchronization, allocations.
+    Timeline,
+    /// Plus hardware counters from CUPTI's Range Profiler on the iterations the window selects
+    /// (per scope or per kernel); those iterations are flagged `perturbed`. Needs
+    /// [`Config::counters`] ([`ProfilerBuilder::counters`]).
+    Counters,
+}
+
+impl Level {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Level::Scopes => "scopes",
+            Level::Timeline => "timeline",
+            Level::Counters => "counters",
+        }
+    }
+}
+
+/// Environment variable that sets the ledger path when the configuration does not.
+pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
+
+/// Profiler configuration. Start from [`Config::default`] or [`Profiler::builder`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// What to record.
+    pub level: Level,
+    /// Where to write the ledger. Default: `$GPU_LEDGER_PATH`, else
+    /// `gpu-ledger-<unix seconds>-<pid>[-rank<N>].jsonl` in the current directory.
+    pub ledger_path: Option<PathBuf>,
+    /// CUPTI activity buffers allocated at start.
+    pub buffers: usize,
+    /// Most CUPTI buffers the pool may grow to before records are dropped.
+    pub max_buffers: usize,
+    /// Bytes per CUPTI buffer.
+    pub buffer_bytes: usize,
+    /// How long an ended iteration waits for its GPU records before it is written anyway.
+    pub settle: Duration,
+    /// How often the collector asks CUPTI for completed records while iterations wait. Each
+    /// request is a `cuptiActivityFlushAll`, which slows the application's launches, so it is
+    /// rare (`docs/overhead.md` has the measured cost). Default 1 s: a row is written about a
+    /// second after its iteration ends, well within `settle`; it is capped at half of `settle`.
+    pub flush_interval: Duration,
+    /// On a start failure, run unprofiled (and say why in the ledger) instead of returning `Err`.
+    pub fail_open: bool,
+    /// Sample clocks, power, temperature and energy with NVML (all levels).
+    pub nvml: bool,
+    /// NVML sampling period: 20 ms by default, five samples per NVML update (100 ms).
+    pub nvml_period: Duration,
+    /// How often the sampler reads NVML's energy counter (a call of several ms), `None` for
+    /// never: energy is then integrated from power samples. Default 500 ms.
+    pub nvml_energy_period: Option<Duration>,
+    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
+    pub work_per_iteration: Option<f64>,
+    /// Keep every activity and scope span in the rows (for `gpu-ledger trace`); rows grow with
+    /// the number of launches.
+    pub record_activities: bool,
+    /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
+    pub counters: Option<crate::counters::CountersSetup>,
+    /// On SIGINT or SIGTERM, finish the ledger before the process dies: every iteration already
+    /// ended by [`Profiler::step`] gets its row (a partial row for the open one, as at
+    /// [`Profiler::finish`]), then the trailer, with the warning `run ended by SIGTERM
+    /// (flush_on_signal)`. Then the signal is raised again with its default action, so the
+    /// process ends with the same status as without the profiler.
+    ///
+    /// Off by default: a library should not take a process's signals unasked. When on:
+    /// - a signal that already has a handler, or is ignored, is left alone, and the ledger header
+    ///   says so (an application with its own handler should have it end the loop and call
+    ///   [`Profiler::finish`]);
+    /// - the handler only wakes a thread (`gpu-ledger-signal`), which does the work;
+    /// - finishing is bounded: after 5 s (GPU records that never arrive, a stuck disk) the signal
+    ///   ends the process anyway, and the ledger is then valid up to its last whole line;
+    /// - [`Profiler::finish`] (or drop) restores the default disposition and stops the thread,
+    ///   so a later profiler in the same process starts clean.
+    ///
+    /// Linux only: elsewhere the option is accepted, does nothing, and the header says so.
+    pub flush_on_signal: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            level: Level::Timeline,
+            ledger_path: None,
+            buffers: 8,
+            max_buffers: 64,
+            buffer_bytes: 4 << 20,
+            settle: Duration::from_secs(2),
+            flush_interval: Duration::from_millis(1000),
+            fail_open: false,
+            nvml: true,
+            nvml_period: crate::nvml::DEFAULT_SAMPLE_PERIOD,
+            nvml_energy_period: Some(crate::nvml::DEFAULT_ENERGY_PERIOD),
+            work_per_iteration: None,
+            record_activities: false,
+            counters: None,
+            flush_on_signal: false,
+        }
+    }
+}
+
+/// Builds a [`Profiler`].
+#[derive(Debug, Clone, Default)]
+pub struct ProfilerBuilder {
+    config: Config,
+}
+
+impl ProfilerBuilder {
+    /// Sets the level.
+    pub fn level(mut self, level: Level) -> Self {
+        self.config.level = level;
+        self
+    }
+    /// Sets the ledger path.
+    pub fn ledger_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.ledger_path = Some(path.into());
+        self
+    }
+    /// Sets how long an ended iteration waits for its GPU records.
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.config.settle = settle;
+        self
+    }
+    /// Sets the CUPTI buffer pool: buffers at start, maximum, bytes each.
+    pub fn buffers(mut self, initial: usize, max: usize, bytes: usize) -> Self {
+        self.config.buffers = initial;
+        self.config.max_buffers = max;
+        self.config.buffer_bytes = bytes;
+        self
+    }
+    /// Sets how often the collector asks CUPTI for completed records while an iteration waits
+    /// for them (each request is a `cuptiActivityFlushAll`).
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.config.flush_interval = interval;
+        self
+    }
+    /// Turns NVML sampling on or off.
+    pub fn nvml(mut self, on: bool) -> Self {
+        self.config.nvml = on;
+        self
+    }
+    /// How often NVML's energy counter is read (`None`: never, energy integrated from power);
+    /// see [`Config::nvml_energy_period`].
+    pub fn nvml_energy_period(mut self, period: Option<Duration>) -> Self {
+        self.config.nvml_energy_period = period;
+        self
+    }
+    /// Useful work per iteration (tokens, images, bytes), for energy per unit of work.
+    pub fn work_per_iteration(mut self, work: f64) -> Self {
+        self.config.work_per_iteration = Some(work);
+        self
+    }
+    /// Keeps every activity and scope span in the rows, for timeline traces.
+    pub fn record_activities(mut self, on: bool) -> Self {
+        self.config.record_activities = on;
+        self
+    }
+    /// Collects hardware counters as `setup` says and sets the level to [`Level::Counters`].
+    ///
+    /// ```no_run
+    /// use gpu_ledger::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode};
+    /// # fn f(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> gpu_ledger::Result<()> {
+    /// let mut setup = CountersSetup::new(ctx, CounterConfig {
+    ///     metrics: vec!["speed_of_light".into()],
+    ///     range_mode: RangeMode::User, // one range per scope
+    ///     ..CounterConfig::default()
+    /// });
+    /// setup.window = CounterWindow { skip: 10, collections: 1 };
+    /// let profiler = gpu_ledger::Profiler::builder().counters(setup).start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn counters(mut self, setup: crate::counters::CountersSetup) -> Self {
+        self.config.level = Level::Counters;
+        self.config.counters = Some(setup);
+        self
+    }
+    /// Runs unprofiled instead of failing when the profiler cannot start.
+    pub fn fail_open(mut self, yes: bool) -> Self {
+        self.config.fail_open = yes;
+        self
+    }
+    /// On SIGINT or SIGTERM, finishes the ledger and then lets the signal end the process (off
+    /// by default; Linux only). See [`Config::flush_on_signal`].
+    pub fn flush_on_signal(mut self, on: bool) -> Self {
+        self.config.flush_on_signal = on;
+        self
+    }
+    /// Starts the profiler.
+    ///
+    /// # Errors
+    /// See [`Profiler::start`].
+    pub fn start(self) -> Result<Profiler> {
+        Profiler::start(self.config)
+    }
+}
+
+/// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
+/// in the current directory.
+pub(crate) fn resolve_ledger_path(configured: Option<PathBuf>) -> PathBuf {
+    if let Some(p) = configured {
+        return p;
+    }
+    if let Some(p) = std::env::var_os(LEDGER_PATH_ENV) {
+        return PathBuf::from(p);
+    }
+    let secs = crate::clock::unix_ns() / 1_000_000_000;
+    let rank = crate::rank::from_env()
+        .map(|r| format!("-rank{}", r.rank))
+        .unwrap_or_default();
+    PathBuf::from(format!(
+        "gpu-ledger-{secs}-{}{rank}.jsonl",
+        std::process::id()
+    ))
+}
+
+/// The configuration as the ledger header records it.
+pub(crate) fn config_record(config: &Config) -> ConfigRecord {
+    ConfigRecord {
+        level: config.level.name().to_string(),
+        buffer_count: config.buffers,
+        buffer_bytes: config.buffer_bytes,
+        settle_ms: config.settle.as_millis() as u64,
+        nvml_period_ms: config.nvml.then_some(config.nvml_period.as_millis() as u64),
+        nvml_energy_period_ms: config
+            .nvml
+            .then_some(config.nvml_energy_period.map(|p| p.as_millis() as u64))
+            .flatten(),
+        counter_iterations: None,
+        record_activities: config.record_activities,
+    }
+}

@@ -1,0 +1,96 @@
+//! The driver and runtime functions the timeline traces, by how each relates to the GPU records
+//! that follow it: what the API callback counts and the collector awaits.
+
+use cupti_sys as sys;
+
+/// How a traced API call relates to GPU activity, for attribution and completeness checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiClass {
+    /// A kernel launch: exactly one kernel record follows.
+    KernelLaunch,
+    /// A graph launch: any number of records follow.
+    GraphLaunch,
+    /// A copy: one memcpy record follows (none for zero bytes).
+    Memcpy,
+    /// A memset: one memset record follows.
+    Memset,
+    /// Allocation, release or synchronization: records of their own kinds, not awaited.
+    Other,
+}
+
+/// Classifies a driver or runtime API function by name; `None` for functions not traced.
+pub fn classify_api(name: &str) -> Option<ApiClass> {
+    let n = name.strip_prefix("cu").unwrap_or(name);
+    let n = n.strip_prefix("da").unwrap_or(n); // cudaX -> X for runtime names
+    if n.starts_with("LaunchHostFunc") {
+        return Some(ApiClass::Other);
+    }
+    if n.starts_with("GraphLaunch") {
+        return Some(ApiClass::GraphLaunch);
+    }
+    if n.starts_with("Launch") {
+        return Some(ApiClass::KernelLaunch);
+    }
+    if n.starts_with("Memcpy") {
+        return Some(ApiClass::Memcpy);
+    }
+    if n.starts_with("Memset") {
+        return Some(ApiClass::Memset);
+    }
+    const OTHER: [&str; 8] = [
+        "MemAlloc",
+        "MemFree",
+        "Malloc",
+        "Free",
+        "StreamSynchronize",
+        "CtxSynchronize",
+        "DeviceSynchronize",
+        "EventSynchronize",
+    ];
+    if OTHER.iter().any(|p| n.starts_with(p)) || n.starts_with("StreamWaitEvent") {
+        return Some(ApiClass::Other);
+    }
+    None
+}
+
+/// The class of every driver and runtime function ([`classify_api`]), by callback id: the
+/// callback's "is it counted" and the collector's "is it awaited" read the same table.
+pub struct ApiClasses {
+    driver: Box<[Option<ApiClass>]>,
+    runtime: Box<[Option<ApiClass>]>,
+}
+
+impl Default for ApiClasses {
+    fn default() -> Self {
+        fn table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
+            let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
+            let mut out = vec![None; max + 1];
+            for (id, name) in cbids {
+                out[*id as usize] = classify_api(name);
+            }
+            out.into_boxed_slice()
+        }
+        ApiClasses {
+            driver: table(sys::DRIVER_API_CBIDS),
+            runtime: table(sys::RUNTIME_API_CBIDS),
+        }
+    }
+}
+
+impl ApiClasses {
+    /// The class of function `cbid` of the runtime (`runtime`) or driver API; `None` for
+    /// functions not traced and unknown ids.
+    #[inline]
+    pub fn of(&self, runtime: bool, cbid: u32) -> Option<ApiClass> {
+        let table = if runtime { &self.runtime } else { &self.driver };
+        table.get(cbid as usize).copied().flatten()
+    }
+}
+
+/// True for the API classes whose calls are counted and awaited.
+pub fn is_counted(class: Option<ApiClass>) -> bool {
+    matches!(
+        class,
+        Some(ApiClass::KernelLaunch | ApiClass::GraphLaunch | ApiClass::Memcpy | ApiClass::Memset)
+    )
+}

@@ -1,0 +1,302 @@
+//! The state one run shares between the application's threads (scopes, `step()`) and the
+//! collector thread, and the two messages that cross between them: an iteration's end and the
+//! run's finish.
+//!
+//! A scope checks [`ENABLED`] first, so a process without a running profiler pays one relaxed
+//! load per scope; [`GENERATION`] moves at every start and finish, so that a thread drops what
+//! it kept of an earlier run the next time it opens a scope.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use crate::clock::HostClock;
+use crate::counters::window::CounterState;
+use crate::counters::IterationCounters;
+use crate::cupti::calls::{ApiCalls, CapturedCall};
+use crate::cupti::{self, LoadedCupti};
+use crate::driver::events::EventPool;
+use crate::error::{Error, Result};
+use crate::scope::{self, PathTable, ScopeRecord, ScopeSender, ScopeSlot};
+
+/// True while a profiler runs. Checked first by every scope.
+pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Bumped at every profiler start and finish so that threads drop state of an earlier run.
+pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The running profiler's shared state; `None` between runs.
+static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
+
+/// The scope the counters level's own GPU work is attributed to.
+pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
+
+/// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
+/// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
+/// inter-processor interrupt on the application's critical path, right after its synchronize.
+pub(crate) struct IterationEnd {
+    pub(crate) index: u64,
+    pub(crate) host_end_ns: u64,
+    pub(crate) cupti_end: Option<u64>,
+    /// Counted launch, copy and memset calls entered since the start, read before the
+    /// iteration counter moved: the row waits for that many captured calls.
+    pub(crate) launches: u64,
+    /// Scopes still open on the stepping thread (a structural warning in the row).
+    pub(crate) open_scopes: Vec<u32>,
+    /// Hardware counters of the iteration, when a pass ran in it.
+    pub(crate) counters: Option<IterationCounters>,
+}
+
+/// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
+pub(crate) struct Finish {
+    pub(crate) host_end_ns: u64,
+    pub(crate) cupti_end: Option<u64>,
+    pub(crate) open_scopes: Vec<u32>,
+    pub(crate) counters: Option<IterationCounters>,
+}
+
+/// What the collector receives from the run: `step()`'s messages and the one `Finish`.
+pub(crate) struct Inbox {
+    pub(crate) ends: Receiver<IterationEnd>,
+    pub(crate) finish: Receiver<Finish>,
+}
+
+/// State shared by the application's threads (scopes, `step`) and the collector.
+pub(crate) struct Running {
+    /// The run's origin and the clock scopes read.
+    pub(crate) clock: HostClock,
+    pub(crate) cupti: Option<&'static LoadedCupti>,
+    pub(crate) paths: PathTable,
+    pub(crate) events: EventPool,
+    /// `step()`'s messages; the collector polls them (see [`IterationEnd`]).
+    ends: Sender<IterationEnd>,
+    /// The one `Finish` message; the collector sleeps on this channel.
+    finish: Sender<Finish>,
+    /// Each scope thread's slot, with gpu-ledger's index of the thread.
+    thread_slots: Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
+    /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
+    step_ns: AtomicU64,
+    /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
+    /// callback at the timeline level), and the calls it captured.
+    calls: Arc<ApiCalls>,
+    /// The counters level, when it was set up; taken at shutdown.
+    counters: Mutex<Option<CounterState>>,
+    /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
+    /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
+    pub(crate) counters_path: u32,
+    /// False once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
+    /// signal thread can shut down while the application still steps). `step()` holds the read
+    /// side while it sends, so no iteration end reaches the collector after `Finish`.
+    open: RwLock<bool>,
+    /// Warnings for the trailer that shutdown adds (the signal that ended the run).
+    end_warnings: Mutex<Vec<String>>,
+}
+
+impl Running {
+    /// The shared state of a run on `clock`, with CUPTI at the timeline and counters levels and
+    /// the counters level's state when it was set up; and the collector's end of its messages.
+    pub(crate) fn new(
+        clock: HostClock,
+        cupti: Option<&'static LoadedCupti>,
+        counters: Option<CounterState>,
+    ) -> (Arc<Running>, Inbox) {
+        let (ends_tx, ends) = crossbeam_channel::unbounded();
+        let (finish_tx, finish) = crossbeam_channel::bounded(1);
+        let paths = PathTable::default();
+        let counters_path = if counters.is_some() {
+            paths.intern(0, COUNTERS_SCOPE)
+        } else {
+            0
+        };
+        let running = Arc::new(Running {
+            clock,
+            cupti,
+            paths,
+            events: EventPool::default(),
+            ends: ends_tx,
+            finish: finish_tx,
+            thread_slots: Mutex::new(Vec::new()),
+            step_ns: AtomicU64::new(0),
+            calls: Arc::new(ApiCalls::default()),
+            counters: Mutex::new(counters),
+            counters_path,
+            open: RwLock::new(true),
+            end_warnings: Mutex::new(Vec::new()),
+        });
+        (running, Inbox { ends, finish })
+    }
+
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+    pub(crate) fn iteration(&self) -> u64 {
+        self.calls.iteration.load(Ordering::Relaxed)
+    }
+    /// The calls the callback captured and the open iteration (scope threads keep a handle).
+    pub(crate) fn calls(&self) -> &Arc<ApiCalls> {
+        &self.calls
+    }
+    /// Takes every thread's captured API calls.
+    pub(crate) fn drain_calls(&self, out: &mut Vec<CapturedCall>) {
+        self.calls.drain_into(out);
+    }
+    /// Calls the callback could not hand to their thread's ring.
+    pub(crate) fn calls_lost(&self) -> u64 {
+        self.calls.lost.load(Ordering::Relaxed)
+    }
+    /// Time the application's threads spent inside `step()`, ns.
+    pub(crate) fn step_ns(&self) -> u64 {
+        self.step_ns.load(Ordering::Relaxed)
+    }
+    /// A slot for the calling thread's closed scopes, registered for the collector to drain;
+    /// returns its sending end.
+    pub(crate) fn register_thread(&self, thread: u32) -> ScopeSender {
+        let (slot, sender) = ScopeSlot::new(scope::RING_CAPACITY);
+        self.thread_slots.lock().push((thread, slot));
+        sender
+    }
+    /// Takes every thread's closed scopes. The list's lock is held while draining: only a
+    /// thread's first scope of a run takes it too (to register).
+    pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
+        for (thread, slot) in self.thread_slots.lock().iter() {
+            slot.drain_map_into(out, |closed| closed.into_record(*thread));
+        }
+    }
+    /// Whether CUPTI's callback captures API calls (the timeline and counters levels), and so
+    /// reads the scope path a thread's calls are attributed to.
+    #[inline]
+    pub(crate) fn captures_calls(&self) -> bool {
+        self.cupti.is_some()
+    }
+    /// A scope was entered: a user range when a counters pass runs on this thread. Returns the
+    /// pass to give back to [`counter_pop`](Self::counter_pop), 0 when none.
+    pub(crate) fn counter_push(&self, name: &str) -> u64 {
+        self.with_counters(|c| c.push(name)).unwrap_or(0)
+    }
+    pub(crate) fn counter_pop(&self, pass: u64) {
+        self.with_counters(|c| c.pop(pass));
+    }
+    /// Runs `f` on the counters state, when counters are on. The Range Profiler's own kernels
+    /// carry no API call, so no scope can claim them; the collector moves them to
+    /// [`COUNTERS_SCOPE`] by name instead.
+    fn with_counters<T>(&self, f: impl FnOnce(&mut CounterState) -> T) -> Option<T> {
+        // No lock on `step()` when counters were never set up (their scope path exists iff so).
+        if self.counters_path == 0 {
+            return None;
+        }
+        self.counters.lock().as_mut().map(f)
+    }
+    /// CUPTI's clock now, at the levels that load CUPTI.
+    pub(crate) fn cupti_now(&self) -> Option<u64> {
+        self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
+    }
+    /// The trailer warnings shutdown added (the collector takes them when it writes the trailer).
+    pub(crate) fn take_end_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.end_warnings.lock())
+    }
+
+    /// Ends the open iteration and opens the next: the work of `Profiler::step`. Never blocks
+    /// on the GPU; does nothing once shutdown began.
+    pub(crate) fn step(&self) {
+        let open = self.open.read();
+        if !*open {
+            return;
+        }
+        let entered_ns = self.now_ns();
+        // Counters first: ending a pass synchronizes and may decode, which belongs to the
+        // (perturbed) iteration that ends here, not to the next one.
+        let counters = self
+            .with_counters(|c| c.end_iteration(self.iteration()))
+            .flatten();
+        // The count first, then the iteration's end: every call counted here was entered in
+        // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
+        // for a call of the next iteration.
+        let launches = self.calls.total.load(Ordering::SeqCst);
+        let host_end_ns = self.now_ns();
+        let cupti_end = self.cupti_now();
+        let open_scopes = scope::open_scopes(self);
+        let index = self.calls.iteration.fetch_add(1, Ordering::SeqCst);
+        let _ = self.ends.send(IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end,
+            launches,
+            open_scopes,
+            counters,
+        });
+        self.with_counters(|c| c.begin_iteration(index + 1));
+        self.step_ns
+            .fetch_add(self.now_ns().saturating_sub(entered_ns), Ordering::Relaxed);
+        drop(open);
+    }
+
+    /// Stops `step()` and the scopes and ends the open iteration now, adding `end_warning` to
+    /// the trailer: the message to send once CUPTI has handed over every buffer.
+    pub(crate) fn close(&self, end_warning: Option<String>) -> Finish {
+        // No step() is sending now, and none will: Finish is the collector's last message. Before
+        // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
+        // application) would otherwise enter its next iteration's scopes as inert guards and then
+        // end that iteration, a complete row with none of its scopes.
+        *self.open.write() = false;
+        ENABLED.store(false, Ordering::SeqCst);
+        self.end_warnings.lock().extend(end_warning);
+        let host_end_ns = self.now_ns();
+        let cupti_end = self.cupti_now();
+        let open_scopes = scope::open_scopes(self);
+        let counters = self.with_counters(|c| c.finish(self.iteration())).flatten();
+        Finish {
+            host_end_ns,
+            cupti_end,
+            open_scopes,
+            counters,
+        }
+    }
+
+    /// Hands the collector its last message.
+    pub(crate) fn send_finish(&self, finish: Finish) {
+        let _ = self.finish.send(finish);
+    }
+
+    /// Releases the Range Profiler: only once the timeline has stopped and every record is in.
+    pub(crate) fn release_counters(&self) {
+        drop(self.counters.lock().take());
+    }
+}
+
+/// The running profiler's shared state, if any.
+pub(crate) fn current() -> Option<Arc<Running>> {
+    CURRENT.read().clone()
+}
+
+/// The right to start a run: held from the check that none runs until the run is published,
+/// so that two concurrent starts cannot both succeed.
+pub(crate) struct Claim(RwLockWriteGuard<'static, Option<Arc<Running>>>);
+
+/// Claims the process's one run.
+///
+/// # Errors
+/// [`Error::AlreadyRunning`] while another profiler runs.
+pub(crate) fn claim() -> Result<Claim> {
+    let current = CURRENT.write();
+    if current.is_some() {
+        return Err(Error::AlreadyRunning);
+    }
+    Ok(Claim(current))
+}
+
+impl Claim {
+    /// Makes `running` the current run and turns the scopes on.
+    pub(crate) fn publish(mut self, running: &Arc<Running>) {
+        *self.0 = Some(running.clone());
+        GENERATION.fetch_add(1, Ordering::SeqCst);
+        ENABLED.store(true, Ordering::SeqCst);
+        running.with_counters(|c| c.begin_iteration(0));
+    }
+}
+
+/// Ends the current run: threads drop what they kept of it at their next scope.
+pub(crate) fn retire() {
+    *CURRENT.write() = None;
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+}

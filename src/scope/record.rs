@@ -1,0 +1,115 @@
+//! A closed scope on its way to the collector: the 64-byte line its thread writes into its ring,
+//! and the record the collector works with.
+
+use crate::driver::events::{PackedEvents, ScopeEvents};
+
+/// A closed scope instance, as the collector receives it.
+#[derive(Debug)]
+pub(crate) struct ScopeRecord {
+    /// Interned path id (`step/backward`).
+    pub(crate) path_id: u32,
+    /// Iteration that was open when the scope was entered.
+    pub(crate) iteration_at_entry: u64,
+    /// Iteration that was open when the scope was left; the scope is accounted there.
+    pub(crate) iteration: u64,
+    /// Host time of entry, ns since the profiler started. On the scope's thread it is a raw
+    /// reading of the run's scope clock (TSC ticks where scopes read the TSC), which the
+    /// collector converts when it takes the record.
+    pub(crate) start_ns: u64,
+    /// Host time of exit, as `start_ns`.
+    pub(crate) end_ns: u64,
+    /// Start and end events when the scope was timed on a stream. Shared where one event ends
+    /// a scope and starts the next ([`ScopeGuard::next`]).
+    pub(crate) events: Option<ScopeEvents>,
+    /// Set when this guard was not the innermost open scope when it ended.
+    pub(crate) out_of_order: bool,
+    /// gpu-ledger's index of the thread the scope ran on.
+    pub(crate) thread: u32,
+}
+
+/// A closed scope as its thread writes it into its ring: one 64-byte cache line, so that handing
+/// it to the collector moves one line between cores (the [`ScopeRecord`] it becomes, 80 bytes,
+/// spans two). The collector adds the thread, which its ring tells.
+#[repr(C, align(64))]
+pub(crate) struct ClosedScope {
+    pub(super) start_ns: u64,
+    pub(super) end_ns: u64,
+    pub(super) iteration: u64,
+    pub(super) events: PackedEvents,
+    pub(super) path_id: u32,
+    /// Iteration boundaries crossed while the scope was open (`iteration` minus the iteration
+    /// at entry), saturating.
+    pub(super) boundaries: u32,
+    /// [`ClosedScope::OUT_OF_ORDER`], [`ClosedScope::START_SHARED`], [`ClosedScope::END_SHARED`].
+    pub(super) flags: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<ClosedScope>() == 64);
+
+impl ClosedScope {
+    pub(super) const OUT_OF_ORDER: u8 = 1;
+    pub(super) const START_SHARED: u8 = 2;
+    pub(super) const END_SHARED: u8 = 4;
+
+    /// The record the collector works with, for a scope closed on gpu-ledger's thread `thread`.
+    pub(crate) fn into_record(self, thread: u32) -> ScopeRecord {
+        let flag = |f: u8| self.flags & f != 0;
+        ScopeRecord {
+            path_id: self.path_id,
+            iteration_at_entry: self.iteration - u64::from(self.boundaries),
+            iteration: self.iteration,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            events: self
+                .events
+                .unpack(flag(Self::START_SHARED), flag(Self::END_SHARED)),
+            out_of_order: flag(Self::OUT_OF_ORDER),
+            thread,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed(flags: u8, iteration: u64, boundaries: u32) -> ClosedScope {
+        ClosedScope {
+            start_ns: 10,
+            end_ns: 25,
+            iteration,
+            events: PackedEvents::NONE,
+            path_id: 7,
+            boundaries,
+            flags,
+        }
+    }
+
+    #[test]
+    fn a_closed_scope_becomes_the_record_it_was_sent_as() {
+        let rec = closed(ClosedScope::OUT_OF_ORDER, 9, 2).into_record(3);
+        assert_eq!(
+            (rec.path_id, rec.iteration_at_entry, rec.iteration),
+            (7, 7, 9)
+        );
+        assert_eq!((rec.start_ns, rec.end_ns, rec.thread), (10, 25, 3));
+        assert!(rec.out_of_order);
+        assert!(rec.events.is_none());
+        let rec = closed(0, 4, 0).into_record(0);
+        assert_eq!((rec.iteration_at_entry, rec.iteration), (4, 4));
+        assert!(!rec.out_of_order);
+    }
+
+    #[test]
+    fn the_shared_flags_reach_the_record_with_the_events() {
+        let mut c = closed(ClosedScope::START_SHARED, 1, 0);
+        c.events = crate::driver::events::tests::packed(1, 2, 10);
+        let ev = c.into_record(0).events.expect("events");
+        assert!(ev.start_shared && !ev.end_shared);
+        let mut c = closed(ClosedScope::END_SHARED | ClosedScope::OUT_OF_ORDER, 1, 0);
+        c.events = crate::driver::events::tests::packed(1, 2, 10);
+        let rec = c.into_record(0);
+        let ev = rec.events.expect("events");
+        assert!(!ev.start_shared && ev.end_shared && rec.out_of_order);
+    }
+}
