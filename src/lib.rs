@@ -20,6 +20,7 @@
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
+#[cfg(feature = "analysis")]
 pub mod analysis;
 mod clock;
 #[doc(hidden)]
@@ -31,8 +32,10 @@ pub mod device;
 mod driver;
 pub mod env;
 pub mod error;
+#[cfg(feature = "analysis")]
 pub mod export;
 pub mod intervals;
+#[cfg(feature = "kernels")]
 pub mod kernels;
 pub mod ledger;
 pub mod nvml;
