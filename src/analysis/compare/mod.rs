@@ -4,6 +4,7 @@
 //! per-family changes; and the warnings that say when the two runs are not comparable.
 //!
 //! `Δt = 1 - 1/S` is the fraction of iteration time saved.
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
