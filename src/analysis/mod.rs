@@ -25,7 +25,6 @@
 //! ```
 
 pub mod compare;
-pub mod experiment;
 pub mod families;
 pub mod intervals;
 pub mod occupancy;
@@ -33,9 +32,8 @@ pub mod stats;
 
 pub use compare::{
     bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
-    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
+    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate, Verdict,
 };
-pub use experiment::{ExperimentEntry, ExperimentLog, Verdict};
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
     qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable, GroupingRule,

@@ -33,8 +33,11 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
-/// One Markdown table cell: `|` and backslashes escaped, line breaks turned into spaces, HTML
-/// tags neutralised (`<` as `&lt;`), so that a kernel or scope name cannot break the table.
+/// One Markdown table cell, so that a kernel or scope name cannot break the table or the text
+/// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
+/// `<` and `>` as entities (no HTML tag survives), and backticks as `'`, because inside a code
+/// span the entities and backslash escapes would show literally. Every Markdown export, the
+/// experiment log included, escapes with this one function.
 pub fn md_cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -44,7 +47,6 @@ pub fn md_cell(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '`' => out.push('\''),
-            '\n' | '\r' => out.push(' '),
             c if c.is_control() => out.push(' '),
             c => out.push(c),
         }
@@ -165,6 +167,8 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c&lt;d&gt;");
+        assert_eq!(md_cell("`a`\\"), "'a'\\\\");
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }
 
     #[test]

@@ -44,6 +44,55 @@ impl SpeedupEstimate {
     }
 }
 
+/// What the interval says about B against A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The interval of `A/B` lies above 1: B is faster.
+    Faster,
+    /// The interval lies below 1: B is slower.
+    Slower,
+    /// The interval contains 1: no change can be claimed at this confidence.
+    NoSignificantChange,
+}
+
+impl Verdict {
+    /// The verdict of a speed-up estimate `A/B`.
+    pub fn from_estimate(s: &SpeedupEstimate) -> Self {
+        if s.ci_low > 1.0 {
+            Verdict::Faster
+        } else if s.ci_high < 1.0 {
+            Verdict::Slower
+        } else {
+            Verdict::NoSignificantChange
+        }
+    }
+
+    /// `faster`, `slower` or `no significant change`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoSignificantChange => "no significant change",
+        }
+    }
+
+    /// A sentence: `B is faster`, `B is slower`, `no significant change`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Verdict::Faster => "B is faster",
+            Verdict::Slower => "B is slower",
+            Verdict::NoSignificantChange => "no significant change",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and fixed here so that intervals are
 /// reproducible across platforms and versions.
 struct SplitMix64(u64);
@@ -122,6 +171,31 @@ pub fn bootstrap_speedup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn est(lo: f64, hi: f64) -> SpeedupEstimate {
+        SpeedupEstimate {
+            speedup: (lo + hi) / 2.0,
+            ci_low: lo,
+            ci_high: hi,
+            confidence: 0.95,
+            resamples: 100,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn verdict_from_interval() {
+        assert_eq!(Verdict::from_estimate(&est(1.1, 1.3)), Verdict::Faster);
+        assert_eq!(Verdict::from_estimate(&est(0.7, 0.9)), Verdict::Slower);
+        assert_eq!(
+            Verdict::from_estimate(&est(0.95, 1.05)),
+            Verdict::NoSignificantChange
+        );
+        assert_eq!(
+            Verdict::from_estimate(&est(1.0, 1.2)),
+            Verdict::NoSignificantChange
+        );
+    }
 
     #[test]
     fn splitmix_is_fixed_and_below_is_in_range() {

@@ -21,7 +21,7 @@ mod warnings;
 
 use warnings::{environment_warnings, nvml_warnings, record_warnings, selection_warnings};
 
-pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, DEFAULT_RESAMPLES, DEFAULT_SEED};
+pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
 pub use warnings::FEW_ITERATIONS;
 
 /// One ledger: its header and its iteration rows.
