@@ -24,6 +24,8 @@
 //! assert_eq!(d.median, 2.5);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod compare;
 pub mod families;
 pub mod intervals;

@@ -29,6 +29,9 @@
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
+mod csp;
 pub mod csv;
 pub mod experiment;
 pub mod html;

@@ -1,6 +1,7 @@
 //! Inline SVG charts for the HTML report: horizontal bars, stacked bars, lines and a roofline.
-//! Each function returns an HTML `<figure>` holding one `<svg>` (with an `id`, a `role="img"` and
-//! an `aria-label`), its legend and a caption. Every text is escaped; hover tooltips are SVG
+//! Each function returns an HTML `<figure>` holding one chart `<svg>` (with an `id`, a `role="img"`
+//! and an `aria-label`), its legend (swatches are tiny SVGs too, since the report's policy allows
+//! no `style` attribute) and a caption. Every text is escaped; hover tooltips are SVG
 //! `<title>` elements, so no script is needed.
 
 use std::fmt::Write as _;
@@ -164,7 +165,9 @@ fn figure(id: &str, svg: &str, legend: &[(String, &str)], caption: &str) -> Stri
         for (name, c) in legend {
             let _ = write!(
                 o,
-                "<li><span class=\"swatch\" style=\"background:{c}\"></span>{}</li>",
+                "<li><svg class=\"swatch\" viewBox=\"0 0 1 1\" aria-hidden=\"true\">\
+                 <rect width=\"1\" height=\"1\" fill=\"{}\"/></svg>{}</li>",
+                html_escape(c),
                 html_escape(name)
             );
         }
