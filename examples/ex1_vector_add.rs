@@ -59,7 +59,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let mut page = ExperimentPage::new(
         "ex1 vector add: bandwidth and launch overhead (book ch. 14 exercise 1)",
         device_line(&dev.gpu),
-        "vadd_scalar over 2^26 floats (256 MiB per array): one 4-byte load of a and b and one \
+        "vector_add over 2^26 floats (256 MiB per array): one 4-byte load of a and b and one \
          4-byte store per thread; 12N bytes, N FLOPs",
         "Because each scalar thread moves 4 bytes per access, loading and storing through \
          float4 moves the same 12N bytes in a quarter of the load/store instructions; at 256 MiB \

@@ -1,5 +1,6 @@
-//! Exercise 1, vector addition (`kernels/vadd.cu`): scalar and 16-byte vectorized, each with a
-//! grid-stride option; and the device-to-device copy that is its bandwidth reference.
+//! Vector addition (`kernels/vadd.cu`): scalar and 16-byte vectorized, each with a grid-stride
+//! option; and the device-to-device copy that is its bandwidth reference. The scalar kernel is the
+//! one [`crate::kernels::VectorAdd`] launches.
 
 use std::sync::Arc;
 
@@ -9,10 +10,10 @@ use super::{
     download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
     SuiteResult, Verification, Workload,
 };
-use crate::kernels::Work;
+use crate::kernels::{VectorAdd, Work};
 
 /// The kernel file.
-pub const MODULE: &str = "vadd";
+pub const MODULE: &str = VectorAdd::MODULE;
 
 /// Width of each thread's accesses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,7 +58,7 @@ impl VectorAddSpec {
     /// The kernel this spec launches.
     pub fn kernel(&self) -> &'static str {
         match (self.variant, self.grid_stride_blocks.is_some()) {
-            (VaddVariant::Scalar, false) => "vadd_scalar",
+            (VaddVariant::Scalar, false) => VectorAdd::KERNEL,
             (VaddVariant::Vec4, false) => "vadd_vec4",
             (VaddVariant::Scalar, true) => "vadd_scalar_grid_stride",
             (VaddVariant::Vec4, true) => "vadd_vec4_grid_stride",
@@ -83,7 +84,7 @@ impl VectorAddSpec {
 
     /// Analytic work: 8n bytes read, 4n written, n additions.
     pub fn work_for(n: u64) -> Work {
-        crate::kernels::VectorAdd::work(n)
+        VectorAdd::work(n)
     }
 }
 
@@ -137,7 +138,7 @@ impl VaddKernels {
             ctx,
             MODULE,
             [
-                "vadd_scalar",
+                VectorAdd::KERNEL,
                 "vadd_vec4",
                 "vadd_scalar_grid_stride",
                 "vadd_vec4_grid_stride",
