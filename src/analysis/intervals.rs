@@ -1,5 +1,4 @@
-//! Device busy time as the union of occupied intervals, and the idle gaps between them
-//! (book ch. 3, 4).
+//! Device busy time as the union of occupied intervals, and the idle gaps between them.
 //!
 //! Summing kernel and copy durations is only valid when nothing overlaps; with several streams
 //! the device's busy time is the measure of the union of the `[start, end)` intervals, and its idle

@@ -1,6 +1,6 @@
-//! The experiment ledger (book ch. 12, 14): one row per A/B comparison, appended to a Markdown
-//! file and a CSV file, so that every hypothesis tried is written down with its one change and its
-//! measured outcome, including the ones that did not work.
+//! The experiment log: one row per A/B comparison, appended to a Markdown file and a CSV file, so
+//! that every hypothesis tried is written down with its one change and its measured outcome,
+//! including the ones that did not work.
 //!
 //! Each row holds the date, the hypothesis, the one change, the counters that moved (empty until
 //! the ledgers carry counters), the kernel time of A and B (mean kernel time per iteration, all

@@ -646,7 +646,7 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
             "SM clock (MHz)",
             "iteration",
             false,
-            "A clock that moves between iterations makes their times incomparable (book ch. 2).",
+            "A clock that moves between iterations makes their times incomparable.",
         ));
         o.push_str(&line_chart(
             "chart-power",

@@ -688,7 +688,7 @@ pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
         &o,
         &[],
         "Points under the sloped roof are limited by memory bandwidth, under the flat roof by \
-         compute (book ch. 8).",
+         compute: attainable FLOP/s = min(peak FLOP/s, intensity × peak bytes/s).",
     )
 }
 

@@ -1,8 +1,10 @@
-//! The bundled kernel suite of book ch. 14 (issue 5): the six practice workloads and the spill
-//! case of ch. 7, each with its launch configuration, its analytic bytes and FLOPs as a function
-//! of its shape, a CPU reference and a GPU check against it.
+//! The bundled kernel suite: vector add, transpose, reduction, GEMM, softmax, fused attention and a
+//! register-spilling kernel, each of a known character (bandwidth-bound, bank-conflicted,
+//! tail-limited, tensor-core, fusion, local memory), with its launch configuration, its analytic
+//! bytes and FLOPs as a function of its shape, a CPU reference and a GPU check against it. They are
+//! the ground truth the profiler's numbers are checked against.
 //!
-//! Two layers per exercise:
+//! Two layers per workload:
 //!
 //! - a **spec** (`VectorAddSpec`, `GemmSpec`, ...): plain data implementing [`Workload`] — the
 //!   kernels it launches with their grid, block and dynamic shared memory exactly as CUPTI will
@@ -131,7 +133,7 @@ impl Launch {
     }
 }
 
-/// Useful against padded problem dimensions of a tiled kernel (book ch. 10).
+/// Useful against padded problem dimensions of a tiled kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Padding {
     /// Dimensions of the problem (`[M, N, K]` for a GEMM).

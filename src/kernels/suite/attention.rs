@@ -1,5 +1,5 @@
-//! Exercise 6, fused attention (`kernels/attention.cu`): FP32 forward attention with an online
-//! softmax, one compiled variant per (head dimension, query tile, key tile).
+//! Fused attention (`kernels/attention.cu`, example `ex6_attention`): FP32 forward attention with
+//! an online softmax, one compiled variant per (head dimension, query tile, key tile).
 
 use std::sync::Arc;
 

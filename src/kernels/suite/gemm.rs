@@ -1,5 +1,5 @@
-//! Exercise 4, GEMM (`kernels/gemm.cu`): naive, shared-memory tiled, tensor-core BF16 (wmma),
-//! and cuBLAS BF16 through cudarc as the library reference. All matrices are row-major:
+//! GEMM (`kernels/gemm.cu`, example `ex4_gemm`): naive, shared-memory tiled, tensor-core BF16
+//! (wmma), and cuBLAS BF16 through cudarc as the library reference. All matrices are row-major:
 //! `C (M × N) = A (M × K) · B (K × N)`.
 
 use std::sync::Arc;
@@ -435,8 +435,8 @@ impl GpuWorkload for GemmGpu {
     }
 }
 
-/// A cuBLAS GEMM: BF16 A, B and C, FP32 compute (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`), the
-/// library reference of exercise 4. cuBLAS chooses its kernels: [`Workload::launches`] is empty.
+/// A cuBLAS GEMM: BF16 A, B and C, FP32 compute (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`), the library
+/// reference for the GEMM kernels. cuBLAS chooses its kernels: [`Workload::launches`] is empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CublasGemmSpec {
     /// Rows of A and C.

@@ -1,6 +1,6 @@
-//! Exercise 3, reduction (`kernels/reduce.cu`): shared-memory tree and warp-shuffle block sums,
-//! a second-pass launch over the per-block partials, and a consumer (`y = x / sum`) either after
-//! the second pass or with the second pass fused into it.
+//! Reduction (`kernels/reduce.cu`, example `ex3_reduction`): shared-memory tree and warp-shuffle
+//! block sums, a second-pass launch over the per-block partials, and a consumer (`y = x / sum`)
+//! either after the second pass or with the second pass fused into it.
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! Exercise 5, row softmax (`kernels/softmax.cu`): five kernels as a framework composes it
-//! (max, subtract, exp, sum, divide, each through device memory) against one fused kernel that
+//! Row softmax (`kernels/softmax.cu`, example `ex5_softmax`): five kernels as a framework composes
+//! it (max, subtract, exp, sum, divide, each through device memory) against one fused kernel that
 //! keeps the row on chip.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Book ch. 7 case D, local memory (`kernels/spill.cu`): a per-thread array indexed with a
-//! data-dependent index lives in local memory; the same computation with compile-time indices
-//! stays in registers.
+//! Local memory (`kernels/spill.cu`, example `ex7_spill`): a per-thread array indexed with a
+//! data-dependent index lives in local memory; the same computation with compile-time indices stays
+//! in registers.
 
 use std::sync::Arc;
 

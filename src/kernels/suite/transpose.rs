@@ -1,4 +1,4 @@
-//! Exercise 2, matrix transpose (`kernels/transpose.cu`): direct with strided stores,
+//! Matrix transpose (`kernels/transpose.cu`, example `ex2_transpose`): direct with strided stores,
 //! shared-memory tiled, tiled with one padding column. Same launch structure for all three.
 
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub enum TransposeVariant {
 }
 
 impl TransposeVariant {
-    /// All three, in the book's order.
+    /// All three, from the direct transpose to the padded tile.
     pub const ALL: [TransposeVariant; 3] = [
         TransposeVariant::Direct,
         TransposeVariant::Tiled,

@@ -259,9 +259,9 @@ impl GpuWorkload for VectorAddGpu {
     }
 }
 
-/// A device-to-device copy (`cuMemcpyDtoDAsync`) of `n` floats: the bandwidth reference of
-/// exercise 1. It moves `8n` bytes (read and write) and launches no kernel: the ledger records
-/// it as a `DtoD` copy.
+/// A device-to-device copy (`cuMemcpyDtoDAsync`) of `n` floats: the bandwidth reference of the
+/// vector add. It moves `8n` bytes (read and write) and launches no kernel: the ledger records it
+/// as a `DtoD` copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceCopySpec {
     /// Floats copied.
