@@ -147,7 +147,7 @@ impl ExperimentEntry {
     }
 
     /// The Markdown table row (no trailing newline).
-    pub fn markdown_row(&self) -> String {
+    fn markdown_row(&self) -> String {
         let counters = if self.counters_moved.is_empty() {
             "—".to_string()
         } else {
@@ -183,7 +183,7 @@ impl ExperimentEntry {
     }
 
     /// The CSV line (no trailing newline), columns as [`CSV_COLUMNS`].
-    pub fn csv_row(&self) -> String {
+    fn csv_row(&self) -> String {
         let cells = [
             self.date.clone(),
             self.hypothesis.clone(),
@@ -289,7 +289,7 @@ pub fn today_utc() -> String {
 
 /// The UTC date `YYYY-MM-DD` of `unix_secs` seconds since the Unix epoch (Howard Hinnant's
 /// `civil_from_days`).
-pub fn utc_date(unix_secs: u64) -> String {
+fn utc_date(unix_secs: u64) -> String {
     let days = (unix_secs / 86_400) as i64;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -150,12 +150,12 @@ impl Padding {
 }
 
 /// `x` rounded up to a multiple of `tile`.
-pub fn round_up(x: u64, tile: u64) -> u64 {
+pub(crate) fn round_up(x: u64, tile: u64) -> u64 {
     x.div_ceil(tile) * tile
 }
 
 /// Sum of works.
-pub fn total_work<'a>(works: impl IntoIterator<Item = &'a Work>) -> Work {
+pub(crate) fn total_work<'a>(works: impl IntoIterator<Item = &'a Work>) -> Work {
     works
         .into_iter()
         .fold(Work { bytes: 0, flops: 0 }, |acc, w| Work {
@@ -369,7 +369,7 @@ pub fn download<T: cudarc::driver::DeviceRepr>(
 ///
 /// # Errors
 /// As [`super::compile`], or a missing function.
-pub fn load_functions<const N: usize>(
+pub(crate) fn load_functions<const N: usize>(
     ctx: &Arc<CudaContext>,
     module: &str,
     names: [&str; N],

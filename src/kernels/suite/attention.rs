@@ -243,7 +243,7 @@ impl AttentionKernels {
     /// variant in to its dynamic shared memory.
     ///
     /// # Errors
-    /// As [`super::load_functions`], or the attribute call's error.
+    /// As [`crate::kernels::compile`], a missing function, or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let functions = load_functions(ctx, MODULE, VARIANTS.map(|v| v.kernel))?;
         for (f, v) in functions.iter().zip(VARIANTS.iter()) {

@@ -212,7 +212,7 @@ impl GemmKernels {
     /// Compiles `kernels/gemm.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = GemmKernel::ALL.map(GemmKernel::kernel);
         let functions = load_functions(ctx, MODULE, names)?;

@@ -173,7 +173,7 @@ impl ReduceKernels {
     /// Compiles `kernels/reduce.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [tree, shuffle, second, scale_total, scale_partials] = load_functions(
             ctx,

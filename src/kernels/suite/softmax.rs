@@ -179,7 +179,7 @@ impl SoftmaxKernels {
     /// shared memory ([`MAX_FUSED_COLS`] floats).
     ///
     /// # Errors
-    /// As [`super::load_functions`], or the attribute call's error.
+    /// As [`crate::kernels::compile`], a missing function, or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [max, subtract, exp, sum, divide, fused] = load_functions(
             ctx,

@@ -100,7 +100,7 @@ impl SpillKernels {
     /// Compiles `kernels/spill.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [dynamic, free] = load_functions(ctx, MODULE, ["spill_dynamic_index", "spill_free"])?;
         Ok(SpillKernels { dynamic, free })

@@ -143,7 +143,7 @@ impl TransposeKernels {
     /// Compiles `kernels/transpose.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = TransposeVariant::ALL.map(TransposeVariant::kernel);
         let functions = load_functions(ctx, MODULE, names)?;

@@ -132,7 +132,7 @@ impl VaddKernels {
     /// Compiles `kernels/vadd.cu` for `ctx`'s device.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [scalar, vec4, scalar_gs, vec4_gs] = load_functions(
             ctx,
