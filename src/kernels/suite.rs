@@ -45,6 +45,25 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use super::{compile, Work};
 use crate::ledger::schema::{IterationRow, KernelGroup};
 
+/// The part of a [`GpuWorkload`] impl that every GPU instance writes the same way: `spec` and
+/// `stream` return the fields of those names, and `poison` fills the listed output buffers.
+macro_rules! spec_stream_and_poison {
+    ($($output:ident),+ $(,)?) => {
+        fn spec(&self) -> &dyn $crate::kernels::suite::Workload {
+            &self.spec
+        }
+
+        fn stream(&self) -> &::std::sync::Arc<::cudarc::driver::CudaStream> {
+            &self.stream
+        }
+
+        fn poison(&mut self) -> $crate::kernels::suite::SuiteResult<()> {
+            $($crate::kernels::suite::poison(&self.stream, &mut self.$output)?;)+
+            Ok(())
+        }
+    };
+}
+
 pub mod attention;
 pub mod experiment;
 pub mod gemm;

@@ -7,8 +7,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, round_up, upload, GpuWorkload, Launch, Padding, Rng,
-    SuiteError, SuiteResult, Verification, Workload,
+    download, load_functions, round_up, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -366,17 +366,7 @@ impl AttentionGpu {
 }
 
 impl GpuWorkload for AttentionGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.o)
-    }
+    spec_stream_and_poison!(o);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels.launch(

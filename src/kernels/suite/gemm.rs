@@ -9,8 +9,8 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::{
-    download, from_bf16_bits, load_functions, poison, round_up, to_bf16_bits, upload, GpuWorkload,
-    Launch, Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
+    download, from_bf16_bits, load_functions, round_up, to_bf16_bits, upload, GpuWorkload, Launch,
+    Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -391,17 +391,7 @@ impl GemmGpu {
 }
 
 impl GpuWorkload for GemmGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         match &self.operands {
@@ -526,17 +516,7 @@ impl CublasGemmGpu {
 }
 
 impl GpuWorkload for CublasGemmGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         let (m, n, k) = (self.spec.m as i32, self.spec.n as i32, self.spec.k as i32);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    download, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
     Verification, Workload,
 };
 use crate::kernels::Work;
@@ -333,19 +333,7 @@ impl ReductionGpu {
 }
 
 impl GpuWorkload for ReductionGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.partials)?;
-        poison(&self.stream, &mut self.total)?;
-        poison(&self.stream, &mut self.y)
-    }
+    spec_stream_and_poison!(partials, total, y);
 
     fn run(&mut self) -> SuiteResult<()> {
         let launches = self.spec.launches();

@@ -8,8 +8,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -303,21 +303,7 @@ impl SoftmaxGpu {
 }
 
 impl GpuWorkload for SoftmaxGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.shifted)?;
-        poison(&self.stream, &mut self.exps)?;
-        poison(&self.stream, &mut self.row_max)?;
-        poison(&self.stream, &mut self.row_sum)?;
-        poison(&self.stream, &mut self.y)
-    }
+    spec_stream_and_poison!(shifted, exps, row_max, row_sum, y);
 
     fn run(&mut self) -> SuiteResult<()> {
         let launches = self.spec.launches();

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Rng,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, to_u32, upload, GpuWorkload, Launch, Rng, SuiteResult,
+    Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -160,17 +160,7 @@ impl SpillGpu {
 }
 
 impl GpuWorkload for SpillGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.out)
-    }
+    spec_stream_and_poison!(out);
 
     fn run(&mut self) -> SuiteResult<()> {
         let f = if self.spec.dynamic {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Padding, Rng,
-    SuiteError, SuiteResult, Verification, Workload,
+    download, load_functions, to_u32, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -224,17 +224,7 @@ impl TransposeGpu {
 }
 
 impl GpuWorkload for TransposeGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.output)
-    }
+    spec_stream_and_poison!(output);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels

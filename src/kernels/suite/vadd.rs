@@ -7,8 +7,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    Verification, Workload,
 };
 use crate::kernels::{VectorAdd, Work};
 
@@ -231,17 +231,7 @@ impl VectorAddGpu {
 }
 
 impl GpuWorkload for VectorAddGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels
@@ -318,17 +308,7 @@ impl DeviceCopyGpu {
 }
 
 impl GpuWorkload for DeviceCopyGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.dst)
-    }
+    spec_stream_and_poison!(dst);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.stream.memcpy_dtod(&self.src, &mut self.dst)?;
