@@ -175,6 +175,10 @@ pub fn mad(samples: &[f64]) -> Option<f64> {
     median(&dev)
 }
 
+/// Fewer iterations than this make a distribution's p90 and p99 interpolations between a few
+/// samples: a summary or a comparison with fewer kept iterations warns.
+pub const FEW_ITERATIONS: usize = 10;
+
 /// Scale that turns a MAD into an estimate of the standard deviation of normal data.
 pub const MAD_TO_SIGMA: f64 = 1.4826;
 

@@ -11,6 +11,7 @@ use super::text::{fmt_indices, fmt_ns};
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
 use crate::analysis::stats::{
     idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
+    FEW_ITERATIONS,
 };
 use crate::ledger::reader::Ledger;
 use crate::ledger::schema::{Header, IterationRow, RankInfo};
@@ -122,9 +123,6 @@ pub(crate) fn ceiling_text(f: &FamilySummary) -> String {
         _ => "n/a".into(),
     }
 }
-
-/// Fewer iterations used than this draws a warning.
-const FEW_ITERATIONS: usize = 10;
 
 /// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
 /// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.

@@ -43,6 +43,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::{compile, Work};
+use crate::analysis::compare::SplitMix64;
 use crate::ledger::schema::{IterationRow, KernelGroup};
 
 /// The part of a [`GpuWorkload`] impl that every GPU instance writes the same way: `spec` and
@@ -303,23 +304,20 @@ pub fn rel_l2(out: &[f32], reference: &[f64]) -> f64 {
     }
 }
 
-/// A small seeded generator (SplitMix64): reproducible inputs without another crate.
+/// A small seeded generator (the bootstrap's SplitMix64): reproducible inputs without another
+/// crate.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator with `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `[0, 1)` with 24 random bits (exact in f32).

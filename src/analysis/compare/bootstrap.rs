@@ -94,11 +94,13 @@ impl std::fmt::Display for Verdict {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and fixed here so that intervals are
-/// reproducible across platforms and versions.
-struct SplitMix64(u64);
+/// reproducible across platforms and versions. The kernel suite draws its inputs from it too.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

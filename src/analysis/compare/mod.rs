@@ -21,8 +21,9 @@ mod warnings;
 
 use warnings::{environment_warnings, nvml_warnings, record_warnings, selection_warnings};
 
+pub use super::stats::FEW_ITERATIONS;
+pub(crate) use bootstrap::SplitMix64;
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
-pub use warnings::FEW_ITERATIONS;
 
 /// One ledger: its header and its iteration rows.
 #[derive(Debug, Clone, Copy)]

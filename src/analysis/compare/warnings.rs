@@ -14,11 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::{CompareOptions, RunSide};
-use crate::analysis::stats::median_in_place;
+use crate::analysis::stats::{median_in_place, FEW_ITERATIONS};
 use crate::ledger::schema::{Header, IterationRow};
-
-/// Fewer kept iterations than this on a side draws a warning.
-pub const FEW_ITERATIONS: usize = 10;
 
 fn differ<T: PartialEq + std::fmt::Debug>(what: &str, a: &T, b: &T, out: &mut Vec<String>) {
     if a != b {
