@@ -1,7 +1,7 @@
-//! Exercise 1 (book ch. 14): vector addition, bandwidth and launch overhead. Runs the scalar
-//! kernel (baseline) and the 16-byte vectorized one (the change) at 256 MiB per array under
-//! gpu-ledger, with a device-to-device copy of the same size as the bandwidth reference, and
-//! prints the one-page experiment ledger.
+//! Vector addition, bandwidth and launch overhead. Runs the scalar kernel (baseline) and the
+//! 16-byte vectorized one (the change) at 256 MiB per array under gpu-ledger, with a
+//! device-to-device copy of the same size as the bandwidth reference, and prints the one-page
+//! experiment ledger.
 //!
 //! `cargo run --release --example ex1_vector_add [-- LEDGER_PATH]`
 
@@ -57,9 +57,9 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         &ExperimentConfig::new(20, 10, &path),
     )?;
     let mut page = ExperimentPage::new(
-        "ex1 vector add: bandwidth and launch overhead (book ch. 14 exercise 1)",
+        "ex1 vector add: bandwidth and launch overhead",
         device_line(&dev.gpu),
-        "vadd_scalar over 2^26 floats (256 MiB per array): one 4-byte load of a and b and one \
+        "vector_add over 2^26 floats (256 MiB per array): one 4-byte load of a and b and one \
          4-byte store per thread; 12N bytes, N FLOPs",
         "Because each scalar thread moves 4 bytes per access, loading and storing through \
          float4 moves the same 12N bytes in a quarter of the load/store instructions; at 256 MiB \
@@ -78,7 +78,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             if let Some(d) = r.device_per_run() {
                 let bw = gb_per_s(r.work.bytes, d.median);
                 page.notes.push(format!(
-                    "{}: {bw:.0} GB/s = {:.1}% of the {copy_bw:.0} GB/s DtoD copy (book: ≥ {:.0}%)",
+                    "{}: {bw:.0} GB/s = {:.1}% of the {copy_bw:.0} GB/s DtoD copy (expected ≥ {:.0}%)",
                     r.label,
                     100.0 * bw / copy_bw,
                     100.0 * need

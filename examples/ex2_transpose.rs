@@ -1,7 +1,7 @@
-//! Exercise 2 (book ch. 14): matrix transpose, coalescing and bank conflicts. Runs the
-//! shared-memory tiled transpose (baseline) and the same with one padding column (the change),
-//! with the direct transpose for reference, on an 8192 × 8192 FP32 matrix under gpu-ledger, and
-//! prints the one-page experiment ledger.
+//! Matrix transpose, coalescing and bank conflicts. Runs the shared-memory tiled transpose
+//! (baseline) and the same with one padding column (the change), with the direct transpose for
+//! reference, on an 8192 × 8192 FP32 matrix under gpu-ledger, and prints the one-page experiment
+//! ledger.
 //!
 //! `cargo run --release --example ex2_transpose [-- LEDGER_PATH]`
 
@@ -47,7 +47,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         &ExperimentConfig::new(20, 10, &path),
     )?;
     let mut page = ExperimentPage::new(
-        "ex2 transpose: coalescing and bank conflicts (book ch. 14 exercise 2)",
+        "ex2 transpose: coalescing and bank conflicts",
         device_line(&dev.gpu),
         "transpose_tiled, 8192 x 8192 FP32: a 32x32 tile staged in __shared__ float \
          tile[32][32], coalesced global reads and writes; 8 bytes moved per element",

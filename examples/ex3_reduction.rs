@@ -1,7 +1,7 @@
-//! Exercise 3 (book ch. 14): reduction, synchronization and tail behaviour. Sums 2^24 + 17
-//! floats and normalises by the sum: the warp-shuffle block sum with a separate second-pass
-//! launch (baseline) against the second pass fused into the consumer (the change), with the
-//! shared-memory tree for reference, under gpu-ledger; prints the one-page experiment ledger.
+//! Reduction, synchronization and tail behaviour. Sums 2^24 + 17 floats and normalises by the sum:
+//! the warp-shuffle block sum with a separate second-pass launch (baseline) against the second pass
+//! fused into the consumer (the change), with the shared-memory tree for reference, under
+//! gpu-ledger; prints the one-page experiment ledger.
 //!
 //! `cargo run --release --example ex3_reduction [-- LEDGER_PATH]`
 
@@ -57,7 +57,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         &ExperimentConfig::new(20, 20, &path),
     )?;
     let mut page = ExperimentPage::new(
-        "ex3 reduction: synchronization and tail behaviour (book ch. 14 exercise 3)",
+        "ex3 reduction: synchronization and tail behaviour",
         device_line(&dev.gpu),
         format!(
             "y = x / sum(x) over 2^24 + 17 floats: reduce_shuffle_partials ({blocks} blocks, \

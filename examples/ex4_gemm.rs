@@ -1,7 +1,7 @@
-//! Exercise 4 (book ch. 14): GEMM, tensor-core eligibility and waves. Runs the shared-memory
-//! tiled FP32 GEMM (baseline) against the BF16 tensor-core (wmma) GEMM (the change) at 4096³,
-//! with cuBLAS BF16 and the naive kernel for reference, under gpu-ledger; prints the one-page
-//! experiment ledger with wave and padding efficiency per kernel.
+//! GEMM, tensor-core eligibility and waves. Runs the shared-memory tiled FP32 GEMM (baseline)
+//! against the BF16 tensor-core (wmma) GEMM (the change) at 4096³, with cuBLAS BF16 and the naive
+//! kernel for reference, under gpu-ledger; prints the one-page experiment ledger with wave and
+//! padding efficiency per kernel.
 //!
 //! `cargo run --release --example ex4_gemm [-- LEDGER_PATH]`
 
@@ -53,7 +53,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         &ExperimentConfig::new(10, 3, &path),
     )?;
     let mut page = ExperimentPage::new(
-        "ex4 GEMM: tensor-core eligibility and waves (book ch. 14 exercise 4)",
+        "ex4 GEMM: tensor-core eligibility and waves",
         device_line(&dev.gpu),
         "gemm_tiled, 4096³ FP32: 32x32 shared-memory tiles, 4 outputs per thread on the FP32 \
          SIMT pipe; 2MNK FLOPs",
@@ -62,7 +62,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
          several-fold; BF16 inputs are the correctness budget (checked against a float64 \
          product of the same rounded inputs).",
         "gemm_wmma_bf16: BF16 inputs, wmma tensor-core MMAs, 64x64 block tiles (precision and \
-         pipe change together, by design of the exercise); cuBLAS BF16 and the naive kernel are \
+         pipe change together, by design of the experiment); cuBLAS BF16 and the naive kernel are \
          shown for reference",
         results,
         std::path::Path::new(&path),

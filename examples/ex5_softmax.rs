@@ -1,7 +1,6 @@
-//! Exercise 5 (book ch. 14): fused softmax, the fusion roof. Runs the row softmax as a framework
-//! composes it, five kernels through device memory (baseline), against one fused kernel that
-//! keeps each row on chip (the change), on 8192 × 4096 FP32 under gpu-ledger; prints the
-//! one-page experiment ledger.
+//! Fused softmax, the fusion roof. Runs the row softmax as a framework composes it, five kernels
+//! through device memory (baseline), against one fused kernel that keeps each row on chip (the
+//! change), on 8192 × 4096 FP32 under gpu-ledger; prints the one-page experiment ledger.
 //!
 //! `cargo run --release --example ex5_softmax [-- LEDGER_PATH]`
 
@@ -47,7 +46,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let ratio = SoftmaxSpec::new(rows, cols, true).work().bytes as f64
         / SoftmaxSpec::new(rows, cols, false).work().bytes as f64;
     let mut page = ExperimentPage::new(
-        "ex5 softmax: the fusion roof (book ch. 14 exercise 5)",
+        "ex5 softmax: the fusion roof",
         device_line(&dev.gpu),
         "row softmax of 8192 x 4096 FP32 as a framework composes it: row max, subtract, exp, \
          row sum, divide; five launches, each reading and writing device memory (8 passes over \
@@ -62,7 +61,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         std::path::Path::new(&path),
     );
     page.notes.push(format!(
-        "analytic bytes fused / composed = {ratio:.2} (book: at most 0.35); launches per run 1 \
+        "analytic bytes fused / composed = {ratio:.2} (expected at most 0.35); launches per run 1 \
          against 5 (see the table)"
     ));
     page.counters = "not collected (Level::Timeline). Waiting for counters: DRAM bytes of the \

@@ -1,8 +1,8 @@
-//! Exercise 6 (book ch. 14): fused attention, resource trade-offs. For head dimensions 64 and
-//! 128, runs the fused FP32 attention kernel with 32-query tiles (baseline) against 64-query,
-//! 64-key tiles (the change), with the 64-query, 32-key tile for reference, under gpu-ledger;
-//! prints one experiment ledger per head dimension, with registers, shared memory and
-//! theoretical occupancy of each variant, and which tile is best.
+//! Fused attention, resource trade-offs. For head dimensions 64 and 128, runs the fused FP32
+//! attention kernel with 32-query tiles (baseline) against 64-query, 64-key tiles (the change),
+//! with the 64-query, 32-key tile for reference, under gpu-ledger; prints one experiment ledger per
+//! head dimension, with registers, shared memory and theoretical occupancy of each variant, and
+//! which tile is best.
 //!
 //! `cargo run --release --example ex6_attention [-- LEDGER_PREFIX]`
 
@@ -53,7 +53,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             &ExperimentConfig::new(10, 3, &path),
         )?;
         let mut page = ExperimentPage::new(
-            format!("ex6 attention, head dim {d}: resource trade-offs (book ch. 14 exercise 6)"),
+            format!("ex6 attention, head dim {d}: resource trade-offs"),
             device_line(&dev.gpu),
             format!(
                 "attention_d{d}_q32_k32: {bh} heads x {seq} tokens, FP32 online softmax, 32 \

@@ -1,8 +1,7 @@
-//! Book ch. 7, case D: local memory. Runs a per-thread bucket sum whose 32-float accumulator
-//! array is indexed with a data-dependent index (it lives in local memory: the baseline) against
-//! the same computation with compile-time indices only (registers: the change) under gpu-ledger;
-//! prints the one-page experiment ledger with the registers and local memory per thread the
-//! kernel records show.
+//! Local memory. Runs a per-thread bucket sum whose 32-float accumulator array is indexed with a
+//! data-dependent index (it lives in local memory: the baseline) against the same computation with
+//! compile-time indices only (registers: the change) under gpu-ledger; prints the one-page
+//! experiment ledger with the registers and local memory per thread the kernel records show.
 //!
 //! `cargo run --release --example ex7_spill [-- LEDGER_PATH]`
 
@@ -54,7 +53,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     )?;
     let (local_dynamic, local_free) = kernels.local_bytes()?;
     let mut page = ExperimentPage::new(
-        "ex7 spill: registers, local memory and occupancy (book ch. 7 case D)",
+        "ex7 spill: registers, local memory and occupancy",
         device_line(&dev.gpu),
         format!(
             "spill_dynamic_index: {threads} threads x {iters} values, acc[idx] += v with idx \

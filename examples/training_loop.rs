@@ -17,7 +17,7 @@
 //! With `--graph` the step (forward, backward, optimizer) is captured once on a stream of its own
 //! (`ctx.new_stream()`: the legacy default stream cannot be captured) and replayed as a CUDA graph
 //! each iteration (scope `step(graph)`); see [`capture_step`] for what the capture requires. Without
-//! it, the step runs eagerly on the context's default stream, as before.
+//! it, the step runs eagerly on the context's default stream.
 //!
 //! `cargo run --release --example training_loop -- [--iters N] [--graph] [--recompute]
 //! [--ledger PATH]`

@@ -1,4 +1,4 @@
-// Book ch. 14 exercise 6, fused attention (forward, not causal), FP32:
+// Fused attention (forward, not causal), FP32:
 //   O = softmax(Q K^T * scale) V   per (batch * head), Q, K, V, O of shape [bh][seq][D].
 // One block of 4 warps computes BQ query rows against all keys, streaming K and V through shared
 // memory BKV keys at a time with an online softmax (running max and sum per row), so the

@@ -1,4 +1,4 @@
-// Book ch. 14 exercise 4, GEMM: C (M x N) = A (M x K) * B (K x N), all row-major.
+// GEMM: C (M x N) = A (M x K) * B (K x N), all row-major.
 // Analytic work: 2*M*N*K FLOPs. Fewest bytes: A, B read once and C written once
 // (4*(MK + KN + MN) for FP32; 2*(MK + KN) + 4*MN for the BF16 kernel, which writes FP32).
 // Header-free: BF16 values travel as their 16-bit patterns (unsigned short) and the tensor-core

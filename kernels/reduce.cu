@@ -1,4 +1,4 @@
-// Book ch. 14 exercise 3, reduction: the sum of n floats, then a consumer that uses it
+// Reduction: the sum of n floats, then a consumer that uses it
 // (y[i] = x[i] / sum, a normalisation).
 //
 // First pass (one launch, `gridDim.x` = P blocks of RED_BLOCK threads, grid-stride over x): each

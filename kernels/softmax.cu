@@ -1,4 +1,4 @@
-// Book ch. 14 exercise 5, row softmax of a rows x cols FP32 matrix: y = exp(x - max) / sum.
+// Row softmax of a rows x cols FP32 matrix: y = exp(x - max) / sum.
 //
 // As a framework composes it: five kernels, each reading and writing device memory
 // (n = rows * cols; bytes per kernel, FLOPs counting exp as one):

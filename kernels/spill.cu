@@ -1,6 +1,6 @@
-// Book ch. 7 (case D): a per-thread array indexed with a data-dependent index lives in local
-// memory (thread-private, physically device memory behind L1/L2); the same computation written
-// with compile-time indices stays in registers.
+// A per-thread array indexed with a data-dependent index lives in local memory (thread-private,
+// physically device memory behind L1/L2); the same computation written with compile-time indices
+// stays in registers.
 //
 // Each of `threads` threads reads `iters` values x[i * threads + t] (coalesced), adds each to one
 // of SLOTS accumulators chosen by the value's low mantissa bits, and writes

@@ -1,4 +1,4 @@
-// Book ch. 14 exercise 2, matrix transpose: out (cols x rows) = in (rows x cols)^T, row-major FP32.
+// Matrix transpose: out (cols x rows) = in (rows x cols)^T, row-major FP32.
 // Analytic work for every variant: 4*rows*cols bytes read, 4*rows*cols written, no FLOPs.
 //
 // All three have the same launch structure: grid (ceil(cols/32), ceil(rows/32)), block (32, 8);

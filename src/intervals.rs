@@ -1,5 +1,4 @@
-//! Device busy time as the union of occupied intervals, and the idle gaps between them
-//! (book ch. 3, 4).
+//! Device busy time as the union of occupied intervals, and the idle gaps between them.
 //!
 //! Summing kernel and copy durations is only valid when nothing overlaps; with several streams
 //! the device's busy time is the measure of the union of the `[start, end)` intervals, and its idle
@@ -93,7 +92,7 @@ pub fn union_busy(intervals: &mut [(u64, u64)]) -> Option<BusySummary> {
 /// in order (by start, then end), as the GPU records of one stream do; sorted and swept at the
 /// end otherwise. The intervals are kept for that, so a cleared accumulator keeps its capacity.
 #[derive(Debug, Clone, Default)]
-pub struct BusyAccumulator {
+pub(crate) struct BusyAccumulator {
     intervals: Vec<(u64, u64)>,
     /// Every interval so far came in order, and the sweep below is up to date.
     in_order: bool,
@@ -108,7 +107,7 @@ pub struct BusyAccumulator {
 impl BusyAccumulator {
     /// Adds `[start, end)`.
     #[inline]
-    pub fn push(&mut self, interval: (u64, u64)) {
+    pub(crate) fn push(&mut self, interval: (u64, u64)) {
         match self.intervals.last() {
             None => {
                 self.in_order = true;
@@ -140,7 +139,7 @@ impl BusyAccumulator {
     }
 
     /// What [`union_busy`] gives for the intervals added since the last [`clear`](Self::clear).
-    pub fn summary(&mut self) -> Option<BusySummary> {
+    pub(crate) fn summary(&mut self) -> Option<BusySummary> {
         if !self.in_order || self.intervals.is_empty() {
             return union_busy(&mut self.intervals);
         }
@@ -162,19 +161,8 @@ impl BusyAccumulator {
         })
     }
 
-    /// The intervals added (sorted, after a [`summary`](Self::summary) of intervals that did not
-    /// come in order).
-    pub fn intervals(&self) -> &[(u64, u64)] {
-        &self.intervals
-    }
-
-    /// True when no interval was added.
-    pub fn is_empty(&self) -> bool {
-        self.intervals.is_empty()
-    }
-
     /// Forgets the intervals, keeping the capacity.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.intervals.clear();
     }
 }

@@ -35,10 +35,10 @@ const HAND: &[Case] = &[
     // 16 warps per sub-partition, 64 per SM, 64/8 = 8. smem: 0+1024 -> 1024, 233472/1024 = 228.
     // min(8, 8, 228, 32) = 8: warps and registers; 64/64 warps = 100 %.
     Case { block: 256, regs: 32, static_smem: 0, dynamic_smem: 0, carveout: None, blocks: 8, limiters: &[Warps, Registers] },
-    // Book ch. 7/13 case D: 128 thr (4 warps), 255 regs: 255*32 = 8160 -> 8192/warp;
+    // A register-heavy kernel: 128 thr (4 warps), 255 regs: 255*32 = 8160 -> 8192/warp;
     // 16384/8192 = 2 warps per sub-partition, 8 per SM, 8/4 = 2 blocks = 8 warps/SM (12.5 %).
     Case { block: 128, regs: 255, static_smem: 0, dynamic_smem: 0, carveout: None, blocks: 2, limiters: &[Registers] },
-    // Book ch. 7 warp-specialized GEMM: 384 thr (12 warps), 168 regs, 80 KiB dynamic.
+    // A warp-specialized GEMM: 384 thr (12 warps), 168 regs, 80 KiB dynamic.
     // regs: 168*32 = 5376/warp; 16384/5376 = 3 per sub-partition, 12 per SM, 12/12 = 1.
     // smem: 81920+1024 = 82944 (= 648*128), 233472/82944 = 2. warps: 64/12 = 5. -> 1 (registers).
     Case { block: 384, regs: 168, static_smem: 0, dynamic_smem: 81920, carveout: None, blocks: 1, limiters: &[Registers] },
@@ -113,7 +113,7 @@ fn hand_derived_table() {
 }
 
 #[test]
-fn book_case_d_is_eight_warps_and_case_e_one_cta() {
+fn register_heavy_kernel_is_eight_warps_and_warp_specialized_gemm_one_cta() {
     let d = DeviceLimits::sm90();
     let o = occupancy(&d, &LaunchResources::new(128, 255, 0, 0)).unwrap();
     assert_eq!(

@@ -1,7 +1,8 @@
 //! CSV, Markdown, merge and experiment-ledger exports on the golden ledgers.
 
 use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
-use gpu_ledger::analysis::experiment::{ExperimentEntry, ExperimentLog, Verdict, CSV_COLUMNS};
+use gpu_ledger::analysis::Verdict;
+use gpu_ledger::export::experiment::{ExperimentEntry, ExperimentLog, CSV_COLUMNS};
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, merge_ranks, write_csv, CsvLayout, LedgerSummary,
     MergeError, RankSeries, SummaryOptions,

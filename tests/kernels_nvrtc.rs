@@ -68,7 +68,7 @@ fn every_launched_entry_point_is_in_the_ptx() {
         (
             "vadd",
             vec![
-                "vadd_scalar",
+                "vector_add",
                 "vadd_vec4",
                 "vadd_scalar_grid_stride",
                 "vadd_vec4_grid_stride",

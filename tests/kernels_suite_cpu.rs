@@ -1,5 +1,5 @@
 //! The kernel suite without a GPU: every kernel the Rust side launches is bundled and declared,
-//! launch shapes and analytic work follow the formulas of book ch. 9, 10 and 14, the CPU
+//! launch shapes and analytic work follow their formulas (bytes, FLOPs, waves, padding), the CPU
 //! references are right on cases with known answers, and ledger checks catch wrong launches.
 
 use gpu_ledger::analysis::{occupancy, wave_efficiency, DeviceLimits, LaunchResources};
@@ -251,7 +251,7 @@ fn gemm_flops_grids_and_padding() {
 fn gemm_wave_efficiency_follows_the_grid() {
     // With the resources ptxas reports for gemm_wmma_bf16 on sm_90 through NVRTC 13.0 (79
     // registers, 13824 bytes of static shared memory; see scripts/check-kernels.sh), the
-    // analysis gives the blocks per SM, and wave efficiency follows the ch. 10 formula.
+    // analysis gives the blocks per SM, and wave efficiency follows G / (⌈G/(S·b)⌉·S·b).
     let d = DeviceLimits::sm90();
     let occ = occupancy(&d, &LaunchResources::new(128, 79, 13824, 0)).unwrap();
     assert_eq!(occ.active_blocks_per_sm, 6, "{occ:?}");

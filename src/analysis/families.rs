@@ -1,5 +1,5 @@
-//! Kernel families: long templated kernel names normalised into families, ranked by
-//! contribution, with their Amdahl ceilings (book ch. 1, 4, 5).
+//! Kernel families: long templated kernel names normalised into families, ranked by contribution,
+//! with their Amdahl ceilings.
 //!
 //! # From a kernel name to a family
 //! 1. A user rule ([`GroupingRule`]) that matches wins: the first matching rule names the family.
@@ -16,8 +16,8 @@
 //!
 //! # Shapes
 //! Inside a family, launches with a different device, grid, block, cluster, registers per thread,
-//! shared memory or local memory are kept apart as [`ShapeSummary`] rows (book ch. 5: a GEMM
-//! family with four shapes needs four samples).
+//! shared memory or local memory are kept apart as [`ShapeSummary`] rows: a GEMM family launched
+//! with four shapes is four kernels to study, each with its own time.
 //!
 //! # Shares and the Amdahl ceiling
 //! A family's share `p` is its summed kernel time over the summed device busy time (the union of
@@ -518,7 +518,7 @@ pub struct FamilySummary {
     pub share_of_kernel_time: Option<f64>,
     /// `total_ns` over the summed host wall time of the iterations; `None` when that is 0.
     pub share_of_wall_time: Option<f64>,
-    /// `launches × mean_ns` (book ch. 5), the ranking key.
+    /// `launches × mean_ns` (what removing the family would save), the ranking key.
     pub contribution_ns: f64,
     /// 1 for the largest contribution.
     pub rank: usize,
@@ -737,12 +737,12 @@ mod tests {
     }
 
     #[test]
-    fn amdahl_book_values() {
-        // ch. 1: deleting a 3% kernel gives 1/(1-0.03) = 1.031.
+    fn amdahl_worked_values() {
+        // Deleting a 3% kernel gives 1/(1-0.03) = 1.031.
         assert!((amdahl_ceiling(0.03).unwrap() - 1.030_927_8).abs() < 1e-6);
-        // ch. 5: p = 0.034, s = 2 gives 1/(0.966 + 0.017) = 1.0173.
+        // p = 0.034, s = 2 gives 1/(0.966 + 0.017) = 1.0173.
         assert!((amdahl_speedup(0.034, 2.0).unwrap() - 1.017_294).abs() < 1e-6);
-        // ch. 13: a 22.4% family has a ceiling of 1.289.
+        // A 22.4% family has a ceiling of 1.289.
         assert!((amdahl_ceiling(0.224).unwrap() - 1.2887).abs() < 1e-4);
         assert_eq!(amdahl_ceiling(1.0), None);
         assert_eq!(amdahl_ceiling(-0.1), None);

@@ -1,14 +1,17 @@
 //! From ledger rows to the decisions of the profiling funnel: pure functions on data, no GPU.
 //!
-//! - [`intervals`]: device busy time as the union of intervals, idle gaps (book ch. 3, 4);
+//! - [`intervals`]: device busy time as the union of intervals, idle gaps;
 //! - [`stats`]: distributions, warm-up and row selection, per-scope and per-family
-//!   distributions (ch. 2);
+//!   distributions;
 //! - [`families`]: kernel families from demangled names, shares, contribution rank and Amdahl
-//!   ceilings (ch. 1, 4, 5);
+//!   ceilings `1/(1-p)`;
 //! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
-//!   padding (ch. 7, 10);
+//!   padding;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
-//!   runs are not comparable (ch. 12).
+//!   runs are not comparable.
+//!
+//! Analysis reads ledger types only; the exports in [`crate::export`] build on it, never the other
+//! way round.
 //!
 //! ```
 //! use gpu_ledger::analysis::{amdahl_speedup, union_busy, Distribution};
@@ -17,15 +20,16 @@
 //! let busy = union_busy(&mut vec![(0, 100), (50, 150), (180, 200)]).unwrap();
 //! assert_eq!((busy.busy_ns, busy.idle_ns, busy.largest_gap_ns), (170, 30, 30));
 //!
-//! // A family with 3.4% of device time made 2x faster gains 1.7% end to end (book ch. 5).
+//! // A family with 3.4% of device time made 2x faster gains 1.7%: 1/((1-p) + p/s).
 //! assert!((amdahl_speedup(0.034, 2.0).unwrap() - 1.0173).abs() < 1e-4);
 //!
 //! let d = Distribution::from_samples(&[1.0, 2.0, 3.0, 4.0]).unwrap();
 //! assert_eq!(d.median, 2.5);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod compare;
-pub mod experiment;
 pub mod families;
 pub use crate::intervals;
 pub mod occupancy;
@@ -33,9 +37,8 @@ pub mod stats;
 
 pub use compare::{
     bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
-    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
+    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate, Verdict,
 };
-pub use experiment::{ExperimentEntry, ExperimentLog, Verdict};
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
     qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable, GroupingRule,

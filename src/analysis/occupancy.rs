@@ -1,4 +1,4 @@
-//! Theoretical occupancy, waves and padding (book ch. 7, 10).
+//! Theoretical occupancy, waves and padding.
 //!
 //! [`occupancy`] is a port of `cudaOccMaxActiveBlocksPerMultiprocessor` from CUDA 13.0's
 //! `cuda_occupancy.h` (the occupancy calculator behind Nsight Compute's occupancy section), for
@@ -434,7 +434,7 @@ pub fn occupancy(
     })
 }
 
-/// How a grid fills the device in waves of `S × b` blocks (book ch. 10).
+/// How a grid fills the device in waves of `S × b` blocks (`S` SMs, `b` resident blocks per SM).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Waves {
     /// Blocks in the grid, `G`.

@@ -1,4 +1,5 @@
-//! Distributions across iterations, never one number (book ch. 2).
+//! Distributions across iterations (min, median, p90, p99, max, mean, standard deviation), never
+//! one number: a single iteration time hides warm-up, noise and outliers.
 //!
 //! # Percentiles
 //! Every percentile here is the linear interpolation between order statistics (Hyndman & Fan
@@ -174,11 +175,14 @@ pub fn mad(samples: &[f64]) -> Option<f64> {
     median(&dev)
 }
 
+/// Fewer iterations than this make a distribution's p90 and p99 interpolations between a few
+/// samples: a summary or a comparison with fewer kept iterations warns.
+pub const FEW_ITERATIONS: usize = 10;
+
 /// Scale that turns a MAD into an estimate of the standard deviation of normal data.
 pub const MAD_TO_SIGMA: f64 = 1.4826;
 
-/// How warm-up iterations (lazy loading, JIT, autotuning, allocator growth; book ch. 2) are
-/// found.
+/// How warm-up iterations (lazy loading, JIT, autotuning, allocator growth) are found.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Warmup {
     /// No iteration is warm-up.
@@ -347,8 +351,8 @@ impl IterationMetric {
     }
 }
 
-/// Idle share of one device in one iteration: idle time over its activity window
-/// (`idle_ns / (last_end_ns - first_start_ns)`, book ch. 3, 4). `None` for an empty window.
+/// Idle share of one device in one iteration: idle time over its activity window,
+/// `idle_ns / (last_end_ns - first_start_ns)`. `None` for an empty window.
 pub fn idle_share(d: &DeviceIteration) -> Option<f64> {
     let window = d
         .last_end_ns

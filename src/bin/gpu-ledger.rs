@@ -23,9 +23,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
-use gpu_ledger::analysis::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
+use gpu_ledger::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::export::text::md_cell;
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, merge_ranks, write_html_report, CsvLayout,

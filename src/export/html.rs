@@ -1,6 +1,7 @@
 //! A self-contained HTML report of one ledger: inline CSS and inline SVG, no script, no font, no
-//! image or style fetched from anywhere (a Content-Security-Policy of `default-src 'none'` makes
-//! the browser refuse anything else), so it opens offline and can be attached to an issue.
+//! image or style fetched from anywhere (a Content-Security-Policy of `default-src 'none'` and
+//! the stylesheet's own hash makes the browser refuse anything else), so it opens offline and can
+//! be attached to an issue.
 //!
 //! Charts (each an `<svg>` with the `id` below):
 //! - `chart-families`: kernel families by share of device time, with their Amdahl ceiling and the
@@ -19,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::csp;
 use super::summary::{ceiling_text, LedgerSummary, SummaryOptions};
 use super::svg::{
     hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
@@ -71,7 +73,7 @@ nav a { margin-right: 12px; color: #2a5db0; }
 .card .v { font-size: 1.3em; font-weight: 600; }
 .card .k { font-size: 0.8em; color: #555; }
 figure.chart-figure { background: #fff; border: 1px solid #ddd; border-radius: 6px; margin: 12px 0; padding: 8px; overflow-x: auto; }
-figure.chart-figure svg { display: block; width: 100%; max-width: 960px; height: auto; }
+figure.chart-figure > svg { display: block; width: 100%; max-width: 960px; height: auto; }
 figcaption { font-size: 0.85em; color: #555; margin-top: 4px; }
 ul.legend { list-style: none; padding: 0; margin: 6px 0 0; display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 0.85em; }
 ul.legend li { display: flex; align-items: center; }
@@ -311,10 +313,11 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <meta name=\"generator\" content=\"gpu-ledger {}\">\
          <title>{}</title><style>{CSS}</style></head><body>\n",
+        csp::policy(CSS),
         env!("CARGO_PKG_VERSION"),
         html_escape(&title)
     );
@@ -643,7 +646,7 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
             "SM clock (MHz)",
             "iteration",
             false,
-            "A clock that moves between iterations makes their times incomparable (book ch. 2).",
+            "A clock that moves between iterations makes their times incomparable.",
         ));
         o.push_str(&line_chart(
             "chart-power",

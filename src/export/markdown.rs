@@ -241,7 +241,7 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
 pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String {
     let mut o = String::new();
     let sp = &c.speedup;
-    let verdict = crate::analysis::experiment::Verdict::from_estimate(sp);
+    let verdict = crate::analysis::compare::Verdict::from_estimate(sp);
     let _ = writeln!(
         o,
         "## gpu-ledger compare: A `{}` vs B `{}`\n",

@@ -1,6 +1,8 @@
 //! Exports of a ledger: Chrome/Perfetto trace JSON, CSV of the per-iteration table, a
-//! self-contained HTML report with SVG charts, a Markdown summary, and the merged view of the
-//! ledgers of several ranks. The `gpu-ledger` command line tool is a thin layer over this module.
+//! self-contained HTML report with SVG charts, a Markdown summary, the merged view of the
+//! ledgers of several ranks, and the experiment log of A/B comparisons. Exports read ledgers and
+//! the results of [`crate::analysis`]; analysis never depends on them. The `gpu-ledger` command
+//! line tool is a thin layer over this module.
 //!
 //! - [`stream`]: reads a ledger line by line ([`LedgerStream`]) with the same validation and
 //!   line-numbered errors as [`crate::ledger::read_ledger`], so that exports of large ledgers run
@@ -11,7 +13,8 @@
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
-//! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each.
+//! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
+//! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison.
 //!
 //! ```
 //! use gpu_ledger::export::{markdown_summary, LedgerSummary, SummaryOptions};
@@ -26,7 +29,11 @@
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
+mod csp;
 pub mod csv;
+pub mod experiment;
 pub mod html;
 pub mod markdown;
 pub mod merge;
@@ -37,6 +44,7 @@ pub mod text;
 pub mod trace;
 
 pub use self::csv::{write_csv, CsvLayout};
+pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use html::{write_html_report, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
 pub use merge::{merge_ranks, MergeError, MergedIteration, MergedView, RankSeries};

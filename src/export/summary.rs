@@ -11,6 +11,7 @@ use super::text::{fmt_indices, fmt_ns};
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
 use crate::analysis::stats::{
     idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
+    FEW_ITERATIONS,
 };
 use crate::ledger::reader::Ledger;
 use crate::ledger::schema::{Header, IterationRow, RankInfo};
@@ -115,7 +116,7 @@ pub struct LedgerSummary {
 
 /// A family's Amdahl ceiling as text: `1.53×`, `∞` when the family fills all device time
 /// (removing it would remove all of it), `n/a` without a share.
-pub fn ceiling_text(f: &FamilySummary) -> String {
+pub(crate) fn ceiling_text(f: &FamilySummary) -> String {
     match (f.amdahl_ceiling, f.share_of_device_time) {
         (Some(c), _) => format!("{c:.2}×"),
         (None, Some(p)) if p >= 1.0 => "∞".into(),
@@ -123,12 +124,9 @@ pub fn ceiling_text(f: &FamilySummary) -> String {
     }
 }
 
-/// Fewer iterations used than this draws a warning.
-const FEW_ITERATIONS: usize = 10;
-
 /// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
 /// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.
-pub fn environment_line(h: &Header) -> String {
+fn environment_line(h: &Header) -> String {
     let env = &h.environment;
     let mut parts: Vec<String> = Vec::new();
     let mut gpus: BTreeMap<(String, [u32; 2], u32), usize> = BTreeMap::new();

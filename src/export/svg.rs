@@ -1,6 +1,7 @@
 //! Inline SVG charts for the HTML report: horizontal bars, stacked bars, lines and a roofline.
-//! Each function returns an HTML `<figure>` holding one `<svg>` (with an `id`, a `role="img"` and
-//! an `aria-label`), its legend and a caption. Every text is escaped; hover tooltips are SVG
+//! Each function returns an HTML `<figure>` holding one chart `<svg>` (with an `id`, a `role="img"`
+//! and an `aria-label`), its legend (swatches are tiny SVGs too, since the report's policy allows
+//! no `style` attribute) and a caption. Every text is escaped; hover tooltips are SVG
 //! `<title>` elements, so no script is needed.
 
 use std::fmt::Write as _;
@@ -8,13 +9,13 @@ use std::fmt::Write as _;
 use super::text::{fmt_count, fmt_ns, html_escape, sig3};
 
 /// Colours of series, in order (Tableau 10).
-pub const PALETTE: [&str; 10] = [
+pub(crate) const PALETTE: [&str; 10] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f", "#bab0ac",
 ];
 
 /// Colour of series `i`.
-pub fn color(i: usize) -> &'static str {
+pub(crate) fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -27,7 +28,7 @@ const MB: f64 = 44.0;
 
 /// How the values of an axis are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AxisFormat {
+pub(crate) enum AxisFormat {
     /// Nanoseconds, written with a unit (`2.00 ms`).
     Ns,
     /// A fraction written as a percentage.
@@ -64,35 +65,35 @@ impl AxisFormat {
 
 /// One series of a chart: a name and one value per x position (`None` for a gap).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// Name shown in the legend.
-    pub name: String,
+    pub(crate) name: String,
     /// Values, one per x position.
-    pub values: Vec<Option<f64>>,
+    pub(crate) values: Vec<Option<f64>>,
 }
 
 /// A horizontal bar: a label, a value in `[0, 1]` (a share) and a text after the bar.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HBar {
+pub(crate) struct HBar {
     /// Label left of the bar (shortened when long; the full text is in the tooltip).
-    pub label: String,
+    pub(crate) label: String,
     /// Length of the bar as a share.
-    pub value: f64,
+    pub(crate) value: f64,
     /// Text right of the bar.
-    pub annotation: String,
+    pub(crate) annotation: String,
     /// Tooltip.
-    pub tooltip: String,
+    pub(crate) tooltip: String,
 }
 
 /// A range of x positions to shade, with its legend label (warm-up, perturbed).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Shade {
+pub(crate) struct Shade {
     /// First x value shaded.
-    pub from: f64,
+    pub(crate) from: f64,
     /// Last x value shaded.
-    pub to: f64,
+    pub(crate) to: f64,
     /// What it marks.
-    pub label: String,
+    pub(crate) label: String,
 }
 
 /// Step of "nice" ticks (1, 2 or 5 times a power of ten) for about `n` ticks over `range`.
@@ -164,7 +165,9 @@ fn figure(id: &str, svg: &str, legend: &[(String, &str)], caption: &str) -> Stri
         for (name, c) in legend {
             let _ = write!(
                 o,
-                "<li><span class=\"swatch\" style=\"background:{c}\"></span>{}</li>",
+                "<li><svg class=\"swatch\" viewBox=\"0 0 1 1\" aria-hidden=\"true\">\
+                 <rect width=\"1\" height=\"1\" fill=\"{}\"/></svg>{}</li>",
+                html_escape(c),
                 html_escape(name)
             );
         }
@@ -178,7 +181,7 @@ fn figure(id: &str, svg: &str, legend: &[(String, &str)], caption: &str) -> Stri
 }
 
 /// A figure with a message instead of a chart (the SVG is still there, with the message).
-pub fn placeholder(id: &str, title: &str, message: &str) -> String {
+pub(crate) fn placeholder(id: &str, title: &str, message: &str) -> String {
     let mut o = String::new();
     open_svg(&mut o, id, title, 80.0);
     let _ = write!(
@@ -194,7 +197,7 @@ pub fn placeholder(id: &str, title: &str, message: &str) -> String {
 }
 
 /// Horizontal bars of shares (0..1), one per item, with a text after each bar.
-pub fn hbar_chart(id: &str, title: &str, items: &[HBar], caption: &str) -> String {
+pub(crate) fn hbar_chart(id: &str, title: &str, items: &[HBar], caption: &str) -> String {
     if items.is_empty() {
         return placeholder(id, title, "nothing to show");
     }
@@ -300,7 +303,7 @@ fn x_title(o: &mut String, t: &str) {
 /// Stacked bars: one bar per x label, one segment per series (missing values count as 0).
 /// `dimmed[i]` draws bar `i` faded (iterations left out of the statistics).
 #[allow(clippy::too_many_arguments)]
-pub fn stacked_bar_chart(
+pub(crate) fn stacked_bar_chart(
     id: &str,
     title: &str,
     x_labels: &[String],
@@ -394,7 +397,7 @@ pub fn stacked_bar_chart(
 /// Lines over numeric x values; `None` values break a line. `zero_based` starts the y axis at
 /// 0, otherwise it spans the data with a margin. `shades` mark x ranges (warm-up, perturbed).
 #[allow(clippy::too_many_arguments)]
-pub fn line_chart(
+pub(crate) fn line_chart(
     id: &str,
     title: &str,
     x: &[f64],
@@ -685,7 +688,7 @@ pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
         &o,
         &[],
         "Points under the sloped roof are limited by memory bandwidth, under the flat roof by \
-         compute (book ch. 8).",
+         compute: attainable FLOP/s = min(peak FLOP/s, intensity × peak bytes/s).",
     )
 }
 

@@ -1,11 +1,12 @@
 //! Text helpers shared by the exports: escaping for HTML, CSV and Markdown, and human-readable
-//! durations and quantities.
+//! durations and quantities. Only [`md_cell`] is public, for callers that put their own text
+//! next to an export's Markdown (the command line tool's hypothesis and change lines).
 
 use std::fmt::Write as _;
 
 /// Escapes `s` for HTML and SVG text and attribute values (`&`, `<`, `>`, `"`, `'`). Control
 /// characters other than tab and newline, which XML forbids, become U+FFFD.
-pub fn html_escape(s: &str) -> String {
+pub(crate) fn html_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -24,7 +25,7 @@ pub fn html_escape(s: &str) -> String {
 
 /// One CSV field (RFC 4180): quoted when it holds a comma, a quote, a line break or leading or
 /// trailing space; quotes doubled.
-pub fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     let needs = s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ');
     if needs {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -33,8 +34,11 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
-/// One Markdown table cell: `|` and backslashes escaped, line breaks turned into spaces, HTML
-/// tags neutralised (`<` as `&lt;`), so that a kernel or scope name cannot break the table.
+/// One Markdown table cell, so that a kernel or scope name cannot break the table or the text
+/// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
+/// `<` and `>` as entities (no HTML tag survives), and backticks as `'`, because inside a code
+/// span the entities and backslash escapes would show literally. Every Markdown export, the
+/// experiment log included, escapes with this one function.
 pub fn md_cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -44,7 +48,6 @@ pub fn md_cell(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '`' => out.push('\''),
-            '\n' | '\r' => out.push(' '),
             c if c.is_control() => out.push(' '),
             c => out.push(c),
         }
@@ -53,7 +56,7 @@ pub fn md_cell(s: &str) -> String {
 }
 
 /// Formats `x` with three significant digits (`1.23`, `12.3`, `123`, `1234`).
-pub fn sig3(x: f64) -> String {
+pub(crate) fn sig3(x: f64) -> String {
     if !x.is_finite() {
         return "n/a".into();
     }
@@ -71,7 +74,7 @@ pub fn sig3(x: f64) -> String {
 
 /// A count or index: an integer as is (`2`, `1500`), anything else with three significant
 /// digits (`2.50`).
-pub fn fmt_count(x: f64) -> String {
+pub(crate) fn fmt_count(x: f64) -> String {
     if x.is_finite() && (x - x.round()).abs() < 1e-9 && x.abs() < 1e15 {
         format!("{x:.0}")
     } else {
@@ -81,7 +84,7 @@ pub fn fmt_count(x: f64) -> String {
 
 /// A duration in ns as a human-readable string with a unit: `850 ns`, `12.3 µs`, `4.56 ms`,
 /// `1.23 s`.
-pub fn fmt_ns(ns: f64) -> String {
+pub(crate) fn fmt_ns(ns: f64) -> String {
     if !ns.is_finite() {
         return "n/a".into();
     }
@@ -98,7 +101,7 @@ pub fn fmt_ns(ns: f64) -> String {
 }
 
 /// A fraction as a percentage with one decimal: `0.1234` → `12.3%`.
-pub fn fmt_pct(p: f64) -> String {
+pub(crate) fn fmt_pct(p: f64) -> String {
     if p.is_finite() {
         format!("{:.1}%", p * 100.0)
     } else {
@@ -106,24 +109,8 @@ pub fn fmt_pct(p: f64) -> String {
     }
 }
 
-/// A byte count with a binary unit: `1.50 MiB`.
-pub fn fmt_bytes(b: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{} {}", sig3(v), UNITS[u])
-    }
-}
-
 /// Iteration indices as compact ranges: `[0, 1, 2, 5, 7, 8]` → `0–2, 5, 7–8`; `none` when empty.
-pub fn fmt_indices(indices: &[u64]) -> String {
+pub(crate) fn fmt_indices(indices: &[u64]) -> String {
     if indices.is_empty() {
         return "none".into();
     }
@@ -165,6 +152,8 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c&lt;d&gt;");
+        assert_eq!(md_cell("`a`\\"), "'a'\\\\");
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }
 
     #[test]
@@ -176,7 +165,6 @@ mod tests {
         assert_eq!(fmt_pct(0.1234), "12.3%");
         assert_eq!(fmt_count(2.0), "2");
         assert_eq!(fmt_count(2.5), "2.50");
-        assert_eq!(fmt_bytes(1536.0 * 1024.0), "1.50 MiB");
         assert_eq!(fmt_indices(&[0, 1, 2, 5, 7, 8]), "0–2, 5, 7–8");
         assert_eq!(fmt_indices(&[]), "none");
     }

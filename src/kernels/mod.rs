@@ -79,7 +79,8 @@ pub struct Work {
     pub flops: u64,
 }
 
-/// `vector_add` (kernels/vector_add.cu): `c = a + b` over `n` floats.
+/// `c = a + b` over `n` floats, one thread per element: the `vector_add` kernel of
+/// `kernels/vadd.cu`, the scalar variant of the suite's [`suite::vadd`].
 pub struct VectorAdd {
     function: CudaFunction,
     /// Threads per block.
@@ -87,14 +88,19 @@ pub struct VectorAdd {
 }
 
 impl VectorAdd {
+    /// The kernel file.
+    pub const MODULE: &'static str = "vadd";
+    /// The kernel's name, as the ledger records it.
+    pub const KERNEL: &'static str = "vector_add";
+
     /// Compiles and loads the kernel for `ctx`'s device.
     ///
     /// # Errors
     /// As [`compile`].
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
-        let module = compile(ctx, "vector_add")?;
+        let module = compile(ctx, Self::MODULE)?;
         Ok(VectorAdd {
-            function: module.load_function("vector_add")?,
+            function: module.load_function(Self::KERNEL)?,
             block: 256,
         })
     }

@@ -1,8 +1,10 @@
-//! The bundled kernel suite of book ch. 14 (issue 5): the six practice workloads and the spill
-//! case of ch. 7, each with its launch configuration, its analytic bytes and FLOPs as a function
-//! of its shape, a CPU reference and a GPU check against it.
+//! The bundled kernel suite: vector add, transpose, reduction, GEMM, softmax, fused attention and a
+//! register-spilling kernel, each of a known character (bandwidth-bound, bank-conflicted,
+//! tail-limited, tensor-core, fusion, local memory), with its launch configuration, its analytic
+//! bytes and FLOPs as a function of its shape, a CPU reference and a GPU check against it. They are
+//! the ground truth the profiler's numbers are checked against.
 //!
-//! Two layers per exercise:
+//! Two layers per workload:
 //!
 //! - a **spec** (`VectorAddSpec`, `GemmSpec`, ...): plain data implementing [`Workload`] — the
 //!   kernels it launches with their grid, block and dynamic shared memory exactly as CUPTI will
@@ -41,7 +43,27 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::{compile, Work};
+use crate::analysis::compare::SplitMix64;
 use crate::ledger::schema::{IterationRow, KernelGroup};
+
+/// The part of a [`GpuWorkload`] impl that every GPU instance writes the same way: `spec` and
+/// `stream` return the fields of those names, and `poison` fills the listed output buffers.
+macro_rules! spec_stream_and_poison {
+    ($($output:ident),+ $(,)?) => {
+        fn spec(&self) -> &dyn $crate::kernels::suite::Workload {
+            &self.spec
+        }
+
+        fn stream(&self) -> &::std::sync::Arc<::cudarc::driver::CudaStream> {
+            &self.stream
+        }
+
+        fn poison(&mut self) -> $crate::kernels::suite::SuiteResult<()> {
+            $($crate::kernels::suite::poison(&self.stream, &mut self.$output)?;)+
+            Ok(())
+        }
+    };
+}
 
 pub mod attention;
 pub mod experiment;
@@ -131,7 +153,7 @@ impl Launch {
     }
 }
 
-/// Useful against padded problem dimensions of a tiled kernel (book ch. 10).
+/// Useful against padded problem dimensions of a tiled kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Padding {
     /// Dimensions of the problem (`[M, N, K]` for a GEMM).
@@ -148,12 +170,12 @@ impl Padding {
 }
 
 /// `x` rounded up to a multiple of `tile`.
-pub fn round_up(x: u64, tile: u64) -> u64 {
+pub(crate) fn round_up(x: u64, tile: u64) -> u64 {
     x.div_ceil(tile) * tile
 }
 
 /// Sum of works.
-pub fn total_work<'a>(works: impl IntoIterator<Item = &'a Work>) -> Work {
+pub(crate) fn total_work<'a>(works: impl IntoIterator<Item = &'a Work>) -> Work {
     works
         .into_iter()
         .fold(Work { bytes: 0, flops: 0 }, |acc, w| Work {
@@ -282,23 +304,20 @@ pub fn rel_l2(out: &[f32], reference: &[f64]) -> f64 {
     }
 }
 
-/// A small seeded generator (SplitMix64): reproducible inputs without another crate.
+/// A small seeded generator (the bootstrap's SplitMix64): reproducible inputs without another
+/// crate.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator with `seed`.
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `[0, 1)` with 24 random bits (exact in f32).
@@ -367,7 +386,7 @@ pub fn download<T: cudarc::driver::DeviceRepr>(
 ///
 /// # Errors
 /// As [`super::compile`], or a missing function.
-pub fn load_functions<const N: usize>(
+pub(crate) fn load_functions<const N: usize>(
     ctx: &Arc<CudaContext>,
     module: &str,
     names: [&str; N],

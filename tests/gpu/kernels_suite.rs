@@ -1,4 +1,5 @@
-//! GPU tests: the bundled kernel suite (book ch. 14 exercises and the ch. 7 spill case).
+//! GPU tests: the bundled kernel suite (vector add, transpose, reduction, GEMM, softmax, attention
+//! and the spilling kernel).
 //!
 //! - Run under the profiler at the timeline level, each of the first tests asserts a prediction
 //!   using only what gpu-ledger's ledger reports (kernel records, their shapes and resources,
@@ -13,7 +14,7 @@
 //!   the others use auto ranges with kernel replay, one range per kernel named by the launch
 //!   recorder.
 //!
-//! Budget on an H200: about a minute of GPU time in all, under 8 GiB of device memory.
+//! The whole suite fits in 8 GiB of device memory.
 
 use std::collections::BTreeMap;
 
@@ -240,10 +241,10 @@ fn every_suite_kernel_matches_its_reference_and_its_launch_list() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Book ch. 14 ex. 1: from 1 KiB to 1 GiB per array, the kernel time is flat while the launch
-/// is latency-bound; from 256 MiB the effective bandwidth (12N bytes over the kernel time the
-/// ledger reports) reaches 90 % of the device-to-device copy bandwidth measured in the same run
-/// for float4 and 75 % for scalar; more blocks than fill the SMs do not raise that plateau.
+/// From 1 KiB to 1 GiB per array, the kernel time is flat while the launch is latency-bound; from
+/// 256 MiB the effective bandwidth (12N bytes over the kernel time the ledger reports) reaches 90 %
+/// of the device-to-device copy bandwidth measured in the same run for float4 and 75 % for scalar;
+/// more blocks than fill the SMs do not raise that plateau.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn vector_add_sweep_is_launch_bound_then_reaches_copy_bandwidth() {
@@ -429,9 +430,9 @@ fn vector_add_sweep_is_launch_bound_then_reaches_copy_bandwidth() {
     for (m, bw) in &gs {
         println!("vadd_vec4_grid_stride 256 MiB, {m} blocks/SM: {bw:.0} GB/s");
     }
-    // Latency is hidden from 4 blocks per SM on (measured: 2 527, 3 550 and 4 147 GB/s at 1, 2
-    // and 4). The plateau is the best of 4 and 8 blocks/SM: one of them alone dipped 2 % below
-    // the other in run 28 (4 147 at 4, 4 063 at 8), which is sampling noise, not a lower plateau.
+    // Latency is hidden from 4 blocks per SM on. The plateau is the best of 4 and 8 blocks/SM:
+    // either alone can dip a few percent below the other (docs/measurements.md), which is sampling
+    // noise, not a lower plateau.
     let at_full = gs
         .iter()
         .filter(|(m, _)| *m == 4 || *m == 8)
@@ -450,9 +451,9 @@ fn vector_add_sweep_is_launch_bound_then_reaches_copy_bandwidth() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Book ch. 14 ex. 2: the three transposes have the same launch structure (grid, block, one
-/// launch per run) and their effective bandwidth orders direct < tiled ≤ padded (3 % noise
-/// allowance on the last); the ledger shows the shared memory each declares.
+/// The three transposes have the same launch structure (grid, block, one launch per run) and their
+/// effective bandwidth orders direct < tiled ≤ padded (3 % noise allowance on the last); the ledger
+/// shows the shared memory each declares.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn transpose_versions_share_launch_shape_and_order_by_bandwidth() {
@@ -541,9 +542,9 @@ fn transpose_versions_share_launch_shape_and_order_by_bandwidth() {
     );
 }
 
-/// Book ch. 14 ex. 3: both block reductions give the float64 sum (float32 tolerance) on
-/// 2^24 and 2^24 + 17 elements; the second pass is its own kernel record (one block, one group
-/// of its own) and disappears when fused into the consumer.
+/// Both block reductions give the float64 sum (float32 tolerance) on 2^24 and 2^24 + 17 elements;
+/// the second pass is its own kernel record (one block, one group of its own) and disappears when
+/// fused into the consumer.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn reduction_sums_are_right_and_second_pass_is_its_own_kernel() {
@@ -671,10 +672,10 @@ fn reduction_sums_are_right_and_second_pass_is_its_own_kernel() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Book ch. 14 ex. 4: GEMM FLOPs are 2MNK; over 4096 ± 64 and skinny shapes the profiler's
-/// wave efficiency (from the recorded grid and registers through analysis::occupancy) and the
-/// padding efficiency of the tile kernel are reported per launch, lie in (0, 1], and the
-/// analysis's blocks per SM agree with the driver's occupancy calculator.
+/// GEMM FLOPs are 2MNK; over 4096 ± 64 and skinny shapes the profiler's wave efficiency (from the
+/// recorded grid and registers through analysis::occupancy) and the padding efficiency of the tile
+/// kernel are reported per launch, lie in (0, 1], and the analysis's blocks per SM agree with the
+/// driver's occupancy calculator.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn gemm_shapes_report_flops_wave_and_padding_efficiency() {
@@ -882,8 +883,8 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-/// Book ch. 14 ex. 4, library reference: cuBLAS BF16 GEMM at 8192³ runs, by the kernel time the
-/// ledger reports, at more than half the H200's dense BF16 datasheet peak.
+/// Library reference: cuBLAS BF16 GEMM at 8192³ runs, by the kernel time the ledger reports, at
+/// more than half the H200's dense BF16 datasheet peak.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn cublas_bf16_gemm_8192_runs_near_peak() {
@@ -951,8 +952,8 @@ fn cublas_bf16_gemm_8192_runs_near_peak() {
     );
 }
 
-/// Book ch. 14 ex. 5: the fused softmax is one launch per run against the composition's five,
-/// both match the float64 reference and each other, and the fused one takes less kernel time.
+/// The fused softmax is one launch per run against the composition's five, both match the float64
+/// reference and each other, and the fused one takes less kernel time.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn softmax_fused_is_one_launch_against_five_and_agrees() {
@@ -1040,9 +1041,9 @@ fn softmax_fused_is_one_launch_against_five_and_agrees() {
     assert!(times[1].0 < times[0].0, "fused {times:?} should be faster");
 }
 
-/// Book ch. 14 ex. 6: every attention variant is correct; the ledger reports registers, shared
-/// memory and (through analysis::occupancy) theoretical occupancy per variant, the analysis
-/// agrees with the driver's occupancy calculator, and the best tile per head dimension is shown.
+/// Every attention variant is correct; the ledger reports registers, shared memory and (through
+/// analysis::occupancy) theoretical occupancy per variant, the analysis agrees with the driver's
+/// occupancy calculator, and the best tile per head dimension is shown.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn attention_variants_are_correct_and_report_resources() {
@@ -1151,8 +1152,8 @@ fn attention_variants_are_correct_and_report_resources() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Book ch. 7 case D: the kernel record of the dynamically indexed array shows local memory per
-/// thread, the same computation without it none; both are correct.
+/// The kernel record of the dynamically indexed array shows local memory per thread, the same
+/// computation without it none; both are correct.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn spill_kernel_record_shows_local_memory() {
@@ -1221,9 +1222,9 @@ fn spill_kernel_record_shows_local_memory() {
         "CUPTI local memory reserved per launch: {} B (spill) vs {} B (free)",
         spill.local_bytes_total, free.local_bytes_total
     );
-    // CUPTI 13.0 on H200 reports localMemoryPerThread = 0 even for the spilling kernel (the
-    // driver says 128 B; docs/measurements.md, run 11); what its record does show is the local
-    // memory reserved for the launch, which the spill makes larger.
+    // CUPTI 13.0 on H200 reports localMemoryPerThread = 0 even for the spilling kernel (the driver
+    // says 128 B; docs/measurements.md); what its record does show is the local memory reserved for
+    // the launch, which the spill makes larger.
     assert_eq!(
         driver_dynamic, 128,
         "the spilling kernel has a 128 B stack frame"
@@ -1237,8 +1238,8 @@ fn spill_kernel_record_shows_local_memory() {
     assert!(spill.registers_per_thread > 0 && free.registers_per_thread > 0);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The book's counter-based predictions, each checked with gpu-ledger's own Range Profiler.
+// --------------------------------------------------------------------------------------------- The
+// suite's counter-based predictions, each checked with gpu-ledger's own Range Profiler.
 
 /// Metrics of the `occupancy` and `compute` presets (src/counters/metrics.rs) that
 /// `counters::metrics::names` has no constant for.
@@ -1410,12 +1411,12 @@ impl Checks {
     }
 }
 
-/// Book ch. 14 ex. 1, "counters show two reads and one write per element": for N = 2^28 floats
-/// (1 GiB per array, far beyond L2), scalar and float4, the L1 global load sectors are exactly
-/// 2N·4/32 and the store sectors exactly N·4/32, DRAM reads are within 2 % of 8N bytes and DRAM
-/// writes within 3 % of 4N. One user range around one launch and a synchronize, user replay,
-/// after an unmeasured launch of the same variant (so that the L2 write-backs the range causes
-/// balance the dirty lines it leaves behind).
+/// Counters show two reads and one write per element: for N = 2^28 floats (1 GiB per array, far
+/// beyond L2), scalar and float4, the L1 global load sectors are exactly 2N·4/32 and the store
+/// sectors exactly N·4/32, DRAM reads are within 2 % of 8N bytes and DRAM writes within 3 % of 4N.
+/// One user range around one launch and a synchronize, user replay, after an unmeasured launch of
+/// the same variant (so that the L2 write-backs the range causes balance the dirty lines it leaves
+/// behind).
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
@@ -1516,9 +1517,9 @@ fn transpose_per_kernel(g: &crate::Gpu, metrics: &[&str]) -> Collected {
     })
 }
 
-/// Book ch. 14 ex. 2: the direct transpose's global store sector efficiency (derived by
-/// `counters::derive` from store sectors and requests, 4-byte stores) is far below the tiled
-/// versions': under half of each. Auto ranges, kernel replay.
+/// The direct transpose's global store sector efficiency (derived by `counters::derive` from store
+/// sectors and requests, 4-byte stores) is far below the tiled versions': under half of each. Auto
+/// ranges, kernel replay.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_transpose_direct_store_sector_efficiency_far_below_tiled() {
@@ -1580,9 +1581,8 @@ fn suite_counters_transpose_direct_store_sector_efficiency_far_below_tiled() {
     checks.assert_all();
 }
 
-/// Book ch. 14 ex. 2: the tiled transpose has shared-memory bank conflicts (the column read of
-/// `tile[32][32]`) and the padded one (`tile[32][33]`) under 1 % of them, loads + stores.
-/// Auto ranges, kernel replay.
+/// The tiled transpose has shared-memory bank conflicts (the column read of `tile[32][32]`) and the
+/// padded one (`tile[32][33]`) under 1 % of them, loads + stores. Auto ranges, kernel replay.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_transpose_padded_has_under_1_percent_of_tiled_bank_conflicts() {
@@ -1634,10 +1634,10 @@ fn suite_counters_transpose_padded_has_under_1_percent_of_tiled_bank_conflicts()
     checks.assert_all();
 }
 
-/// Book ch. 14 ex. 3: the warp-shuffle block sum has fewer barrier stalls than the shared-memory
-/// tree (one barrier against nine), measured as warps stalled at a barrier per issue-active
-/// cycle (`occupancy` preset), first passes over 2^24 floats with the suite's launch
-/// configuration. Auto ranges, kernel replay.
+/// The warp-shuffle block sum has fewer barrier stalls than the shared-memory tree (one barrier
+/// against nine), measured as warps stalled at a barrier per issue-active cycle (`occupancy`
+/// preset), first passes over 2^24 floats with the suite's launch configuration. Auto ranges,
+/// kernel replay.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_reduction_shuffle_has_fewer_barrier_stalls_than_tree() {
@@ -1696,9 +1696,8 @@ fn suite_counters_reduction_shuffle_has_fewer_barrier_stalls_than_tree() {
     checks.assert_all();
 }
 
-/// Book ch. 14 ex. 4: the tensor-core GEMM (wmma BF16) executes tensor-pipe instructions and the
-/// naive FP32 GEMM none, at 1024³. Auto ranges, kernel replay; the tiled FP32 GEMM is printed
-/// for comparison.
+/// The tensor-core GEMM (wmma BF16) executes tensor-pipe instructions and the naive FP32 GEMM none,
+/// at 1024³. Auto ranges, kernel replay; the tiled FP32 GEMM is printed for comparison.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_gemm_tensor_pipe_active_for_wmma_and_idle_for_naive() {
@@ -1769,10 +1768,10 @@ fn suite_counters_gemm_tensor_pipe_active_for_wmma_and_idle_for_naive() {
     checks.assert_all();
 }
 
-/// Book ch. 14 ex. 5: on an 8192 × 4096 float matrix (128 MiB, beyond the H200's L2) the fused
-/// softmax moves at most 35 % of the DRAM bytes (read + written, `counters::derive`'s
-/// `dram_bytes`) of the five-kernel composition (analytically 2 against 8 passes). One user
-/// range around one run of each, user replay, after an unmeasured run of the same version.
+/// On an 8192 × 4096 float matrix (128 MiB, beyond the H200's L2) the fused softmax moves at most
+/// 35 % of the DRAM bytes (read + written, `counters::derive`'s `dram_bytes`) of the five-kernel
+/// composition (analytically 2 against 8 passes). One user range around one run of each, user
+/// replay, after an unmeasured run of the same version.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes() {
@@ -1844,9 +1843,9 @@ fn suite_counters_softmax_fused_moves_at_most_35_percent_of_composed_dram_bytes(
     checks.assert_all();
 }
 
-/// Book ch. 7 case D: the dynamically indexed per-thread array causes local-memory traffic (L1
-/// sectors of local loads + stores > 0); the same computation without it has none. Auto
-/// ranges, kernel replay.
+/// The dynamically indexed per-thread array causes local-memory traffic (L1 sectors of local
+/// loads and stores above 0); the same computation without it has none. Auto ranges, kernel
+/// replay.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn suite_counters_spill_has_local_memory_traffic_and_spill_free_none() {

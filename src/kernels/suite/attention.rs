@@ -1,5 +1,5 @@
-//! Exercise 6, fused attention (`kernels/attention.cu`): FP32 forward attention with an online
-//! softmax, one compiled variant per (head dimension, query tile, key tile).
+//! Fused attention (`kernels/attention.cu`, example `ex6_attention`): FP32 forward attention with
+//! an online softmax, one compiled variant per (head dimension, query tile, key tile).
 
 use std::sync::Arc;
 
@@ -7,8 +7,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, round_up, upload, GpuWorkload, Launch, Padding, Rng,
-    SuiteError, SuiteResult, Verification, Workload,
+    download, load_functions, round_up, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -243,7 +243,7 @@ impl AttentionKernels {
     /// variant in to its dynamic shared memory.
     ///
     /// # Errors
-    /// As [`super::load_functions`], or the attribute call's error.
+    /// As [`crate::kernels::compile`], a missing function, or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let functions = load_functions(ctx, MODULE, VARIANTS.map(|v| v.kernel))?;
         for (f, v) in functions.iter().zip(VARIANTS.iter()) {
@@ -366,17 +366,7 @@ impl AttentionGpu {
 }
 
 impl GpuWorkload for AttentionGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.o)
-    }
+    spec_stream_and_poison!(o);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels.launch(

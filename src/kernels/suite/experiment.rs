@@ -1,7 +1,6 @@
-//! One-page experiment ledgers (book ch. 12 and 14): a baseline and one change run under the
-//! profiler at the timeline level, each verified against its CPU reference, summarised as
-//! baseline, hypothesis, the one change, kernel time, end-to-end time and the counters that were
-//! (not) collected.
+//! One-page experiment ledgers: a baseline and one change run under the profiler at the timeline
+//! level, each verified against its CPU reference, summarised as baseline, hypothesis, the one
+//! change, kernel time, end-to-end time and the counters that were (not) collected.
 //!
 //! [`measure`] runs the sides; [`ExperimentPage`] prints them. The first side is the baseline,
 //! the second the change; any further side is shown for reference.
@@ -239,13 +238,14 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
 /// A one-page experiment ledger.
 #[derive(Debug, Clone)]
 pub struct ExperimentPage {
-    /// Exercise title (`ex1 vector add: bandwidth and launch overhead`).
+    /// Title (`ex1 vector add: bandwidth and launch overhead`).
     pub title: String,
     /// The GPU.
     pub device: String,
     /// What the baseline is.
     pub baseline: String,
-    /// The hypothesis, written before the run (book ch. 12 form).
+    /// The hypothesis, written before the run: because of what, the change should move which
+    /// figure, and how far.
     pub hypothesis: String,
     /// The one change.
     pub change: String,

@@ -1,5 +1,5 @@
-//! Exercise 4, GEMM (`kernels/gemm.cu`): naive, shared-memory tiled, tensor-core BF16 (wmma),
-//! and cuBLAS BF16 through cudarc as the library reference. All matrices are row-major:
+//! GEMM (`kernels/gemm.cu`, example `ex4_gemm`): naive, shared-memory tiled, tensor-core BF16
+//! (wmma), and cuBLAS BF16 through cudarc as the library reference. All matrices are row-major:
 //! `C (M × N) = A (M × K) · B (K × N)`.
 
 use std::sync::Arc;
@@ -9,8 +9,8 @@ use cudarc::driver::PushKernelArg;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::{
-    download, from_bf16_bits, load_functions, poison, round_up, to_bf16_bits, upload, GpuWorkload,
-    Launch, Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
+    download, from_bf16_bits, load_functions, round_up, to_bf16_bits, upload, GpuWorkload, Launch,
+    Padding, Rng, SuiteError, SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -212,7 +212,7 @@ impl GemmKernels {
     /// Compiles `kernels/gemm.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = GemmKernel::ALL.map(GemmKernel::kernel);
         let functions = load_functions(ctx, MODULE, names)?;
@@ -391,17 +391,7 @@ impl GemmGpu {
 }
 
 impl GpuWorkload for GemmGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         match &self.operands {
@@ -435,8 +425,8 @@ impl GpuWorkload for GemmGpu {
     }
 }
 
-/// A cuBLAS GEMM: BF16 A, B and C, FP32 compute (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`), the
-/// library reference of exercise 4. cuBLAS chooses its kernels: [`Workload::launches`] is empty.
+/// A cuBLAS GEMM: BF16 A, B and C, FP32 compute (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`), the library
+/// reference for the GEMM kernels. cuBLAS chooses its kernels: [`Workload::launches`] is empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CublasGemmSpec {
     /// Rows of A and C.
@@ -526,17 +516,7 @@ impl CublasGemmGpu {
 }
 
 impl GpuWorkload for CublasGemmGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         let (m, n, k) = (self.spec.m as i32, self.spec.n as i32, self.spec.k as i32);

@@ -1,13 +1,13 @@
-//! Exercise 3, reduction (`kernels/reduce.cu`): shared-memory tree and warp-shuffle block sums,
-//! a second-pass launch over the per-block partials, and a consumer (`y = x / sum`) either after
-//! the second pass or with the second pass fused into it.
+//! Reduction (`kernels/reduce.cu`, example `ex3_reduction`): shared-memory tree and warp-shuffle
+//! block sums, a second-pass launch over the per-block partials, and a consumer (`y = x / sum`)
+//! either after the second pass or with the second pass fused into it.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    download, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
     Verification, Workload,
 };
 use crate::kernels::Work;
@@ -173,7 +173,7 @@ impl ReduceKernels {
     /// Compiles `kernels/reduce.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [tree, shuffle, second, scale_total, scale_partials] = load_functions(
             ctx,
@@ -333,19 +333,7 @@ impl ReductionGpu {
 }
 
 impl GpuWorkload for ReductionGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.partials)?;
-        poison(&self.stream, &mut self.total)?;
-        poison(&self.stream, &mut self.y)
-    }
+    spec_stream_and_poison!(partials, total, y);
 
     fn run(&mut self) -> SuiteResult<()> {
         let launches = self.spec.launches();

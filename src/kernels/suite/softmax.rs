@@ -1,5 +1,5 @@
-//! Exercise 5, row softmax (`kernels/softmax.cu`): five kernels as a framework composes it
-//! (max, subtract, exp, sum, divide, each through device memory) against one fused kernel that
+//! Row softmax (`kernels/softmax.cu`, example `ex5_softmax`): five kernels as a framework composes
+//! it (max, subtract, exp, sum, divide, each through device memory) against one fused kernel that
 //! keeps the row on chip.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use cudarc::driver::sys::CUfunction_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -179,7 +179,7 @@ impl SoftmaxKernels {
     /// shared memory ([`MAX_FUSED_COLS`] floats).
     ///
     /// # Errors
-    /// As [`super::load_functions`], or the attribute call's error.
+    /// As [`crate::kernels::compile`], a missing function, or the attribute call's error.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [max, subtract, exp, sum, divide, fused] = load_functions(
             ctx,
@@ -303,21 +303,7 @@ impl SoftmaxGpu {
 }
 
 impl GpuWorkload for SoftmaxGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.shifted)?;
-        poison(&self.stream, &mut self.exps)?;
-        poison(&self.stream, &mut self.row_max)?;
-        poison(&self.stream, &mut self.row_sum)?;
-        poison(&self.stream, &mut self.y)
-    }
+    spec_stream_and_poison!(shifted, exps, row_max, row_sum, y);
 
     fn run(&mut self) -> SuiteResult<()> {
         let launches = self.spec.launches();

@@ -1,14 +1,14 @@
-//! Book ch. 7 case D, local memory (`kernels/spill.cu`): a per-thread array indexed with a
-//! data-dependent index lives in local memory; the same computation with compile-time indices
-//! stays in registers.
+//! Local memory (`kernels/spill.cu`, example `ex7_spill`): a per-thread array indexed with a
+//! data-dependent index lives in local memory; the same computation with compile-time indices stays
+//! in registers.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Rng,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, to_u32, upload, GpuWorkload, Launch, Rng, SuiteResult,
+    Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -100,7 +100,7 @@ impl SpillKernels {
     /// Compiles `kernels/spill.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [dynamic, free] = load_functions(ctx, MODULE, ["spill_dynamic_index", "spill_free"])?;
         Ok(SpillKernels { dynamic, free })
@@ -160,17 +160,7 @@ impl SpillGpu {
 }
 
 impl GpuWorkload for SpillGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.out)
-    }
+    spec_stream_and_poison!(out);
 
     fn run(&mut self) -> SuiteResult<()> {
         let f = if self.spec.dynamic {

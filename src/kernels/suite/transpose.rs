@@ -1,4 +1,4 @@
-//! Exercise 2, matrix transpose (`kernels/transpose.cu`): direct with strided stores,
+//! Matrix transpose (`kernels/transpose.cu`, example `ex2_transpose`): direct with strided stores,
 //! shared-memory tiled, tiled with one padding column. Same launch structure for all three.
 
 use std::sync::Arc;
@@ -6,8 +6,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, load_functions, poison, to_u32, upload, GpuWorkload, Launch, Padding, Rng,
-    SuiteError, SuiteResult, Verification, Workload,
+    download, load_functions, to_u32, upload, GpuWorkload, Launch, Padding, Rng, SuiteError,
+    SuiteResult, Verification, Workload,
 };
 use crate::kernels::Work;
 
@@ -31,7 +31,7 @@ pub enum TransposeVariant {
 }
 
 impl TransposeVariant {
-    /// All three, in the book's order.
+    /// All three, from the direct transpose to the padded tile.
     pub const ALL: [TransposeVariant; 3] = [
         TransposeVariant::Direct,
         TransposeVariant::Tiled,
@@ -143,7 +143,7 @@ impl TransposeKernels {
     /// Compiles `kernels/transpose.cu`.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let names = TransposeVariant::ALL.map(TransposeVariant::kernel);
         let functions = load_functions(ctx, MODULE, names)?;
@@ -224,17 +224,7 @@ impl TransposeGpu {
 }
 
 impl GpuWorkload for TransposeGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.output)
-    }
+    spec_stream_and_poison!(output);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels

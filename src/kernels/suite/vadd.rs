@@ -1,18 +1,19 @@
-//! Exercise 1, vector addition (`kernels/vadd.cu`): scalar and 16-byte vectorized, each with a
-//! grid-stride option; and the device-to-device copy that is its bandwidth reference.
+//! Vector addition (`kernels/vadd.cu`): scalar and 16-byte vectorized, each with a grid-stride
+//! option; and the device-to-device copy that is its bandwidth reference. The scalar kernel is the
+//! one [`crate::kernels::VectorAdd`] launches.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 
 use super::{
-    download, grid_dim, load_functions, poison, upload, GpuWorkload, Launch, Rng, SuiteError,
-    SuiteResult, Verification, Workload,
+    download, grid_dim, load_functions, upload, GpuWorkload, Launch, Rng, SuiteError, SuiteResult,
+    Verification, Workload,
 };
-use crate::kernels::Work;
+use crate::kernels::{VectorAdd, Work};
 
 /// The kernel file.
-pub const MODULE: &str = "vadd";
+pub const MODULE: &str = VectorAdd::MODULE;
 
 /// Width of each thread's accesses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,7 +58,7 @@ impl VectorAddSpec {
     /// The kernel this spec launches.
     pub fn kernel(&self) -> &'static str {
         match (self.variant, self.grid_stride_blocks.is_some()) {
-            (VaddVariant::Scalar, false) => "vadd_scalar",
+            (VaddVariant::Scalar, false) => VectorAdd::KERNEL,
             (VaddVariant::Vec4, false) => "vadd_vec4",
             (VaddVariant::Scalar, true) => "vadd_scalar_grid_stride",
             (VaddVariant::Vec4, true) => "vadd_vec4_grid_stride",
@@ -83,7 +84,7 @@ impl VectorAddSpec {
 
     /// Analytic work: 8n bytes read, 4n written, n additions.
     pub fn work_for(n: u64) -> Work {
-        crate::kernels::VectorAdd::work(n)
+        VectorAdd::work(n)
     }
 }
 
@@ -131,13 +132,13 @@ impl VaddKernels {
     /// Compiles `kernels/vadd.cu` for `ctx`'s device.
     ///
     /// # Errors
-    /// As [`super::load_functions`].
+    /// As [`crate::kernels::compile`], or a missing function.
     pub fn load(ctx: &Arc<CudaContext>) -> SuiteResult<Self> {
         let [scalar, vec4, scalar_gs, vec4_gs] = load_functions(
             ctx,
             MODULE,
             [
-                "vadd_scalar",
+                VectorAdd::KERNEL,
                 "vadd_vec4",
                 "vadd_scalar_grid_stride",
                 "vadd_vec4_grid_stride",
@@ -230,17 +231,7 @@ impl VectorAddGpu {
 }
 
 impl GpuWorkload for VectorAddGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.c)
-    }
+    spec_stream_and_poison!(c);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.kernels
@@ -258,9 +249,9 @@ impl GpuWorkload for VectorAddGpu {
     }
 }
 
-/// A device-to-device copy (`cuMemcpyDtoDAsync`) of `n` floats: the bandwidth reference of
-/// exercise 1. It moves `8n` bytes (read and write) and launches no kernel: the ledger records
-/// it as a `DtoD` copy.
+/// A device-to-device copy (`cuMemcpyDtoDAsync`) of `n` floats: the bandwidth reference of the
+/// vector add. It moves `8n` bytes (read and write) and launches no kernel: the ledger records it
+/// as a `DtoD` copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceCopySpec {
     /// Floats copied.
@@ -317,17 +308,7 @@ impl DeviceCopyGpu {
 }
 
 impl GpuWorkload for DeviceCopyGpu {
-    fn spec(&self) -> &dyn Workload {
-        &self.spec
-    }
-
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    fn poison(&mut self) -> SuiteResult<()> {
-        poison(&self.stream, &mut self.dst)
-    }
+    spec_stream_and_poison!(dst);
 
     fn run(&mut self) -> SuiteResult<()> {
         self.stream.memcpy_dtod(&self.src, &mut self.dst)?;

@@ -1,6 +1,6 @@
-//! The experiment ledger (book ch. 12, 14): one row per A/B comparison, appended to a Markdown
-//! file and a CSV file, so that every hypothesis tried is written down with its one change and its
-//! measured outcome, including the ones that did not work.
+//! The experiment log: one row per A/B comparison, appended to a Markdown file and a CSV file, so
+//! that every hypothesis tried is written down with its one change and its measured outcome,
+//! including the ones that did not work.
 //!
 //! Each row holds the date, the hypothesis, the one change, the counters that moved (empty until
 //! the ledgers carry counters), the kernel time of A and B (mean kernel time per iteration, all
@@ -9,7 +9,8 @@
 //! interval ([`Verdict`]). The files are created with their header the first time.
 //!
 //! ```
-//! use gpu_ledger::analysis::experiment::{ExperimentEntry, ExperimentLog, Verdict};
+//! use gpu_ledger::analysis::Verdict;
+//! use gpu_ledger::export::experiment::{ExperimentEntry, ExperimentLog};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let log = ExperimentLog::in_dir(dir.path());
@@ -43,8 +44,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{Comparison, SpeedupEstimate};
-use crate::export::text::csv_field;
+use super::text::{csv_field, md_cell};
+use crate::analysis::compare::{Comparison, Verdict};
 
 /// File name of the Markdown experiment ledger inside its directory.
 pub const MARKDOWN_FILE: &str = "experiments.md";
@@ -70,55 +71,6 @@ pub const CSV_COLUMNS: [&str; 16] = [
     "ledger_b",
     "warnings",
 ];
-
-/// What the interval says about B against A.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The interval of `A/B` lies above 1: B is faster.
-    Faster,
-    /// The interval lies below 1: B is slower.
-    Slower,
-    /// The interval contains 1: no change can be claimed at this confidence.
-    NoSignificantChange,
-}
-
-impl Verdict {
-    /// The verdict of a speed-up estimate `A/B`.
-    pub fn from_estimate(s: &SpeedupEstimate) -> Self {
-        if s.ci_low > 1.0 {
-            Verdict::Faster
-        } else if s.ci_high < 1.0 {
-            Verdict::Slower
-        } else {
-            Verdict::NoSignificantChange
-        }
-    }
-
-    /// `faster`, `slower` or `no significant change`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Verdict::Faster => "faster",
-            Verdict::Slower => "slower",
-            Verdict::NoSignificantChange => "no significant change",
-        }
-    }
-
-    /// A sentence: `B is faster`, `B is slower`, `no significant change`.
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Verdict::Faster => "B is faster",
-            Verdict::Slower => "B is slower",
-            Verdict::NoSignificantChange => "no significant change",
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One row of the experiment ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,7 +147,7 @@ impl ExperimentEntry {
     }
 
     /// The Markdown table row (no trailing newline).
-    pub fn markdown_row(&self) -> String {
+    fn markdown_row(&self) -> String {
         let counters = if self.counters_moved.is_empty() {
             "—".to_string()
         } else {
@@ -226,12 +178,12 @@ impl ExperimentEntry {
             ),
             format!("{} vs {}", self.ledger_a, self.ledger_b),
         ];
-        let cells: Vec<String> = cells.iter().map(|c| md_escape(c)).collect();
+        let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
         format!("| {} |", cells.join(" | "))
     }
 
     /// The CSV line (no trailing newline), columns as [`CSV_COLUMNS`].
-    pub fn csv_row(&self) -> String {
+    fn csv_row(&self) -> String {
         let cells = [
             self.date.clone(),
             self.hypothesis.clone(),
@@ -261,23 +213,6 @@ fn ms(ns: f64) -> String {
     } else {
         "n/a".into()
     }
-}
-
-/// A Markdown table cell: `|` and `\` escaped, line breaks and other control characters as
-/// spaces, `<` and `>` as entities.
-fn md_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '|' => out.push_str("\\|"),
-            '\\' => out.push_str("\\\\"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The two files of an experiment ledger.
@@ -354,7 +289,7 @@ pub fn today_utc() -> String {
 
 /// The UTC date `YYYY-MM-DD` of `unix_secs` seconds since the Unix epoch (Howard Hinnant's
 /// `civil_from_days`).
-pub fn utc_date(unix_secs: u64) -> String {
+fn utc_date(unix_secs: u64) -> String {
     let days = (unix_secs / 86_400) as i64;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -372,44 +307,12 @@ pub fn utc_date(unix_secs: u64) -> String {
 mod tests {
     use super::*;
 
-    fn est(lo: f64, hi: f64) -> SpeedupEstimate {
-        SpeedupEstimate {
-            speedup: (lo + hi) / 2.0,
-            ci_low: lo,
-            ci_high: hi,
-            confidence: 0.95,
-            resamples: 100,
-            seed: 1,
-        }
-    }
-
-    #[test]
-    fn verdict_from_interval() {
-        assert_eq!(Verdict::from_estimate(&est(1.1, 1.3)), Verdict::Faster);
-        assert_eq!(Verdict::from_estimate(&est(0.7, 0.9)), Verdict::Slower);
-        assert_eq!(
-            Verdict::from_estimate(&est(0.95, 1.05)),
-            Verdict::NoSignificantChange
-        );
-        assert_eq!(
-            Verdict::from_estimate(&est(1.0, 1.2)),
-            Verdict::NoSignificantChange
-        );
-    }
-
     #[test]
     fn dates() {
         assert_eq!(utc_date(0), "1970-01-01");
         assert_eq!(utc_date(951_782_400), "2000-02-29");
         assert_eq!(utc_date(1_764_000_000), "2025-11-24");
         assert_eq!(today_utc().len(), 10);
-    }
-
-    #[test]
-    fn escaping() {
-        assert_eq!(md_escape("a|b\nc<x>"), "a\\|b c&lt;x&gt;");
-        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
-        assert_eq!(csv_field("plain"), "plain");
     }
 
     #[test]

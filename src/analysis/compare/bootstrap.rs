@@ -1,0 +1,225 @@
+//! The speed-up `S = median(A) / median(B)` of two samples and its bootstrap interval.
+//!
+//! `S > 1` means B is faster. The interval is a percentile bootstrap: each of `resamples` rounds
+//! (default 10 000) draws `n_A` values of A and `n_B` of B with replacement, independently, and
+//! takes the ratio of their medians; the interval is the `(1-c)/2` and `(1+c)/2` percentiles
+//! (linear interpolation, see [`crate::analysis::stats`]) of those ratios, `c` the confidence
+//! (default 0.95). Draws come from a SplitMix64 generator seeded with `seed` (default
+//! [`DEFAULT_SEED`]), so the same inputs always give the same interval, on every platform and
+//! version. The bootstrap treats iterations as independent: slow drift (thermal, clocks) inside a
+//! run makes the interval too narrow, which is why the comparison also warns when clocks or power
+//! differ.
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::stats::{median_in_place, percentile_sorted};
+
+/// Default bootstrap seed.
+pub const DEFAULT_SEED: u64 = 0x5EED_1ED6_E500_0001;
+
+/// Default number of bootstrap resamples.
+pub const DEFAULT_RESAMPLES: usize = 10_000;
+
+/// A speed-up with its bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeedupEstimate {
+    /// `median(A) / median(B)`; above 1 when B is faster.
+    pub speedup: f64,
+    /// Lower end of the interval.
+    pub ci_low: f64,
+    /// Upper end of the interval.
+    pub ci_high: f64,
+    /// Confidence of the interval.
+    pub confidence: f64,
+    /// Bootstrap resamples drawn.
+    pub resamples: usize,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+impl SpeedupEstimate {
+    /// Whether the interval excludes 1: the runs differ at this confidence.
+    pub fn is_significant(&self) -> bool {
+        self.ci_low > 1.0 || self.ci_high < 1.0
+    }
+}
+
+/// What the interval says about B against A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The interval of `A/B` lies above 1: B is faster.
+    Faster,
+    /// The interval lies below 1: B is slower.
+    Slower,
+    /// The interval contains 1: no change can be claimed at this confidence.
+    NoSignificantChange,
+}
+
+impl Verdict {
+    /// The verdict of a speed-up estimate `A/B`.
+    pub fn from_estimate(s: &SpeedupEstimate) -> Self {
+        if s.ci_low > 1.0 {
+            Verdict::Faster
+        } else if s.ci_high < 1.0 {
+            Verdict::Slower
+        } else {
+            Verdict::NoSignificantChange
+        }
+    }
+
+    /// `faster`, `slower` or `no significant change`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoSignificantChange => "no significant change",
+        }
+    }
+
+    /// A sentence: `B is faster`, `B is slower`, `no significant change`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Verdict::Faster => "B is faster",
+            Verdict::Slower => "B is slower",
+            Verdict::NoSignificantChange => "no significant change",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and fixed here so that intervals are
+/// reproducible across platforms and versions. The kernel suite draws its inputs from it too.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitMix64(pub(crate) u64);
+
+impl SplitMix64 {
+    /// The next 64 random bits.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`), without modulo bias (Lemire 2019).
+    fn below(&mut self, n: u64) -> u64 {
+        let mut m = u128::from(self.next_u64()) * u128::from(n);
+        if (m as u64) < n {
+            let threshold = n.wrapping_neg() % n;
+            while (m as u64) < threshold {
+                m = u128::from(self.next_u64()) * u128::from(n);
+            }
+        }
+        (m >> 64) as u64
+    }
+}
+
+/// Speed-up `median(a) / median(b)` with a percentile-bootstrap interval (see the module doc).
+/// Non-finite values are skipped. `None` when a side has no finite value, a median is not
+/// positive, `resamples` is 0 or `confidence` is not in `(0, 1)`.
+pub fn bootstrap_speedup(
+    a: &[f64],
+    b: &[f64],
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+) -> Option<SpeedupEstimate> {
+    let a: Vec<f64> = a.iter().copied().filter(|x| x.is_finite()).collect();
+    let b: Vec<f64> = b.iter().copied().filter(|x| x.is_finite()).collect();
+    if resamples == 0 || !(confidence > 0.0 && confidence < 1.0) {
+        return None;
+    }
+    let ma = median_in_place(&mut a.clone())?;
+    let mb = median_in_place(&mut b.clone())?;
+    if ma <= 0.0 || mb <= 0.0 {
+        return None;
+    }
+    let mut rng = SplitMix64(seed);
+    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    let mut ratios = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        for x in ra.iter_mut() {
+            *x = a[rng.below(a.len() as u64) as usize];
+        }
+        for x in rb.iter_mut() {
+            *x = b[rng.below(b.len() as u64) as usize];
+        }
+        let (Some(sa), Some(sb)) = (median_in_place(&mut ra), median_in_place(&mut rb)) else {
+            continue;
+        };
+        if sb > 0.0 {
+            ratios.push(sa / sb);
+        }
+    }
+    ratios.sort_unstable_by(f64::total_cmp);
+    let alpha = 1.0 - confidence;
+    Some(SpeedupEstimate {
+        speedup: ma / mb,
+        ci_low: percentile_sorted(&ratios, alpha / 2.0)?,
+        ci_high: percentile_sorted(&ratios, 1.0 - alpha / 2.0)?,
+        confidence,
+        resamples,
+        seed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est(lo: f64, hi: f64) -> SpeedupEstimate {
+        SpeedupEstimate {
+            speedup: (lo + hi) / 2.0,
+            ci_low: lo,
+            ci_high: hi,
+            confidence: 0.95,
+            resamples: 100,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn verdict_from_interval() {
+        assert_eq!(Verdict::from_estimate(&est(1.1, 1.3)), Verdict::Faster);
+        assert_eq!(Verdict::from_estimate(&est(0.7, 0.9)), Verdict::Slower);
+        assert_eq!(
+            Verdict::from_estimate(&est(0.95, 1.05)),
+            Verdict::NoSignificantChange
+        );
+        assert_eq!(
+            Verdict::from_estimate(&est(1.0, 1.2)),
+            Verdict::NoSignificantChange
+        );
+    }
+
+    #[test]
+    fn splitmix_is_fixed_and_below_is_in_range() {
+        // Reference values of SplitMix64 seeded with 0 (from the published reference code).
+        let mut r = SplitMix64(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        let mut r = SplitMix64(7);
+        let mut seen = [0u32; 5];
+        for _ in 0..10_000 {
+            seen[r.below(5) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| (1800..2200).contains(&c)), "{seen:?}");
+    }
+
+    #[test]
+    fn bootstrap_rejects_bad_input() {
+        assert_eq!(bootstrap_speedup(&[], &[1.0], 100, 0.95, 1), None);
+        assert_eq!(bootstrap_speedup(&[1.0], &[1.0], 0, 0.95, 1), None);
+        assert_eq!(bootstrap_speedup(&[1.0], &[1.0], 10, 1.0, 1), None);
+        assert_eq!(bootstrap_speedup(&[1.0], &[0.0], 10, 0.95, 1), None);
+        let s = bootstrap_speedup(&[2.0], &[1.0], 10, 0.95, 1).unwrap();
+        assert_eq!((s.speedup, s.ci_low, s.ci_high), (2.0, 2.0, 2.0));
+    }
+}
