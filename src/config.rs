@@ -4,9 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::ledger::schema::ConfigRecord;
-use crate::profiler::Profiler;
 
 /// How much the profiler records: cheap and unperturbing first, expensive only on request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -116,7 +114,7 @@ impl Default for Config {
 /// Builds a [`Profiler`].
 #[derive(Debug, Clone, Default)]
 pub struct ProfilerBuilder {
-    config: Config,
+    pub(crate) config: Config,
 }
 
 impl ProfilerBuilder {
@@ -198,13 +196,6 @@ impl ProfilerBuilder {
     pub fn flush_on_signal(mut self, on: bool) -> Self {
         self.config.flush_on_signal = on;
         self
-    }
-    /// Starts the profiler.
-    ///
-    /// # Errors
-    /// See [`Profiler::start`].
-    pub fn start(self) -> Result<Profiler> {
-        Profiler::start(self.config)
     }
 }
 

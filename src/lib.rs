@@ -20,27 +20,28 @@
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
+#![cfg_attr(feature = "internals", warn(unreachable_pub))]
+
 #[cfg(feature = "analysis")]
 pub mod analysis;
 mod clock;
-#[doc(hidden)]
-pub mod collector;
+mod collector;
 mod config;
 pub mod counters;
-pub mod cupti;
+mod cupti;
 pub mod device;
 mod driver;
 pub mod env;
-pub mod error;
+mod error;
 #[cfg(feature = "analysis")]
 pub mod export;
-pub mod intervals;
+mod intervals;
 #[cfg(feature = "kernels")]
 pub mod kernels;
 pub mod ledger;
 pub mod nvml;
 mod profiler;
-pub mod rank;
+mod rank;
 mod run;
 mod scope;
 mod signals;
@@ -50,8 +51,8 @@ pub use config::{Config, Level, ProfilerBuilder, LEDGER_PATH_ENV};
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
 pub use profiler::{Profiler, RunSummary};
-pub use run::COUNTERS_SCOPE;
-pub use scope::{ScopeGuard, UNSCOPED};
+pub use run::{COUNTERS_SCOPE, UNSCOPED};
+pub use scope::ScopeGuard;
 
 /// What gpu-ledger's own benchmarks, examples and GPU tests reach below the public API (feature
 /// `internals`, which they turn on). No stability promise: not for applications.

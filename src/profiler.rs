@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
 use crate::run::{self, Running, ENABLED};
-use crate::scope::ScopeGuard;
+use crate::scope::{self, ScopeGuard};
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -146,6 +146,16 @@ impl Slot {
     }
 }
 
+impl ProfilerBuilder {
+    /// Starts the profiler.
+    ///
+    /// # Errors
+    /// See [`Profiler::start`].
+    pub fn start(self) -> Result<Profiler> {
+        Profiler::start(self.config)
+    }
+}
+
 impl Profiler {
     /// A builder with the default configuration.
     pub fn builder() -> ProfilerBuilder {
@@ -265,7 +275,7 @@ impl Profiler {
     /// blocks on the GPU: the iteration's row is written once its GPU records have arrived.
     pub fn step(&self) {
         if let Some(running) = &self.running {
-            running.step();
+            running.step(|| scope::open_scopes(running));
         }
     }
 
@@ -315,7 +325,7 @@ impl Drop for Profiler {
 
 fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<Error>) {
     let running = inner.running.clone();
-    let finish = running.close(end_warning);
+    let finish = running.close(end_warning, || scope::open_scopes(&running));
     let mut first_err = None;
     if let Some(session) = inner.session.take() {
         // Flushes every buffer into the collector's inbox before the collector is told to finish.

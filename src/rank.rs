@@ -18,12 +18,12 @@ const WORLD_SIZE: [&str; 4] = [
 ];
 
 /// The rank of this process, or `None` when no launcher variable is set.
-pub fn from_env() -> Option<RankInfo> {
+pub(crate) fn from_env() -> Option<RankInfo> {
     from_lookup(|k| std::env::var(k).ok())
 }
 
 /// The rank from any variable lookup (testable without touching the process environment).
-pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Option<RankInfo> {
+pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Option<RankInfo> {
     let first = |names: &[&str]| {
         names
             .iter()

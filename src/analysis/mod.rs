@@ -31,7 +31,10 @@
 
 pub mod compare;
 pub mod families;
-pub use crate::intervals;
+/// Device busy time as the union of intervals, and idle gaps.
+pub mod intervals {
+    pub use crate::intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
+}
 pub mod occupancy;
 pub mod stats;
 

@@ -21,7 +21,7 @@ use crate::ledger::schema::{
     ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
 };
 use crate::run::Running;
-use crate::scope::{PathTable, ScopeRecord};
+use crate::run::{PathTable, ScopeRecord};
 
 /// Builds rows. Its tables are kept from row to row, with the capacity they grew to, and it
 /// carries the device memory live across iterations.

@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::intervals::BusyAccumulator;
-use crate::scope::PathTable;
+use crate::run::PathTable;
 
 /// A row's GPU intervals by scope path: each path's own, and those launched below it. Kept
 /// across rows, with its entries' capacity.

@@ -4,7 +4,7 @@
 
 use super::window::PendingEvents;
 use super::Collector;
-use crate::scope::ScopeRecord;
+use crate::run::ScopeRecord;
 
 impl Collector {
     /// Takes the scopes every thread closed since the last call.

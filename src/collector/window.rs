@@ -15,7 +15,7 @@ use super::Collector;
 use crate::counters::IterationCounters;
 use crate::driver::events::ScopeEvents;
 use crate::ledger::schema::LedgerLine;
-use crate::scope::ScopeRecord;
+use crate::run::ScopeRecord;
 
 /// Where an iteration is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -54,7 +54,7 @@ const RING_CAPACITY: usize = 4096;
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// What the callback shares with `step()` and the collector (its CUPTI userdata).
-pub struct ApiCalls {
+pub(crate) struct ApiCalls {
     /// Counted calls (launches, graph launches, copies, memsets) the application has entered
     /// so far. `step()` reads it before it ends the iteration, and a row waits for that many
     /// calls in all. The callback reads [`iteration`](Self::iteration) *before* it counts, so a
@@ -90,7 +90,7 @@ impl ApiCalls {
     }
 
     /// Moves every call captured so far, on every thread, into `out`.
-    pub fn drain_into(&self, out: &mut Vec<CapturedCall>) {
+    pub(crate) fn drain_into(&self, out: &mut Vec<CapturedCall>) {
         for slot in self.slots.lock().iter() {
             slot.drain_into(out);
         }

@@ -55,7 +55,7 @@ pub fn classify_api(name: &str) -> Option<ApiClass> {
 
 /// The class of every driver and runtime function ([`classify_api`]), by callback id: the
 /// callback's "is it counted" and the collector's "is it awaited" read the same table.
-pub struct ApiClasses {
+pub(crate) struct ApiClasses {
     driver: Box<[Option<ApiClass>]>,
     runtime: Box<[Option<ApiClass>]>,
 }
@@ -81,7 +81,7 @@ impl ApiClasses {
     /// The class of function `cbid` of the runtime (`runtime`) or driver API; `None` for
     /// functions not traced and unknown ids.
     #[inline]
-    pub fn of(&self, runtime: bool, cbid: u32) -> Option<ApiClass> {
+    pub(crate) fn of(&self, runtime: bool, cbid: u32) -> Option<ApiClass> {
         let table = if runtime { &self.runtime } else { &self.driver };
         table.get(cbid as usize).copied().flatten()
     }

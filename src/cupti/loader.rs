@@ -15,13 +15,13 @@ use std::sync::OnceLock;
 use crate::error::{Error, Result};
 
 /// Environment variable that points gpu-ledger at a specific libcupti.
-pub const CUPTI_PATH_ENV: &str = "GPU_LEDGER_CUPTI_PATH";
+pub(crate) const CUPTI_PATH_ENV: &str = "GPU_LEDGER_CUPTI_PATH";
 
 const SUBDIRS: [&str; 3] = ["extras/CUPTI/lib64", "lib64", "targets/x86_64-linux/lib"];
 
 /// A place to look for libcupti.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Candidate {
+pub(crate) enum Candidate {
     /// A file path.
     File(PathBuf),
     /// A bare library name handed to the system loader.
@@ -64,7 +64,7 @@ static CUPTI: OnceLock<Result<LoadedCupti>> = OnceLock::new();
 /// # Errors
 /// [`Error::CuptiNotFound`] listing every path tried, or [`Error::CuptiVersionMismatch`]; the
 /// same error on every call.
-pub fn cupti() -> Result<&'static LoadedCupti> {
+pub(crate) fn cupti() -> Result<&'static LoadedCupti> {
     match CUPTI.get_or_init(|| load_first(&candidates_from_env())) {
         Ok(c) => Ok(c),
         Err(Error::CuptiNotFound { tried }) => Err(Error::CuptiNotFound {
@@ -84,7 +84,7 @@ pub fn cupti() -> Result<&'static LoadedCupti> {
 }
 
 /// The candidates for this process's environment, in search order.
-pub fn candidates_from_env() -> Vec<Candidate> {
+pub(crate) fn candidates_from_env() -> Vec<Candidate> {
     let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
     candidates(
         env(CUPTI_PATH_ENV),
@@ -96,7 +96,7 @@ pub fn candidates_from_env() -> Vec<Candidate> {
 }
 
 /// Builds the search list from its inputs (pure, so that the order is testable).
-pub fn candidates(
+pub(crate) fn candidates(
     override_path: Option<PathBuf>,
     cuda_home: Option<PathBuf>,
     cuda_path: Option<PathBuf>,
@@ -131,7 +131,7 @@ pub fn candidates(
 }
 
 /// `/usr/local/cuda` first, then `/usr/local/cuda-X.Y` directories, newest version first.
-pub fn usr_local_cuda_dirs(usr_local: &Path) -> Vec<PathBuf> {
+pub(crate) fn usr_local_cuda_dirs(usr_local: &Path) -> Vec<PathBuf> {
     let mut versioned: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(usr_local)
         .into_iter()
         .flatten()
@@ -180,7 +180,7 @@ fn python_site_packages() -> Vec<PathBuf> {
 /// # Errors
 /// A version mismatch is reported as such when no other candidate loads; otherwise
 /// [`Error::CuptiNotFound`] with every path tried.
-pub fn load_first(candidates: &[Candidate]) -> Result<LoadedCupti> {
+pub(crate) fn load_first(candidates: &[Candidate]) -> Result<LoadedCupti> {
     let mut tried = Vec::new();
     let mut mismatch = None;
     for c in candidates {

@@ -18,7 +18,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 
 /// One of the pool's timing events: its driver handle and its context's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct EventHandle {
+pub(crate) struct EventHandle {
     event: CUevent,
     ctx: CUcontext,
 }
@@ -33,7 +33,7 @@ unsafe impl Sync for EventHandle {}
 
 /// The events of a scope opened on a stream, as its record carries them to the collector.
 #[derive(Clone, Copy, Debug)]
-pub struct ScopeEvents {
+pub(crate) struct ScopeEvents {
     /// Recorded when the scope began.
     pub start: EventHandle,
     /// Recorded when it ended.
@@ -123,7 +123,7 @@ impl LocalEvents {
 const BATCHES: usize = 64;
 
 /// Timing-enabled events of any context, owned for the run.
-pub struct EventPool {
+pub(crate) struct EventPool {
     /// Every event made; dropped (destroyed) with the pool. Locked only to add a new event.
     owned: parking_lot::Mutex<Vec<CudaEvent>>,
     /// Batches of events the collector has read, for any scope thread to take whole.
@@ -245,7 +245,7 @@ impl EventPool {
     }
 
     /// Event records CUDA refused.
-    pub fn failures(&self) -> u64 {
+    pub(crate) fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
     }
 

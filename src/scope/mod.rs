@@ -12,9 +12,6 @@
 //! The guard and the thread's stack stay in this one module: every scope runs through both, and
 //! code of one module is compiled together, so the hot path inlines whole.
 
-mod paths;
-mod record;
-
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -24,15 +21,10 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-pub(crate) use paths::PathTable;
-pub use paths::UNSCOPED;
-pub(crate) use record::{ClosedScope, ScopeRecord};
-
 use crate::clock::ClockSource;
 use crate::cupti::calls::ApiCalls;
 use crate::driver::events::{EventHandle, LocalEvents, PackedEvents};
-use crate::run::{Running, ENABLED, GENERATION};
-use crate::thread_slot::{SlotSender, ThreadSlot};
+use crate::run::{ClosedScope, Running, ScopeSender, ENABLED, GENERATION};
 
 struct Frame {
     path_id: u32,
@@ -551,17 +543,6 @@ fn remove_frame(stack: &mut Vec<Frame>, token: u64) -> Option<Frame> {
     let pos = stack.iter().rposition(|f| f.token == token)?;
     Some(stack.remove(pos))
 }
-
-/// Closed scopes a thread's ring holds before they spill into its slot's overflow vector (a
-/// lock and a vector push per scope until the collector drains it): the collector drains every
-/// 2 ms, so a thread closing up to 2 million scopes a second never spills. About 256 KiB per
-/// thread that opens scopes.
-pub(crate) const RING_CAPACITY: usize = 4096;
-
-/// A thread's closed scopes, waiting for the collector.
-pub(crate) type ScopeSlot = ThreadSlot<ClosedScope>;
-/// The writing end of a thread's [`ScopeSlot`], owned by that thread.
-pub(crate) type ScopeSender = SlotSender<ClosedScope>;
 
 /// Open scope paths of the calling thread, innermost last (for the structural warning when an
 /// iteration ends with scopes open).

@@ -12,14 +12,20 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
+mod messages;
+mod paths;
+
+pub(crate) use messages::{ClosedScope, Finish, IterationEnd, ScopeRecord};
+pub(crate) use paths::PathTable;
+pub use paths::UNSCOPED;
+
 use crate::clock::HostClock;
 use crate::counters::window::CounterState;
-use crate::counters::IterationCounters;
 use crate::cupti::calls::{ApiCalls, CapturedCall};
 use crate::cupti::{self, LoadedCupti};
 use crate::driver::events::EventPool;
 use crate::error::{Error, Result};
-use crate::scope::{self, PathTable, ScopeRecord, ScopeSender, ScopeSlot};
+use crate::thread_slot::{SlotSender, ThreadSlot};
 
 /// True while a profiler runs. Checked first by every scope.
 pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -32,29 +38,16 @@ static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
 /// The scope the counters level's own GPU work is attributed to.
 pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
 
-/// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
-/// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
-/// inter-processor interrupt on the application's critical path, right after its synchronize.
-pub(crate) struct IterationEnd {
-    pub(crate) index: u64,
-    pub(crate) host_end_ns: u64,
-    pub(crate) cupti_end: Option<u64>,
-    /// Counted launch, copy and memset calls entered since the start, read before the
-    /// iteration counter moved: the row waits for that many captured calls.
-    pub(crate) launches: u64,
-    /// Scopes still open on the stepping thread (a structural warning in the row).
-    pub(crate) open_scopes: Vec<u32>,
-    /// Hardware counters of the iteration, when a pass ran in it.
-    pub(crate) counters: Option<IterationCounters>,
-}
+/// Closed scopes a thread's ring holds before they spill into its slot's overflow vector (a
+/// lock and a vector push per scope until the collector drains it): the collector drains every
+/// 2 ms, so a thread closing up to 2 million scopes a second never spills. About 256 KiB per
+/// thread that opens scopes.
+const RING_CAPACITY: usize = 4096;
 
-/// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
-pub(crate) struct Finish {
-    pub(crate) host_end_ns: u64,
-    pub(crate) cupti_end: Option<u64>,
-    pub(crate) open_scopes: Vec<u32>,
-    pub(crate) counters: Option<IterationCounters>,
-}
+/// A thread's closed scopes, waiting for the collector.
+type ScopeSlot = ThreadSlot<ClosedScope>;
+/// The writing end of a thread's [`ScopeSlot`], owned by that thread.
+pub(crate) type ScopeSender = SlotSender<ClosedScope>;
 
 /// What the collector receives from the run: `step()`'s messages and the one `Finish`.
 pub(crate) struct Inbox {
@@ -152,7 +145,7 @@ impl Running {
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
     /// returns its sending end.
     pub(crate) fn register_thread(&self, thread: u32) -> ScopeSender {
-        let (slot, sender) = ScopeSlot::new(scope::RING_CAPACITY);
+        let (slot, sender) = ScopeSlot::new(RING_CAPACITY);
         self.thread_slots.lock().push((thread, slot));
         sender
     }
@@ -196,9 +189,10 @@ impl Running {
         std::mem::take(&mut *self.end_warnings.lock())
     }
 
-    /// Ends the open iteration and opens the next: the work of `Profiler::step`. Never blocks
-    /// on the GPU; does nothing once shutdown began.
-    pub(crate) fn step(&self) {
+    /// Ends the open iteration and opens the next: the work of `Profiler::step`, whose thread
+    /// has the scopes `open_scopes` open. Never blocks on the GPU; does nothing once shutdown
+    /// began.
+    pub(crate) fn step(&self, open_scopes: impl FnOnce() -> Vec<u32>) {
         let open = self.open.read();
         if !*open {
             return;
@@ -215,7 +209,7 @@ impl Running {
         let launches = self.calls.total.load(Ordering::SeqCst);
         let host_end_ns = self.now_ns();
         let cupti_end = self.cupti_now();
-        let open_scopes = scope::open_scopes(self);
+        let open_scopes = open_scopes();
         let index = self.calls.iteration.fetch_add(1, Ordering::SeqCst);
         let _ = self.ends.send(IterationEnd {
             index,
@@ -232,8 +226,13 @@ impl Running {
     }
 
     /// Stops `step()` and the scopes and ends the open iteration now, adding `end_warning` to
-    /// the trailer: the message to send once CUPTI has handed over every buffer.
-    pub(crate) fn close(&self, end_warning: Option<String>) -> Finish {
+    /// the trailer: the message to send once CUPTI has handed over every buffer. The calling
+    /// thread has the scopes `open_scopes` open.
+    pub(crate) fn close(
+        &self,
+        end_warning: Option<String>,
+        open_scopes: impl FnOnce() -> Vec<u32>,
+    ) -> Finish {
         // No step() is sending now, and none will: Finish is the collector's last message. Before
         // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
         // application) would otherwise enter its next iteration's scopes as inert guards and then
@@ -243,7 +242,7 @@ impl Running {
         self.end_warnings.lock().extend(end_warning);
         let host_end_ns = self.now_ns();
         let cupti_end = self.cupti_now();
-        let open_scopes = scope::open_scopes(self);
+        let open_scopes = open_scopes();
         let counters = self.with_counters(|c| c.finish(self.iteration())).flatten();
         Finish {
             host_end_ns,

@@ -1,7 +1,33 @@
-//! A closed scope on its way to the collector: the 64-byte line its thread writes into its ring,
-//! and the record the collector works with.
+//! What crosses from the application's threads to the collector: the end of an iteration, the
+//! run's finish, and each closed scope (the 64-byte line its thread writes into its ring, and the
+//! record the collector works with).
 
+use crate::counters::IterationCounters;
 use crate::driver::events::{PackedEvents, ScopeEvents};
+
+/// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
+/// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
+/// inter-processor interrupt on the application's critical path, right after its synchronize.
+pub(crate) struct IterationEnd {
+    pub(crate) index: u64,
+    pub(crate) host_end_ns: u64,
+    pub(crate) cupti_end: Option<u64>,
+    /// Counted launch, copy and memset calls entered since the start, read before the
+    /// iteration counter moved: the row waits for that many captured calls.
+    pub(crate) launches: u64,
+    /// Scopes still open on the stepping thread (a structural warning in the row).
+    pub(crate) open_scopes: Vec<u32>,
+    /// Hardware counters of the iteration, when a pass ran in it.
+    pub(crate) counters: Option<IterationCounters>,
+}
+
+/// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
+pub(crate) struct Finish {
+    pub(crate) host_end_ns: u64,
+    pub(crate) cupti_end: Option<u64>,
+    pub(crate) open_scopes: Vec<u32>,
+    pub(crate) counters: Option<IterationCounters>,
+}
 
 /// A closed scope instance, as the collector receives it.
 #[derive(Debug)]
@@ -19,7 +45,7 @@ pub(crate) struct ScopeRecord {
     /// Host time of exit, as `start_ns`.
     pub(crate) end_ns: u64,
     /// Start and end events when the scope was timed on a stream. Shared where one event ends
-    /// a scope and starts the next ([`ScopeGuard::next`]).
+    /// a scope and starts the next ([`crate::ScopeGuard::next`]).
     pub(crate) events: Option<ScopeEvents>,
     /// Set when this guard was not the innermost open scope when it ended.
     pub(crate) out_of_order: bool,
@@ -32,24 +58,24 @@ pub(crate) struct ScopeRecord {
 /// spans two). The collector adds the thread, which its ring tells.
 #[repr(C, align(64))]
 pub(crate) struct ClosedScope {
-    pub(super) start_ns: u64,
-    pub(super) end_ns: u64,
-    pub(super) iteration: u64,
-    pub(super) events: PackedEvents,
-    pub(super) path_id: u32,
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
+    pub(crate) iteration: u64,
+    pub(crate) events: PackedEvents,
+    pub(crate) path_id: u32,
     /// Iteration boundaries crossed while the scope was open (`iteration` minus the iteration
     /// at entry), saturating.
-    pub(super) boundaries: u32,
+    pub(crate) boundaries: u32,
     /// [`ClosedScope::OUT_OF_ORDER`], [`ClosedScope::START_SHARED`], [`ClosedScope::END_SHARED`].
-    pub(super) flags: u8,
+    pub(crate) flags: u8,
 }
 
 const _: () = assert!(std::mem::size_of::<ClosedScope>() == 64);
 
 impl ClosedScope {
-    pub(super) const OUT_OF_ORDER: u8 = 1;
-    pub(super) const START_SHARED: u8 = 2;
-    pub(super) const END_SHARED: u8 = 4;
+    pub(crate) const OUT_OF_ORDER: u8 = 1;
+    pub(crate) const START_SHARED: u8 = 2;
+    pub(crate) const END_SHARED: u8 = 4;
 
     /// The record the collector works with, for a scope closed on gpu-ledger's thread `thread`.
     pub(crate) fn into_record(self, thread: u32) -> ScopeRecord {
