@@ -439,7 +439,7 @@ struct Collector {
     scope_busy: ScopeBusyTable,
     nvml: Option<crate::nvml::NvmlSampler>,
     /// NVML summaries of the rows written (not perturbed), for the run's energy.
-    nvml_rows: Vec<Vec<crate::nvml::NvmlIterationSummary>>,
+    nvml_rows: Vec<Vec<crate::ledger::NvmlIterationSummary>>,
     work_per_iteration: Option<f64>,
     record_activities: bool,
     auto_ranges: bool,
@@ -1260,7 +1260,7 @@ impl Collector {
             ));
         }
         if let Some(mut n) = self.nvml.take() {
-            self.trailer.energy = Some(crate::nvml::run_energy(
+            self.trailer.energy = Some(crate::ledger::run_energy(
                 self.nvml_rows.iter().map(Vec::as_slice),
                 self.work_per_iteration,
             ));

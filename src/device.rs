@@ -4,8 +4,8 @@
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::env::{Environment, GpuRecord};
 use crate::error::{Error, Result};
+use crate::ledger::{Environment, GpuRecord};
 use crate::loader::LoadedCupti;
 
 /// True when libcuda can be loaded.

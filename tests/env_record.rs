@@ -3,7 +3,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use gpu_ledger::env::{Environment, GpuProbe, GpuRecord, NvmlInventory};
+use gpu_ledger::env::{GpuProbe, NvmlInventory};
+use gpu_ledger::ledger::{Environment, GpuRecord};
 use gpu_ledger::nvml::SampledDevice;
 
 /// Paths of every `null` in the record (outside `missing`), in the record's own notation.

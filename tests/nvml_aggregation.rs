@@ -4,10 +4,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpu_ledger::ledger::{
+    run_energy, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind,
+};
 use gpu_ledger::nvml::{
-    integrate_power_j, run_energy, summarize_samples, throttle_reason_names, EnergyEstimate,
-    EnergyMethod, EnergyRead, FakeNvmlSource, NvmlError, NvmlIterationSummary, NvmlLibrary,
-    NvmlReading, NvmlSample, NvmlSampler, NvmlSamplerConfig, PcieCounters, PowerKind,
+    integrate_power_j, summarize_samples, throttle_reason_names, EnergyRead, FakeNvmlSource,
+    NvmlError, NvmlLibrary, NvmlReading, NvmlSample, NvmlSampler, NvmlSamplerConfig, PcieCounters,
     SampledDevice, SummaryParams,
 };
 
