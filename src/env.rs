@@ -24,8 +24,8 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::ledger::{Environment, HostRecord, NvmlGpuRecord};
-use crate::nvml::SampledDevice;
+use crate::ledger::{Environment, HostRecord};
+use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 
 /// Environment variables recorded in [`Environment::cuda_env`] when set: they change which GPUs
 /// run, in which order, and how kernels are loaded or launched.
@@ -41,86 +41,6 @@ pub const RECORDED_ENV_VARS: [&str; 10] = [
     "NCCL_P2P_DISABLE",
     "OMP_NUM_THREADS",
 ];
-
-/// Per-GPU NVML items, collected through [`NvmlInventory::probe_device`].
-///
-/// Each item is `put` with its value or the reason it could not be read; the reasons become
-/// lines of [`Environment::missing`].
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GpuProbe {
-    record: NvmlGpuRecord,
-    missing: Vec<String>,
-}
-
-impl GpuProbe {
-    /// An empty probe for NVML device `index`.
-    pub fn new(index: u32) -> Self {
-        Self {
-            record: NvmlGpuRecord {
-                index,
-                ..NvmlGpuRecord::default()
-            },
-            missing: Vec::new(),
-        }
-    }
-
-    /// The NVML index being probed.
-    pub fn index(&self) -> u32 {
-        self.record.index
-    }
-
-    /// Records one item: its value, or why it could not be read.
-    pub fn put<T>(
-        &mut self,
-        field: &str,
-        value: Result<T, String>,
-        slot: impl FnOnce(&mut NvmlGpuRecord) -> &mut Option<T>,
-    ) {
-        match value {
-            Ok(v) => *slot(&mut self.record) = Some(v),
-            Err(reason) => {
-                *slot(&mut self.record) = None;
-                self.missing.push(format!(
-                    "nvml_gpus[{}].{field}: {reason}",
-                    self.record.index
-                ));
-            }
-        }
-    }
-
-    /// Records that the whole device could not be probed.
-    pub fn fail(&mut self, reason: &str) {
-        self.missing
-            .push(format!("nvml_gpus[{}]: {reason}", self.record.index));
-    }
-
-    /// The record and its missing lines.
-    pub fn finish(self) -> (NvmlGpuRecord, Vec<String>) {
-        (self.record, self.missing)
-    }
-}
-
-/// What the environment record needs from NVML: implemented by `crate::nvml::NvmlLibrary`, and
-/// by fakes in tests. Errors are reasons in words.
-pub trait NvmlInventory {
-    /// NVIDIA driver version.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn driver_version(&self) -> Result<String, String>;
-    /// NVML library version.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn nvml_version(&self) -> Result<String, String>;
-    /// Number of devices NVML sees.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn device_count(&self) -> Result<u32, String>;
-    /// Fills `probe` with the items of device `index` (see [`NvmlGpuRecord`]).
-    fn probe_device(&self, index: u32, probe: &mut GpuProbe);
-}
 
 impl Environment {
     /// Host, build and process items, with the start time taken now. Needs no GPU.

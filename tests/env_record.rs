@@ -3,9 +3,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use gpu_ledger::env::{GpuProbe, NvmlInventory};
 use gpu_ledger::ledger::{Environment, GpuRecord};
-use gpu_ledger::nvml::SampledDevice;
+use gpu_ledger::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 
 /// Paths of every `null` in the record (outside `missing`), in the record's own notation.
 fn null_paths(env: &Environment) -> Vec<String> {
