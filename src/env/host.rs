@@ -1,35 +1,15 @@
-//! Fills the environment record of the ledger header ([`Environment`]).
-//!
-//! It holds what shifts results without changing the code: the GPUs and their state at start
-//! (clocks, pstate, power limit, persistence, ECC and MIG modes), driver, CUDA and CUPTI
-//! versions, the host (CPU model and cores, NUMA nodes, memory, OS and kernel, container or VM),
-//! the build (gpu-ledger and rustc versions) and the process (command line, hostname, start time).
-//!
-//! Every item that could not be read is `None` **and** has a line in [`Environment::missing`]
-//! (`"host.cpu_governor: /sys/.../scaling_governor: No such file or directory"`); the key before
-//! the colon is the item's path in the JSON record. [`Environment::explain_nulls`] adds a line for
-//! any `null` that nobody explained, so nothing is ever omitted silently.
-//!
-//! Filling it, in order:
-//! 1. [`Environment::collect_host`] (or [`Environment::collect_host_at`]): host, build and process
-//!    items; needs no GPU.
-//! 2. The profiler fills `gpus`, `cuda_driver_version`, `cupti_api_version` and `cupti_path`
-//!    from the CUDA driver and the CUPTI loader.
-//! 3. [`Environment::fill_nvml`] with an [`NvmlInventory`] (the real `NvmlLibrary` or a fake), or
-//!    [`Environment::nvml_unavailable`] when NVML could not be initialized.
-//! 4. [`Environment::link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI bus
-//!    id); [`Environment::sampled_devices`] then gives the NVML sampler its device list.
-//! 5. [`Environment::explain_nulls`] just before the header is written.
+//! Host, build and process items of the environment record, read from the operating system
+//! (`/proc`, `/sys`, `/etc/os-release`); none needs a GPU.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::missing::take;
 use crate::ledger::{Environment, HostRecord};
-use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 
 /// Environment variables recorded in [`Environment::cuda_env`] when set: they change which GPUs
 /// run, in which order, and how kernels are loaded or launched.
-pub const RECORDED_ENV_VARS: [&str; 10] = [
+const RECORDED_ENV_VARS: [&str; 10] = [
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "CUDA_LAUNCH_BLOCKING",
@@ -44,12 +24,13 @@ pub const RECORDED_ENV_VARS: [&str; 10] = [
 
 impl Environment {
     /// Host, build and process items, with the start time taken now. Needs no GPU.
-    pub fn collect_host() -> Self {
+    #[cfg(test)]
+    pub(crate) fn collect_host() -> Self {
         Self::collect_host_at(SystemTime::now())
     }
 
     /// Host, build and process items, with `start` as the run's start time.
-    pub fn collect_host_at(start: SystemTime) -> Self {
+    pub(crate) fn collect_host_at(start: SystemTime) -> Self {
         let mut env = Environment {
             gpu_ledger_version: env!("CARGO_PKG_VERSION").to_owned(),
             command_line: std::env::args_os()
@@ -98,177 +79,10 @@ impl Environment {
         env.host = collect_host_record(missing);
         env
     }
-
-    /// Fills the NVML items: driver and NVML versions and one [`NvmlGpuRecord`] per device, plus
-    /// each GPU's NUMA node from sysfs. Unreadable items go to `missing`.
-    pub fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
-        self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
-        self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
-        let count = match nvml.device_count() {
-            Ok(n) => n,
-            Err(reason) => {
-                self.missing
-                    .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
-                return;
-            }
-        };
-        self.nvml_gpus.clear();
-        for index in 0..count {
-            let mut probe = GpuProbe::new(index);
-            nvml.probe_device(index, &mut probe);
-            let (mut record, lines) = probe.finish();
-            self.missing.extend(lines);
-            let numa = match &record.pci_bus_id {
-                Some(bus) => pci_numa_node(bus),
-                None => Err("no PCI bus id to look it up in sysfs".to_owned()),
-            };
-            record.numa_node = take(
-                &mut self.missing,
-                &format!("nvml_gpus[{index}].numa_node"),
-                numa,
-            );
-            self.nvml_gpus.push(record);
-        }
-    }
-
-    /// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
-    pub fn nvml_unavailable(&mut self, reason: &str) {
-        self.driver_version = None;
-        self.nvml_version = None;
-        self.nvml_gpus.clear();
-        for key in ["driver_version", "nvml_version", "nvml_gpus"] {
-            self.missing.push(format!("{key}: {reason}"));
-        }
-    }
-
-    /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
-    /// the NVML records; a GPU that matches none gets a `missing` line.
-    pub fn link_gpus_to_nvml(&mut self) {
-        for (i, gpu) in self.gpus.iter_mut().enumerate() {
-            let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
-                self.nvml_gpus
-                    .iter()
-                    .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
-            });
-            let by_bus = || {
-                gpu.pci_bus_id
-                    .as_deref()
-                    .and_then(normalize_bus_id)
-                    .and_then(|b| {
-                        self.nvml_gpus.iter().find(|n| {
-                            n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
-                        })
-                    })
-            };
-            match by_uuid.or_else(by_bus) {
-                Some(n) => gpu.nvml_index = Some(n.index),
-                None => {
-                    gpu.nvml_index = None;
-                    let why = if self.nvml_gpus.is_empty() {
-                        "no NVML device records".to_owned()
-                    } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
-                        "no UUID or PCI bus id to match on".to_owned()
-                    } else {
-                        format!(
-                            "no NVML device has UUID {} or PCI bus id {}",
-                            gpu.uuid.as_deref().unwrap_or("(unknown)"),
-                            gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
-                        )
-                    };
-                    self.missing.push(format!("gpus[{i}].nvml_index: {why}"));
-                }
-            }
-        }
-    }
-
-    /// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
-    /// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
-    /// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
-    /// start rather than guess.
-    pub fn sampled_devices(&self) -> Vec<SampledDevice> {
-        if self.gpus.is_empty() {
-            return self
-                .nvml_gpus
-                .iter()
-                .map(|n| SampledDevice {
-                    device_id: n.index,
-                    nvml_index: n.index,
-                })
-                .collect();
-        }
-        self.gpus
-            .iter()
-            .filter_map(|g| {
-                g.nvml_index.map(|nvml_index| SampledDevice {
-                    device_id: g.ordinal,
-                    nvml_index,
-                })
-            })
-            .collect()
-    }
-
-    /// Adds a `missing` line for every `null` item that has none (`"cupti_path: not collected
-    /// (no reason recorded)"`), so that no item is ever absent silently. Call it last.
-    pub fn explain_nulls(&mut self) {
-        let Ok(value) = serde_json::to_value(&*self) else {
-            return;
-        };
-        let mut nulls = Vec::new();
-        collect_nulls(&value, String::new(), &mut nulls);
-        for path in nulls {
-            if !self.missing.iter().any(|line| covers(line, &path)) {
-                self.missing
-                    .push(format!("{path}: not collected (no reason recorded)"));
-            }
-        }
-    }
-}
-
-/// Whether a `missing` line explains the item at `path` (its key is the path or a parent of it).
-fn covers(line: &str, path: &str) -> bool {
-    let key = line.split(": ").next().unwrap_or(line);
-    path == key
-        || path
-            .strip_prefix(key)
-            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-}
-
-fn collect_nulls(value: &serde_json::Value, path: String, out: &mut Vec<String>) {
-    match value {
-        serde_json::Value::Null => out.push(path),
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                if path.is_empty() && k == "missing" {
-                    continue;
-                }
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                collect_nulls(v, p, out);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                collect_nulls(v, format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn normalize_uuid(uuid: &str) -> String {
-    let u = uuid.trim().to_ascii_lowercase();
-    let u = u
-        .strip_prefix("gpu-")
-        .or_else(|| u.strip_prefix("mig-"))
-        .unwrap_or(&u);
-    u.chars().filter(|c| *c != '-').collect()
 }
 
 /// `(domain, bus, device, function)` from `0000:17:00.0` or `00000000:17:00.0`.
-fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
+pub(super) fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
     let bus = bus.trim();
     let (domain, rest) = bus.split_once(':')?;
     let (b, rest) = rest.split_once(':')?;
@@ -282,7 +96,7 @@ fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
 }
 
 /// The NUMA node of a PCI device from `/sys/bus/pci/devices/<bus id>/numa_node`.
-fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
+pub(super) fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
     let (domain, bus, device, function) =
         normalize_bus_id(bus_id).ok_or_else(|| format!("cannot parse PCI bus id {bus_id:?}"))?;
     let path =
@@ -290,17 +104,6 @@ fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
     let text = read_trimmed(&path)?;
     text.parse::<i32>()
         .map_err(|e| format!("{path}: cannot parse {text:?}: {e}"))
-}
-
-/// Moves a value into an `Option`, or its reason into `missing`.
-fn take<T>(missing: &mut Vec<String>, key: &str, value: Result<T, String>) -> Option<T> {
-    match value {
-        Ok(v) => Some(v),
-        Err(reason) => {
-            missing.push(format!("{key}: {reason}"));
-            None
-        }
-    }
 }
 
 fn read_to_string(path: impl AsRef<Path>) -> Result<String, String> {
@@ -818,27 +621,5 @@ mod tests {
 
         let arm = VirtProbe::default().detect();
         assert!(arm.vm.is_err());
-    }
-
-    #[test]
-    fn bus_ids_and_uuids_normalize() {
-        assert_eq!(
-            normalize_bus_id("00000000:17:00.0"),
-            normalize_bus_id("0000:17:00.0")
-        );
-        assert_eq!(normalize_bus_id("0000:1A:00.0"), Some((0, 0x1a, 0, 0)));
-        assert_eq!(normalize_bus_id("garbage"), None);
-        assert_eq!(
-            normalize_uuid("GPU-12345678-ABCD-ef01-2345-6789abcdef01"),
-            normalize_uuid("12345678abcdef0123456789abcdef01")
-        );
-    }
-
-    #[test]
-    fn covers_parent_paths() {
-        assert!(covers("nvml_gpus[0]: gone", "nvml_gpus[0].name"));
-        assert!(covers("host.os: x", "host.os"));
-        assert!(!covers("host.os: x", "host.os_type"));
-        assert!(!covers("nvml_gpus[1]: gone", "nvml_gpus[10].name"));
     }
 }
