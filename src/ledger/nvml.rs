@@ -260,3 +260,85 @@ where
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{run_energy, EnergyEstimate, EnergyMethod, NvmlIterationSummary};
+
+    const S: u64 = 1_000_000_000;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    fn summary_with_energy(
+        device_id: u32,
+        joules: Option<f64>,
+        method: EnergyMethod,
+    ) -> NvmlIterationSummary {
+        NvmlIterationSummary {
+            device_id,
+            window_ns: S,
+            samples: 50,
+            coarse: method == EnergyMethod::CoveringSample,
+            energy: joules.map(|j| EnergyEstimate {
+                joules: j,
+                method,
+                counter_reads: 0,
+                counter_span_ns: None,
+                power_samples: 50,
+                integrated_joules: Some(j),
+            }),
+            ..NvmlIterationSummary::default()
+        }
+    }
+
+    #[test]
+    fn whole_run_energy_per_iteration_and_per_unit_of_work() {
+        let rows = [
+            vec![
+                summary_with_energy(0, Some(100.0), EnergyMethod::EnergyCounter),
+                summary_with_energy(1, Some(110.0), EnergyMethod::EnergyCounter),
+            ],
+            vec![
+                summary_with_energy(0, Some(90.0), EnergyMethod::IntegratedPower),
+                summary_with_energy(1, Some(100.0), EnergyMethod::IntegratedPower),
+            ],
+            // Device 1 has no figure: the iteration is left out of the energy totals.
+            vec![
+                summary_with_energy(0, Some(95.0), EnergyMethod::IntegratedPower),
+                summary_with_energy(1, None, EnergyMethod::IntegratedPower),
+            ],
+            vec![
+                summary_with_energy(0, Some(1.0), EnergyMethod::CoveringSample),
+                summary_with_energy(1, Some(2.0), EnergyMethod::CoveringSample),
+            ],
+        ];
+        let run = run_energy(rows.iter().map(|r| r.as_slice()), Some(1000.0));
+        assert_eq!(run.iterations, 4);
+        assert_eq!(run.iterations_with_energy, 3);
+        assert_eq!(run.coarse_iterations, 1);
+        assert!(close(run.total_j, 210.0 + 190.0 + 3.0, 1e-9));
+        let mean = 403.0 / 3.0;
+        assert!(close(run.mean_j_per_iteration.expect("mean"), mean, 1e-9));
+        assert_eq!(run.min_j_per_iteration, Some(3.0));
+        assert_eq!(run.max_j_per_iteration, Some(210.0));
+        assert!(close(
+            run.j_per_unit_work.expect("J/work"),
+            mean / 1000.0,
+            1e-12
+        ));
+        assert!(close(run.work_per_j.expect("work/J"), 3000.0 / 403.0, 1e-9));
+        assert_eq!(run.methods.energy_counter, 2);
+        assert_eq!(run.methods.integrated_power, 3);
+        assert_eq!(run.methods.covering_sample, 2);
+        assert_eq!(run.per_device.len(), 2);
+        assert!(close(run.per_device[0].total_j, 191.0, 1e-9));
+        assert_eq!(run.per_device[1].iterations, 3);
+
+        let no_work = run_energy(rows.iter().map(|r| r.as_slice()), Some(0.0));
+        assert_eq!(no_work.j_per_unit_work, None);
+        let empty = run_energy(std::iter::empty::<&[NvmlIterationSummary]>(), None);
+        assert_eq!(empty.mean_j_per_iteration, None);
+    }
+}
