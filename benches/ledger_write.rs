@@ -25,7 +25,7 @@ use gpu_ledger::ledger::schema::{
     CopyGroup, DeviceIteration, IterationRow, KernelGroup, LedgerLine, ScopeRow, SyncGroup,
 };
 use gpu_ledger::ledger::writer::LedgerWriter;
-use gpu_ledger::nvml::{
+use gpu_ledger::ledger::{
     ClockStats, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind, PowerStats,
 };
 

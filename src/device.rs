@@ -5,8 +5,8 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
 use crate::cupti::LoadedCupti;
-use crate::env::{Environment, GpuRecord};
 use crate::error::{Error, Result};
+use crate::ledger::{Environment, GpuRecord};
 
 /// True when libcuda can be loaded.
 pub fn driver_present() -> bool {

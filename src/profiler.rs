@@ -547,7 +547,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
 /// everything else keeps working: the reason goes to the header warnings and stderr.
 fn start_nvml(
     config: &Config,
-    env: &mut crate::env::Environment,
+    env: &mut crate::ledger::Environment,
     origin: Instant,
     warnings: &mut Vec<String>,
 ) -> Option<crate::nvml::NvmlSampler> {

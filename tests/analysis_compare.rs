@@ -9,7 +9,7 @@ use gpu_ledger::ledger::schema::IterationRow;
 
 mod analysis_common;
 use analysis_common::{copies, header, kernel, nvml, row, scope, Noise};
-use gpu_ledger::env::NvmlGpuRecord;
+use gpu_ledger::ledger::NvmlGpuRecord;
 
 /// `n` iterations around `center_ns` with a relative standard deviation `rel_sd`.
 fn sample(noise: &mut Noise, n: usize, center_ns: f64, rel_sd: f64) -> Vec<f64> {

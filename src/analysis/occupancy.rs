@@ -31,8 +31,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::env::GpuRecord;
 use crate::ledger::schema::KernelGroup;
+use crate::ledger::GpuRecord;
 
 /// Per-SM and per-block resource limits of one device, and its allocation granularities.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

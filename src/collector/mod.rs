@@ -45,7 +45,7 @@ use crate::cupti::record::NameCache;
 use crate::driver::events::EventReader;
 use crate::error::{Error, Result};
 use crate::ledger::schema::{LedgerLine, Trailer};
-use crate::nvml::NvmlIterationSummary;
+use crate::ledger::nvml::NvmlIterationSummary;
 use crate::nvml::NvmlSampler;
 use crate::run::ScopeRecord;
 use crate::run::{Inbox, IterationEnd, Running};

@@ -127,7 +127,7 @@ impl Collector {
             ));
         }
         if let Some(mut n) = self.nvml.take() {
-            self.trailer.energy = Some(crate::nvml::run_energy(
+            self.trailer.energy = Some(crate::ledger::run_energy(
                 self.nvml_rows.iter().map(Vec::as_slice),
                 self.work_per_iteration,
             ));

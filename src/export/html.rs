@@ -631,7 +631,7 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
         ));
     } else {
         let nv_series =
-            |f: &dyn Fn(&crate::nvml::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
+            |f: &dyn Fn(&crate::ledger::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
                 per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
                     row.nvml.iter().find(|n| n.device_id == d).and_then(f)
                 })

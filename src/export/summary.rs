@@ -15,7 +15,7 @@ use crate::analysis::stats::{
 };
 use crate::ledger::reader::Ledger;
 use crate::ledger::schema::{Header, IterationRow, RankInfo};
-use crate::nvml::{run_energy, NvmlIterationSummary, RunEnergy};
+use crate::ledger::{run_energy, NvmlIterationSummary, RunEnergy};
 
 /// What to summarise and how.
 #[derive(Debug, Clone, PartialEq)]

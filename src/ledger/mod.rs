@@ -1,9 +1,13 @@
 //! The ledger: JSON Lines written by a background thread, read back with validation.
 
 pub mod counters;
+pub mod environment;
+pub mod nvml;
 pub mod reader;
 pub mod schema;
 pub mod writer;
 
+pub use environment::*;
+pub use nvml::*;
 pub use reader::{read_ledger, Ledger};
 pub use schema::*;

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::env::Environment;
-use crate::nvml::NvmlIterationSummary;
+use super::environment::Environment;
+use super::nvml::{NvmlIterationSummary, RunEnergy};
 
 /// Version of the line format written by this build. The reader refuses any other.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -317,7 +317,7 @@ pub struct Trailer {
     pub overhead: Overhead,
     /// Energy over the run from NVML (iterations not perturbed), when NVML sampled.
     #[serde(default)]
-    pub energy: Option<crate::nvml::RunEnergy>,
+    pub energy: Option<RunEnergy>,
     /// Problems over the whole run.
     #[serde(default)]
     pub warnings: Vec<String>,

@@ -1,11 +1,11 @@
 //! Builders of ledger rows and headers shared by the `analysis_*` tests.
 #![allow(dead_code)]
 
-use gpu_ledger::env::{Environment, GpuRecord};
 use gpu_ledger::ledger::schema::{
     ConfigRecord, CopyGroup, DeviceIteration, Header, IterationRow, KernelGroup, ScopeRow,
 };
-use gpu_ledger::nvml::{ClockStats, NvmlIterationSummary, PowerKind, PowerStats};
+use gpu_ledger::ledger::{ClockStats, NvmlIterationSummary, PowerKind, PowerStats};
+use gpu_ledger::ledger::{Environment, GpuRecord};
 
 /// A complete, unperturbed row with one device whose busy time is `busy_ns`.
 pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {

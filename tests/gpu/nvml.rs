@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpu_ledger::nvml::EnergyMethod;
+use gpu_ledger::ledger::EnergyMethod;
 use gpu_ledger::{read_ledger, Level, Profiler};
 
 use crate::{gpu, SERIAL};

@@ -114,7 +114,7 @@ fn env_path_ignored(path: &str) -> bool {
 
 pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>) {
     let (ea, eb) = (&a.environment, &b.environment);
-    let gpus = |e: &crate::env::Environment| -> Vec<(String, [u32; 2], u32)> {
+    let gpus = |e: &crate::ledger::Environment| -> Vec<(String, [u32; 2], u32)> {
         e.gpus
             .iter()
             .map(|g| (g.name.clone(), g.compute_capability, g.sm_count))
@@ -127,7 +127,7 @@ pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>
         out,
     );
     if gpus(ea) == gpus(eb) {
-        let uuids = |e: &crate::env::Environment| -> Vec<Option<String>> {
+        let uuids = |e: &crate::ledger::Environment| -> Vec<Option<String>> {
             e.gpus.iter().map(|g| g.uuid.clone()).collect()
         };
         let (ua, ub) = (uuids(ea), uuids(eb));

@@ -14,9 +14,9 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use super::{all_kernel_time, gb_per_s, tflop_per_s, GpuWorkload, SuiteResult, Verification};
 use crate::analysis::{analyze_kernel, DeviceLimits, Distribution};
-use crate::env::GpuRecord;
 use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup};
+use crate::ledger::GpuRecord;
 use crate::{read_ledger, Level, Profiler};
 
 /// One side of an experiment: a label and the workload it runs.

@@ -1,271 +1,15 @@
-//! The environment record written in the ledger header (book ch. 2 baseline checklist).
-//!
-//! It holds what shifts results without changing the code: the GPUs and their state at start
-//! (clocks, pstate, power limit, persistence, ECC and MIG modes), driver, CUDA and CUPTI
-//! versions, the host (CPU model and cores, NUMA nodes, memory, OS and kernel, container or VM),
-//! the build (gpu-ledger and rustc versions) and the process (command line, hostname, start time).
-//!
-//! Every item that could not be read is `None` **and** has a line in [`Environment::missing`]
-//! (`"host.cpu_governor: /sys/.../scaling_governor: No such file or directory"`); the key before
-//! the colon is the item's path in the JSON record. [`Environment::explain_nulls`] adds a line for
-//! any `null` that nobody explained, so nothing is ever omitted silently.
-//!
-//! Filling it, in order:
-//! 1. [`Environment::collect_host`] (or [`Environment::collect_host_at`]): host, build and process
-//!    items; needs no GPU.
-//! 2. The profiler fills `gpus`, `cuda_driver_version`, `cupti_api_version` and `cupti_path`
-//!    from the CUDA driver and the CUPTI loader.
-//! 3. [`Environment::fill_nvml`] with an [`NvmlInventory`] (the real `NvmlLibrary` or a fake), or
-//!    [`Environment::nvml_unavailable`] when NVML could not be initialized.
-//! 4. [`Environment::link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI bus
-//!    id); [`Environment::sampled_devices`] then gives the NVML sampler its device list.
-//! 5. [`Environment::explain_nulls`] just before the header is written.
+//! Host, build and process items of the environment record, read from the operating system
+//! (`/proc`, `/sys`, `/etc/os-release`); none needs a GPU.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
-use crate::nvml::SampledDevice;
-
-/// One GPU as seen at the start of the run.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct GpuRecord {
-    /// CUDA device ordinal.
-    pub ordinal: u32,
-    /// Marketing name (`NVIDIA H200`).
-    pub name: String,
-    /// Compute capability `[major, minor]`.
-    pub compute_capability: [u32; 2],
-    /// Streaming multiprocessors.
-    pub sm_count: u32,
-    /// Device memory, bytes.
-    pub total_memory_bytes: u64,
-    /// UUID in NVML's form (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), from `cuDeviceGetUuid`;
-    /// used to match the device to its NVML record.
-    #[serde(default)]
-    pub uuid: Option<String>,
-    /// PCI bus id (`0000:17:00.0`), from `cuDeviceGetPCIBusId`; used when the UUID is unknown.
-    #[serde(default)]
-    pub pci_bus_id: Option<String>,
-    /// Index of the same device in [`Environment::nvml_gpus`], set by
-    /// [`Environment::link_gpus_to_nvml`].
-    #[serde(default)]
-    pub nvml_index: Option<u32>,
-}
-
-/// One GPU as NVML reports it at the start of the run. Clocks, pstate, temperature, power and
-/// throttle reasons are the state at start; the per-iteration state is in the NVML summaries.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct NvmlGpuRecord {
-    /// NVML device index.
-    pub index: u32,
-    /// Marketing name.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// UUID (`GPU-...`).
-    #[serde(default)]
-    pub uuid: Option<String>,
-    /// PCI bus id as NVML writes it (`00000000:17:00.0`).
-    #[serde(default)]
-    pub pci_bus_id: Option<String>,
-    /// NUMA node the GPU is attached to, from sysfs (`-1`: no affinity reported).
-    #[serde(default)]
-    pub numa_node: Option<i32>,
-    /// Architecture (`hopper`).
-    #[serde(default)]
-    pub architecture: Option<String>,
-    /// CUDA compute capability `[major, minor]`.
-    #[serde(default)]
-    pub compute_capability: Option<[u32; 2]>,
-    /// Installed device memory, bytes.
-    #[serde(default)]
-    pub memory_total_bytes: Option<u64>,
-    /// Device memory in use at start (all processes), bytes.
-    #[serde(default)]
-    pub memory_used_bytes: Option<u64>,
-    /// Memory bus width, bits.
-    #[serde(default)]
-    pub memory_bus_width_bits: Option<u32>,
-    /// VBIOS version.
-    #[serde(default)]
-    pub vbios_version: Option<String>,
-    /// Persistence mode on.
-    #[serde(default)]
-    pub persistence_mode: Option<bool>,
-    /// ECC currently enabled.
-    #[serde(default)]
-    pub ecc_enabled: Option<bool>,
-    /// ECC enabled after the next reboot.
-    #[serde(default)]
-    pub ecc_pending: Option<bool>,
-    /// MIG mode currently enabled.
-    #[serde(default)]
-    pub mig_enabled: Option<bool>,
-    /// MIG mode enabled after the next reset.
-    #[serde(default)]
-    pub mig_pending: Option<bool>,
-    /// Compute mode (`default`, `exclusive_process`, `prohibited`, `exclusive_thread`).
-    #[serde(default)]
-    pub compute_mode: Option<String>,
-    /// Enforced power limit, milliwatts.
-    #[serde(default)]
-    pub power_limit_mw: Option<u32>,
-    /// Default power limit, milliwatts.
-    #[serde(default)]
-    pub power_limit_default_mw: Option<u32>,
-    /// Performance state at start (`P0`).
-    #[serde(default)]
-    pub pstate: Option<String>,
-    /// SM clock at start, MHz.
-    #[serde(default)]
-    pub sm_clock_mhz: Option<u32>,
-    /// Memory clock at start, MHz.
-    #[serde(default)]
-    pub mem_clock_mhz: Option<u32>,
-    /// Highest SM clock, MHz.
-    #[serde(default)]
-    pub max_sm_clock_mhz: Option<u32>,
-    /// Highest memory clock, MHz.
-    #[serde(default)]
-    pub max_mem_clock_mhz: Option<u32>,
-    /// Applications SM clock (the target unless locked or boosted), MHz.
-    #[serde(default)]
-    pub applications_sm_clock_mhz: Option<u32>,
-    /// Applications memory clock, MHz.
-    #[serde(default)]
-    pub applications_mem_clock_mhz: Option<u32>,
-    /// GPU temperature at start, °C.
-    #[serde(default)]
-    pub temperature_c: Option<u32>,
-    /// Power draw at start (`nvmlDeviceGetPowerUsage`), milliwatts.
-    #[serde(default)]
-    pub power_mw: Option<u32>,
-    /// Clock-event (throttle) reasons at start.
-    #[serde(default)]
-    pub throttle_reasons: Option<Vec<String>>,
-    /// Current PCIe link generation.
-    #[serde(default)]
-    pub pcie_link_gen: Option<u32>,
-    /// Current PCIe link width (lanes).
-    #[serde(default)]
-    pub pcie_link_width: Option<u32>,
-}
-
-/// The host the run used.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct HostRecord {
-    /// Operating system (`PRETTY_NAME` of /etc/os-release).
-    #[serde(default)]
-    pub os: Option<String>,
-    /// Kernel type (`Linux`).
-    #[serde(default)]
-    pub kernel_type: Option<String>,
-    /// Kernel release (`6.8.0-45-generic`).
-    #[serde(default)]
-    pub kernel_release: Option<String>,
-    /// CPU architecture the binary was built for (`x86_64`).
-    #[serde(default)]
-    pub arch: String,
-    /// CPU model (`Intel(R) Xeon(R) Platinum 8480+`).
-    #[serde(default)]
-    pub cpu_model: Option<String>,
-    /// Logical CPUs of the machine.
-    #[serde(default)]
-    pub cpu_logical: Option<u32>,
-    /// Physical cores of the machine.
-    #[serde(default)]
-    pub cpu_physical_cores: Option<u32>,
-    /// CPU sockets.
-    #[serde(default)]
-    pub cpu_sockets: Option<u32>,
-    /// Logical CPUs this process may run on (affinity and cgroup quota).
-    #[serde(default)]
-    pub cpus_available: Option<u32>,
-    /// Frequency governor of CPU 0 (`performance`).
-    #[serde(default)]
-    pub cpu_governor: Option<String>,
-    /// NUMA nodes.
-    #[serde(default)]
-    pub numa_nodes: Option<u32>,
-    /// CPU list of each NUMA node (`node0: 0-55,112-167`).
-    #[serde(default)]
-    pub numa_node_cpus: Vec<String>,
-    /// Installed host memory, bytes.
-    #[serde(default)]
-    pub memory_total_bytes: Option<u64>,
-    /// cgroup memory limit as written by the kernel (`max` means none).
-    #[serde(default)]
-    pub cgroup_memory_limit: Option<String>,
-    /// cgroup CPU quota as written by the kernel (`max 100000` means none).
-    #[serde(default)]
-    pub cgroup_cpu_limit: Option<String>,
-    /// Container runtime detected (`docker`, `podman`, `kubernetes`, `containerd`, `lxc`), or
-    /// `none found` when no marker was found (markers can be hidden, so not a proof).
-    #[serde(default)]
-    pub container: Option<String>,
-    /// Virtual machine detected (`wsl2`, the DMI product name, or `hypervisor (vendor unknown)`),
-    /// or `none found` when the CPU reports no hypervisor.
-    #[serde(default)]
-    pub virtual_machine: Option<String>,
-    /// What the two answers above are based on.
-    #[serde(default)]
-    pub virtualization_evidence: Vec<String>,
-}
-
-/// Machine, GPUs and software of the run.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Environment {
-    /// GPUs visible to the process.
-    pub gpus: Vec<GpuRecord>,
-    /// NVIDIA driver version string (`580.159.04`), from NVML.
-    pub driver_version: Option<String>,
-    /// CUDA driver API version (`13000` for 13.0), from `cuDriverGetVersion`.
-    pub cuda_driver_version: Option<u32>,
-    /// CUPTI API version reported by the loaded library.
-    pub cupti_api_version: Option<u32>,
-    /// Path of the libcupti that was loaded.
-    pub cupti_path: Option<String>,
-    /// Host name.
-    pub hostname: Option<String>,
-    /// The process's command line.
-    pub command_line: Vec<String>,
-    /// Items that could not be read, with the reason (`"driver_version: NVML not found"`).
-    #[serde(default)]
-    pub missing: Vec<String>,
-    /// NVML library version (`12.580.159.04`).
-    #[serde(default)]
-    pub nvml_version: Option<String>,
-    /// Every GPU NVML sees, by NVML index, with its state at start.
-    #[serde(default)]
-    pub nvml_gpus: Vec<NvmlGpuRecord>,
-    /// The host.
-    #[serde(default)]
-    pub host: HostRecord,
-    /// Version of gpu-ledger.
-    #[serde(default)]
-    pub gpu_ledger_version: String,
-    /// Version of the rustc gpu-ledger was built with.
-    #[serde(default)]
-    pub rustc_version: Option<String>,
-    /// Process id.
-    #[serde(default)]
-    pub pid: Option<u32>,
-    /// Start of the run, nanoseconds since the Unix epoch.
-    #[serde(default)]
-    pub start_unix_ns: Option<u64>,
-    /// Start of the run, RFC 3339 UTC (`2025-05-01T12:00:00.123Z`).
-    #[serde(default)]
-    pub start_utc: Option<String>,
-    /// CUDA-related environment variables that were set (`CUDA_VISIBLE_DEVICES`, ...).
-    #[serde(default)]
-    pub cuda_env: BTreeMap<String, String>,
-}
+use super::missing::take;
+use crate::ledger::{Environment, HostRecord};
 
 /// Environment variables recorded in [`Environment::cuda_env`] when set: they change which GPUs
 /// run, in which order, and how kernels are loaded or launched.
-pub const RECORDED_ENV_VARS: [&str; 10] = [
+const RECORDED_ENV_VARS: [&str; 10] = [
     "CUDA_VISIBLE_DEVICES",
     "CUDA_DEVICE_ORDER",
     "CUDA_LAUNCH_BLOCKING",
@@ -278,94 +22,15 @@ pub const RECORDED_ENV_VARS: [&str; 10] = [
     "OMP_NUM_THREADS",
 ];
 
-/// Per-GPU NVML items, collected through [`NvmlInventory::probe_device`].
-///
-/// Each item is `put` with its value or the reason it could not be read; the reasons become
-/// lines of [`Environment::missing`].
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct GpuProbe {
-    record: NvmlGpuRecord,
-    missing: Vec<String>,
-}
-
-impl GpuProbe {
-    /// An empty probe for NVML device `index`.
-    pub fn new(index: u32) -> Self {
-        Self {
-            record: NvmlGpuRecord {
-                index,
-                ..NvmlGpuRecord::default()
-            },
-            missing: Vec::new(),
-        }
-    }
-
-    /// The NVML index being probed.
-    pub fn index(&self) -> u32 {
-        self.record.index
-    }
-
-    /// Records one item: its value, or why it could not be read.
-    pub fn put<T>(
-        &mut self,
-        field: &str,
-        value: Result<T, String>,
-        slot: impl FnOnce(&mut NvmlGpuRecord) -> &mut Option<T>,
-    ) {
-        match value {
-            Ok(v) => *slot(&mut self.record) = Some(v),
-            Err(reason) => {
-                *slot(&mut self.record) = None;
-                self.missing.push(format!(
-                    "nvml_gpus[{}].{field}: {reason}",
-                    self.record.index
-                ));
-            }
-        }
-    }
-
-    /// Records that the whole device could not be probed.
-    pub fn fail(&mut self, reason: &str) {
-        self.missing
-            .push(format!("nvml_gpus[{}]: {reason}", self.record.index));
-    }
-
-    /// The record and its missing lines.
-    pub fn finish(self) -> (NvmlGpuRecord, Vec<String>) {
-        (self.record, self.missing)
-    }
-}
-
-/// What the environment record needs from NVML: implemented by `crate::nvml::NvmlLibrary`, and
-/// by fakes in tests. Errors are reasons in words.
-pub trait NvmlInventory {
-    /// NVIDIA driver version.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn driver_version(&self) -> Result<String, String>;
-    /// NVML library version.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn nvml_version(&self) -> Result<String, String>;
-    /// Number of devices NVML sees.
-    ///
-    /// # Errors
-    /// The reason it cannot be read.
-    fn device_count(&self) -> Result<u32, String>;
-    /// Fills `probe` with the items of device `index` (see [`NvmlGpuRecord`]).
-    fn probe_device(&self, index: u32, probe: &mut GpuProbe);
-}
-
 impl Environment {
     /// Host, build and process items, with the start time taken now. Needs no GPU.
-    pub fn collect_host() -> Self {
+    #[cfg(test)]
+    pub(crate) fn collect_host() -> Self {
         Self::collect_host_at(SystemTime::now())
     }
 
     /// Host, build and process items, with `start` as the run's start time.
-    pub fn collect_host_at(start: SystemTime) -> Self {
+    pub(crate) fn collect_host_at(start: SystemTime) -> Self {
         let mut env = Environment {
             gpu_ledger_version: env!("CARGO_PKG_VERSION").to_owned(),
             command_line: std::env::args_os()
@@ -414,187 +79,10 @@ impl Environment {
         env.host = collect_host_record(missing);
         env
     }
-
-    /// Fills the NVML items: driver and NVML versions and one [`NvmlGpuRecord`] per device, plus
-    /// each GPU's NUMA node from sysfs. Unreadable items go to `missing`.
-    pub fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
-        self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
-        self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
-        let count = match nvml.device_count() {
-            Ok(n) => n,
-            Err(reason) => {
-                self.missing
-                    .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
-                return;
-            }
-        };
-        self.nvml_gpus.clear();
-        for index in 0..count {
-            let mut probe = GpuProbe::new(index);
-            nvml.probe_device(index, &mut probe);
-            let (mut record, lines) = probe.finish();
-            self.missing.extend(lines);
-            let numa = match &record.pci_bus_id {
-                Some(bus) => pci_numa_node(bus),
-                None => Err("no PCI bus id to look it up in sysfs".to_owned()),
-            };
-            record.numa_node = take(
-                &mut self.missing,
-                &format!("nvml_gpus[{index}].numa_node"),
-                numa,
-            );
-            self.nvml_gpus.push(record);
-        }
-    }
-
-    /// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
-    pub fn nvml_unavailable(&mut self, reason: &str) {
-        self.driver_version = None;
-        self.nvml_version = None;
-        self.nvml_gpus.clear();
-        for key in ["driver_version", "nvml_version", "nvml_gpus"] {
-            self.missing.push(format!("{key}: {reason}"));
-        }
-    }
-
-    /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
-    /// the NVML records; a GPU that matches none gets a `missing` line.
-    pub fn link_gpus_to_nvml(&mut self) {
-        for (i, gpu) in self.gpus.iter_mut().enumerate() {
-            let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
-                self.nvml_gpus
-                    .iter()
-                    .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
-            });
-            let by_bus = || {
-                gpu.pci_bus_id
-                    .as_deref()
-                    .and_then(normalize_bus_id)
-                    .and_then(|b| {
-                        self.nvml_gpus.iter().find(|n| {
-                            n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
-                        })
-                    })
-            };
-            match by_uuid.or_else(by_bus) {
-                Some(n) => gpu.nvml_index = Some(n.index),
-                None => {
-                    gpu.nvml_index = None;
-                    let why = if self.nvml_gpus.is_empty() {
-                        "no NVML device records".to_owned()
-                    } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
-                        "no UUID or PCI bus id to match on".to_owned()
-                    } else {
-                        format!(
-                            "no NVML device has UUID {} or PCI bus id {}",
-                            gpu.uuid.as_deref().unwrap_or("(unknown)"),
-                            gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
-                        )
-                    };
-                    self.missing.push(format!("gpus[{i}].nvml_index: {why}"));
-                }
-            }
-        }
-    }
-
-    /// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
-    /// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
-    /// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
-    /// start rather than guess.
-    pub fn sampled_devices(&self) -> Vec<SampledDevice> {
-        if self.gpus.is_empty() {
-            return self
-                .nvml_gpus
-                .iter()
-                .map(|n| SampledDevice {
-                    device_id: n.index,
-                    nvml_index: n.index,
-                })
-                .collect();
-        }
-        self.gpus
-            .iter()
-            .filter_map(|g| {
-                g.nvml_index.map(|nvml_index| SampledDevice {
-                    device_id: g.ordinal,
-                    nvml_index,
-                })
-            })
-            .collect()
-    }
-
-    /// The NVML record of the GPU with CUDA ordinal `ordinal`, once linked.
-    pub fn nvml_for(&self, ordinal: u32) -> Option<&NvmlGpuRecord> {
-        let index = self
-            .gpus
-            .iter()
-            .find(|g| g.ordinal == ordinal)?
-            .nvml_index?;
-        self.nvml_gpus.iter().find(|n| n.index == index)
-    }
-
-    /// Adds a `missing` line for every `null` item that has none (`"cupti_path: not collected
-    /// (no reason recorded)"`), so that no item is ever absent silently. Call it last.
-    pub fn explain_nulls(&mut self) {
-        let Ok(value) = serde_json::to_value(&*self) else {
-            return;
-        };
-        let mut nulls = Vec::new();
-        collect_nulls(&value, String::new(), &mut nulls);
-        for path in nulls {
-            if !self.missing.iter().any(|line| covers(line, &path)) {
-                self.missing
-                    .push(format!("{path}: not collected (no reason recorded)"));
-            }
-        }
-    }
-}
-
-/// Whether a `missing` line explains the item at `path` (its key is the path or a parent of it).
-fn covers(line: &str, path: &str) -> bool {
-    let key = line.split(": ").next().unwrap_or(line);
-    path == key
-        || path
-            .strip_prefix(key)
-            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-}
-
-fn collect_nulls(value: &serde_json::Value, path: String, out: &mut Vec<String>) {
-    match value {
-        serde_json::Value::Null => out.push(path),
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                if path.is_empty() && k == "missing" {
-                    continue;
-                }
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
-                collect_nulls(v, p, out);
-            }
-        }
-        serde_json::Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                collect_nulls(v, format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn normalize_uuid(uuid: &str) -> String {
-    let u = uuid.trim().to_ascii_lowercase();
-    let u = u
-        .strip_prefix("gpu-")
-        .or_else(|| u.strip_prefix("mig-"))
-        .unwrap_or(&u);
-    u.chars().filter(|c| *c != '-').collect()
 }
 
 /// `(domain, bus, device, function)` from `0000:17:00.0` or `00000000:17:00.0`.
-fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
+pub(super) fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
     let bus = bus.trim();
     let (domain, rest) = bus.split_once(':')?;
     let (b, rest) = rest.split_once(':')?;
@@ -608,7 +96,7 @@ fn normalize_bus_id(bus: &str) -> Option<(u32, u32, u32, u32)> {
 }
 
 /// The NUMA node of a PCI device from `/sys/bus/pci/devices/<bus id>/numa_node`.
-fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
+pub(super) fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
     let (domain, bus, device, function) =
         normalize_bus_id(bus_id).ok_or_else(|| format!("cannot parse PCI bus id {bus_id:?}"))?;
     let path =
@@ -616,17 +104,6 @@ fn pci_numa_node(bus_id: &str) -> Result<i32, String> {
     let text = read_trimmed(&path)?;
     text.parse::<i32>()
         .map_err(|e| format!("{path}: cannot parse {text:?}: {e}"))
-}
-
-/// Moves a value into an `Option`, or its reason into `missing`.
-fn take<T>(missing: &mut Vec<String>, key: &str, value: Result<T, String>) -> Option<T> {
-    match value {
-        Ok(v) => Some(v),
-        Err(reason) => {
-            missing.push(format!("{key}: {reason}"));
-            None
-        }
-    }
 }
 
 fn read_to_string(path: impl AsRef<Path>) -> Result<String, String> {
@@ -1144,27 +621,5 @@ mod tests {
 
         let arm = VirtProbe::default().detect();
         assert!(arm.vm.is_err());
-    }
-
-    #[test]
-    fn bus_ids_and_uuids_normalize() {
-        assert_eq!(
-            normalize_bus_id("00000000:17:00.0"),
-            normalize_bus_id("0000:17:00.0")
-        );
-        assert_eq!(normalize_bus_id("0000:1A:00.0"), Some((0, 0x1a, 0, 0)));
-        assert_eq!(normalize_bus_id("garbage"), None);
-        assert_eq!(
-            normalize_uuid("GPU-12345678-ABCD-ef01-2345-6789abcdef01"),
-            normalize_uuid("12345678abcdef0123456789abcdef01")
-        );
-    }
-
-    #[test]
-    fn covers_parent_paths() {
-        assert!(covers("nvml_gpus[0]: gone", "nvml_gpus[0].name"));
-        assert!(covers("host.os: x", "host.os"));
-        assert!(!covers("host.os: x", "host.os_type"));
-        assert!(!covers("nvml_gpus[1]: gone", "nvml_gpus[10].name"));
     }
 }

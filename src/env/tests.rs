@@ -3,37 +3,16 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use gpu_ledger::env::{Environment, GpuProbe, GpuRecord, NvmlInventory};
-use gpu_ledger::nvml::SampledDevice;
+use super::host::normalize_bus_id;
+use super::missing::collect_nulls;
+use super::normalize_uuid;
+use crate::ledger::{Environment, GpuRecord};
+use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 
 /// Paths of every `null` in the record (outside `missing`), in the record's own notation.
 fn null_paths(env: &Environment) -> Vec<String> {
-    fn walk(v: &serde_json::Value, path: String, out: &mut Vec<String>) {
-        match v {
-            serde_json::Value::Null => out.push(path),
-            serde_json::Value::Object(m) => {
-                for (k, v) in m {
-                    if path.is_empty() && k == "missing" {
-                        continue;
-                    }
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    walk(v, p, out);
-                }
-            }
-            serde_json::Value::Array(a) => {
-                for (i, v) in a.iter().enumerate() {
-                    walk(v, format!("{path}[{i}]"), out);
-                }
-            }
-            _ => {}
-        }
-    }
     let mut out = Vec::new();
-    walk(
+    collect_nulls(
         &serde_json::to_value(env).expect("serialize"),
         String::new(),
         &mut out,
@@ -356,7 +335,7 @@ fn environment_serde_round_trip_and_old_headers() {
     let back: Environment = serde_json::from_str(&json).expect("deserialize");
     assert_eq!(back, env);
 
-    // A header environment written before issue 4 still reads.
+    // A header environment written before the NVML items existed still reads.
     let old = r#"{"gpus":[{"ordinal":0,"name":"NVIDIA H200","compute_capability":[9,0],
         "sm_count":132,"total_memory_bytes":150754820096}],"driver_version":"580.159.04",
         "cuda_driver_version":13000,"cupti_api_version":null,"cupti_path":null,
@@ -365,4 +344,18 @@ fn environment_serde_round_trip_and_old_headers() {
     assert_eq!(old.gpus[0].uuid, None);
     assert!(old.nvml_gpus.is_empty());
     assert!(old.missing.is_empty());
+}
+
+#[test]
+fn bus_ids_and_uuids_normalize() {
+    assert_eq!(
+        normalize_bus_id("00000000:17:00.0"),
+        normalize_bus_id("0000:17:00.0")
+    );
+    assert_eq!(normalize_bus_id("0000:1A:00.0"), Some((0, 0x1a, 0, 0)));
+    assert_eq!(normalize_bus_id("garbage"), None);
+    assert_eq!(
+        normalize_uuid("GPU-12345678-ABCD-ef01-2345-6789abcdef01"),
+        normalize_uuid("12345678abcdef0123456789abcdef01")
+    );
 }

@@ -1,0 +1,148 @@
+//! Fills the environment record of the ledger header ([`Environment`]): what shifts results
+//! without changing the code.
+//!
+//! Every item that could not be read is `None` **and** has a line in `missing` with the reason;
+//! `explain_nulls` adds a line for any `null` that nobody explained, so nothing is ever omitted
+//! silently.
+//!
+//! Filling it, in order:
+//! 1. `collect_host_at`: host, build and process items; needs no GPU.
+//! 2. The profiler fills `gpus`, `cuda_driver_version`, `cupti_api_version` and `cupti_path`
+//!    from the CUDA driver and the CUPTI loader.
+//! 3. [`Environment::fill_nvml`] with an [`NvmlInventory`] (the NVML library or a fake), or
+//!    `nvml_unavailable` when NVML could not be initialized.
+//! 4. [`Environment::link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI
+//!    bus id); `sampled_devices` then gives the NVML sampler its device list. The record owns
+//!    this link, so the sampler only ever reads the NVML indices it is given.
+//! 5. `explain_nulls` just before the header is written.
+
+mod host;
+mod missing;
+#[cfg(test)]
+mod tests;
+
+use host::{normalize_bus_id, pci_numa_node};
+use missing::take;
+
+use crate::ledger::Environment;
+use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
+
+impl Environment {
+    /// Fills the NVML items: driver and NVML versions and one
+    /// [`NvmlGpuRecord`](crate::ledger::NvmlGpuRecord) per device, plus each GPU's NUMA node from
+    /// sysfs. Unreadable items go to `missing`.
+    pub fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
+        self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
+        self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
+        let count = match nvml.device_count() {
+            Ok(n) => n,
+            Err(reason) => {
+                self.missing
+                    .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
+                return;
+            }
+        };
+        self.nvml_gpus.clear();
+        for index in 0..count {
+            let mut probe = GpuProbe::new(index);
+            nvml.probe_device(index, &mut probe);
+            let (mut record, lines) = probe.finish();
+            self.missing.extend(lines);
+            let numa = match &record.pci_bus_id {
+                Some(bus) => pci_numa_node(bus),
+                None => Err("no PCI bus id to look it up in sysfs".to_owned()),
+            };
+            record.numa_node = take(
+                &mut self.missing,
+                &format!("nvml_gpus[{index}].numa_node"),
+                numa,
+            );
+            self.nvml_gpus.push(record);
+        }
+    }
+
+    /// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
+    pub(crate) fn nvml_unavailable(&mut self, reason: &str) {
+        self.driver_version = None;
+        self.nvml_version = None;
+        self.nvml_gpus.clear();
+        for key in ["driver_version", "nvml_version", "nvml_gpus"] {
+            self.missing.push(format!("{key}: {reason}"));
+        }
+    }
+
+    /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
+    /// the NVML records; a GPU that matches none gets a `missing` line.
+    pub fn link_gpus_to_nvml(&mut self) {
+        for (i, gpu) in self.gpus.iter_mut().enumerate() {
+            let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
+                self.nvml_gpus
+                    .iter()
+                    .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
+            });
+            let by_bus = || {
+                gpu.pci_bus_id
+                    .as_deref()
+                    .and_then(normalize_bus_id)
+                    .and_then(|b| {
+                        self.nvml_gpus.iter().find(|n| {
+                            n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
+                        })
+                    })
+            };
+            match by_uuid.or_else(by_bus) {
+                Some(n) => gpu.nvml_index = Some(n.index),
+                None => {
+                    gpu.nvml_index = None;
+                    let why = if self.nvml_gpus.is_empty() {
+                        "no NVML device records".to_owned()
+                    } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
+                        "no UUID or PCI bus id to match on".to_owned()
+                    } else {
+                        format!(
+                            "no NVML device has UUID {} or PCI bus id {}",
+                            gpu.uuid.as_deref().unwrap_or("(unknown)"),
+                            gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
+                        )
+                    };
+                    self.missing.push(format!("gpus[{i}].nvml_index: {why}"));
+                }
+            }
+        }
+    }
+
+    /// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
+    /// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
+    /// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
+    /// start rather than guess.
+    pub(crate) fn sampled_devices(&self) -> Vec<SampledDevice> {
+        if self.gpus.is_empty() {
+            return self
+                .nvml_gpus
+                .iter()
+                .map(|n| SampledDevice {
+                    device_id: n.index,
+                    nvml_index: n.index,
+                })
+                .collect();
+        }
+        self.gpus
+            .iter()
+            .filter_map(|g| {
+                g.nvml_index.map(|nvml_index| SampledDevice {
+                    device_id: g.ordinal,
+                    nvml_index,
+                })
+            })
+            .collect()
+    }
+}
+
+fn normalize_uuid(uuid: &str) -> String {
+    let u = uuid.trim().to_ascii_lowercase();
+    let u = u
+        .strip_prefix("gpu-")
+        .or_else(|| u.strip_prefix("mig-"))
+        .unwrap_or(&u);
+    u.chars().filter(|c| *c != '-').collect()
+}
