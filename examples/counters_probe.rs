@@ -43,7 +43,7 @@ fn main() -> ExitCode {
 }
 
 fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
-    gpu_ledger::device::require_driver()?;
+    gpu_ledger::Profiler::preflight(gpu_ledger::Level::Counters)?;
     let ctx = CudaContext::new(0)?;
     // Switches that reproduce, one at a time, what the GPU test binary does before profiling.
     let flag = |k: &str| std::env::var_os(k).is_some();

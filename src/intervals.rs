@@ -167,6 +167,8 @@ impl BusyAccumulator {
     }
 }
 
+// The gaps and their labels are for the analysis of ledgers; the profiler needs the union.
+#[cfg(feature = "analysis")]
 /// The idle gaps `(start, end)` inside the window whose length is at least `min_gap_ns` (and
 /// never zero), largest first; gaps of equal length are in time order.
 ///
@@ -183,6 +185,7 @@ pub fn gaps(intervals: &mut [(u64, u64)], min_gap_ns: u64) -> Vec<(u64, u64)> {
     out
 }
 
+#[cfg(feature = "analysis")]
 /// A named span of time, for example a host scope that was open from `start_ns` to `end_ns`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabelledSpan {
@@ -194,6 +197,7 @@ pub struct LabelledSpan {
     pub label: String,
 }
 
+#[cfg(feature = "analysis")]
 /// For each gap, the label of the innermost span open at the gap's start: of the spans with
 /// `start_ns <= gap.0 < end_ns`, the one that started last (the shortest on a tie).
 /// `None` where no span was open.
@@ -263,6 +267,7 @@ mod tests {
         assert_eq!(s.idle_ns, 45);
     }
 
+    #[cfg(feature = "analysis")]
     #[test]
     fn gaps_sorted_largest_first_and_filtered() {
         let mut v = vec![(0, 10), (12, 20), (50, 60), (65, 70)];
@@ -271,6 +276,7 @@ mod tests {
         assert_eq!(gaps(&mut v, 31), Vec::<(u64, u64)>::new());
     }
 
+    #[cfg(feature = "analysis")]
     #[test]
     fn equal_gaps_keep_time_order_and_earliest_is_largest_at() {
         let mut v = vec![(20, 30), (0, 10)];
@@ -287,6 +293,7 @@ mod tests {
         assert_eq!(s.idle_ns, u64::MAX - 11);
     }
 
+    #[cfg(feature = "analysis")]
     #[test]
     fn labels_pick_innermost_open_span() {
         let spans = vec![

@@ -29,9 +29,8 @@ mod collector;
 mod config;
 pub mod counters;
 mod cupti;
-pub mod device;
 mod driver;
-pub mod env;
+mod env;
 mod error;
 #[cfg(feature = "analysis")]
 pub mod export;
@@ -39,7 +38,7 @@ mod intervals;
 #[cfg(feature = "kernels")]
 pub mod kernels;
 pub mod ledger;
-pub mod nvml;
+mod nvml;
 mod profiler;
 mod rank;
 mod run;
@@ -66,5 +65,11 @@ pub mod internals {
     pub use crate::cupti::record::{decode, intern_name, KernelRecord, NameCache, Record};
     pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};
     pub use crate::cupti::{subscribe, unsubscribe, CallbackFn, Subscription};
+    pub use crate::driver::device::{driver_present, require_driver};
     pub use crate::driver::events::elapsed_ns;
+    pub use crate::env::{environment, nvml_index};
+    pub use crate::nvml::{
+        GpuProbe, NvmlError, NvmlInventory, NvmlLibrary, NvmlReading, NvmlSource, PcieCounters,
+        DEFAULT_ENERGY_PERIOD, DEFAULT_PCIE_PERIOD, DEFAULT_SAMPLE_PERIOD,
+    };
 }

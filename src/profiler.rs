@@ -194,7 +194,7 @@ impl Profiler {
     /// [`Error::NoDriver`], [`Error::NoDevice`], and at the timeline and counters levels
     /// [`Error::CuptiNotFound`] or [`Error::CuptiVersionMismatch`].
     pub fn preflight(level: Level) -> Result<()> {
-        crate::device::require_driver()?;
+        crate::driver::device::require_driver()?;
         if level >= Level::Timeline {
             cupti::api()?;
         }
@@ -364,7 +364,7 @@ fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<(
         start_unix_ns: crate::clock::unix_ns(),
         start_cupti_ns: None,
         config: config_record(config),
-        environment: crate::device::environment(None, std::time::SystemTime::now()),
+        environment: crate::env::environment(None, std::time::SystemTime::now()),
         rank: crate::rank::from_env(),
         warnings: vec![reason.to_string()],
         counters: None,
@@ -414,7 +414,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     let cupti = match config.level {
         Level::Scopes => None,
         Level::Timeline | Level::Counters => {
-            crate::device::require_driver()?;
+            crate::driver::device::require_driver()?;
             Some(cupti::api()?)
         }
     };
@@ -471,7 +471,7 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         activity = Some(shared);
     }
     let start_cupti_ns = running.cupti_now();
-    let mut environment = crate::device::environment(cupti, start_time);
+    let mut environment = crate::env::environment(cupti, start_time);
     let sampler = if config.nvml {
         start_nvml(config, &mut environment, origin, &mut warnings)
     } else {

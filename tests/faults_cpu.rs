@@ -1,6 +1,7 @@
 //! Faults that can be produced without a GPU: no driver, fail-open, the demo without a GPU.
 
-use gpu_ledger::{device, read_ledger, Error, Level, Profiler};
+use gpu_ledger::internals as device;
+use gpu_ledger::{read_ledger, Error, Level, Profiler};
 
 #[test]
 fn the_timeline_without_a_driver_is_a_clear_error_and_fail_open_runs_unprofiled() {

@@ -407,7 +407,7 @@ fn the_energy_counter_period_is_configurable_and_recorded_in_the_header() {
     // The default is the nvml module's.
     assert_eq!(
         gpu_ledger::Config::default().nvml_energy_period,
-        Some(gpu_ledger::nvml::DEFAULT_ENERGY_PERIOD)
+        Some(gpu_ledger::internals::DEFAULT_ENERGY_PERIOD)
     );
 }
 

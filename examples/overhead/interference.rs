@@ -53,17 +53,10 @@ impl NvmlRead {
 /// The NVML index of the benchmark's device, linked as the profiler links it (the environment
 /// record: UUID, or else PCI bus id).
 fn nvml_index_of(gpu: &Gpu, lib: &NvmlLibrary) -> Result<u32> {
-    let ordinal = gpu.ctx.ordinal() as u32;
-    let mut env = gpu_ledger::device::environment(None, std::time::SystemTime::now());
-    env.fill_nvml(lib);
-    env.link_gpus_to_nvml();
-    env.nvml_for(ordinal).map(|n| n.index).ok_or_else(|| {
-        format!(
-            "CUDA device {ordinal} has no NVML device: {}",
-            env.missing.join("; ")
-        )
-        .into()
-    })
+    Ok(gpu_ledger::internals::nvml_index(
+        lib,
+        gpu.ctx.ordinal() as u32,
+    )?)
 }
 
 /// What one workload run under one read reported.

@@ -69,10 +69,10 @@ use gpu_ledger::analysis::{
 };
 use gpu_ledger::internals::thread_cpu_ns;
 use gpu_ledger::internals::LoadedCupti;
+use gpu_ledger::internals::{self as nvml, NvmlLibrary, NvmlSource};
 use gpu_ledger::kernels::suite::SuiteError;
 use gpu_ledger::kernels::VectorAdd;
 use gpu_ledger::ledger::schema::Overhead;
-use gpu_ledger::nvml::{self, NvmlLibrary, NvmlSource};
 use gpu_ledger::{Level, Profiler, ScopeGuard};
 
 // The training loop's model (workload (c)); its graph-path workspace setter is not used here.
@@ -202,7 +202,7 @@ fn run(args: &Args) -> Result<()> {
     }
     // One clear line and a non-zero exit without a driver, GPU, CUPTI or NVRTC; cudarc would
     // panic without the driver library, so this comes first.
-    gpu_ledger::device::require_driver()?;
+    Profiler::preflight(Level::Timeline)?;
     let lib = gpu_ledger::internals::cupti()?;
     if !gpu_ledger::kernels::nvrtc_present() {
         return Err(

@@ -24,14 +24,70 @@ mod tests;
 use host::{normalize_bus_id, pci_numa_node};
 use missing::take;
 
+use crate::cupti::LoadedCupti;
+use crate::driver::device;
 use crate::ledger::Environment;
 use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
+
+/// The environment record for the ledger header, without NVML items (the profiler adds those
+/// when NVML loads). Items that cannot be read are `None` and listed in `missing` with the reason.
+pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) -> Environment {
+    let mut env = Environment::collect_host_at(start);
+    if let Some(lib) = cupti {
+        env.cupti_api_version = Some(lib.api_version);
+        env.cupti_path = Some(lib.path.display().to_string());
+    } else {
+        env.missing.push("cupti: not loaded at this level".into());
+    }
+    if !device::driver_present() {
+        env.missing
+            .push("gpus: no CUDA driver (libcuda.so.1 not found)".into());
+        return env;
+    }
+    if let Err(e) = cudarc::driver::result::init() {
+        env.missing.push(format!("gpus: cuInit failed: {e}"));
+        return env;
+    }
+    match device::driver_version() {
+        Ok(v) => env.cuda_driver_version = Some(v),
+        Err(e) => env.missing.push(format!("cuda_driver_version: {e}")),
+    }
+    match cudarc::driver::result::device::get_count() {
+        Ok(n) => {
+            for i in 0..n.max(0) as u32 {
+                match device::gpu_record(i) {
+                    Ok(g) => env.gpus.push(g),
+                    Err(e) => env.missing.push(format!("gpu {i}: {e}")),
+                }
+            }
+        }
+        Err(e) => env
+            .missing
+            .push(format!("gpus: cuDeviceGetCount failed: {e}")),
+    }
+    env
+}
+
+#[cfg(feature = "internals")]
+/// The NVML index of CUDA device `ordinal`, linked as the profiler links them (by UUID, else PCI
+/// bus id), or why there is none.
+pub fn nvml_index(nvml: &dyn NvmlInventory, ordinal: u32) -> std::result::Result<u32, String> {
+    let mut env = environment(None, std::time::SystemTime::now());
+    env.fill_nvml(nvml);
+    env.link_gpus_to_nvml();
+    env.nvml_for(ordinal).map(|n| n.index).ok_or_else(|| {
+        format!(
+            "CUDA device {ordinal} has no NVML device: {}",
+            env.missing.join("; ")
+        )
+    })
+}
 
 impl Environment {
     /// Fills the NVML items: driver and NVML versions and one
     /// [`NvmlGpuRecord`](crate::ledger::NvmlGpuRecord) per device, plus each GPU's NUMA node from
     /// sysfs. Unreadable items go to `missing`.
-    pub fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
+    pub(crate) fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
         self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
         self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
         let count = match nvml.device_count() {
@@ -73,7 +129,7 @@ impl Environment {
 
     /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
     /// the NVML records; a GPU that matches none gets a `missing` line.
-    pub fn link_gpus_to_nvml(&mut self) {
+    pub(crate) fn link_gpus_to_nvml(&mut self) {
         for (i, gpu) in self.gpus.iter_mut().enumerate() {
             let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
                 self.nvml_gpus

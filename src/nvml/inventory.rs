@@ -33,11 +33,6 @@ impl GpuProbe {
         }
     }
 
-    /// The NVML index being probed.
-    pub fn index(&self) -> u32 {
-        self.record.index
-    }
-
     /// Records one item: its value, or why it could not be read.
     pub fn put<T>(
         &mut self,

@@ -475,10 +475,10 @@ pub struct Device {
 /// [`crate::Error::NoDriver`], [`crate::Error::NoDevice`], a CUPTI loading error, or a driver
 /// error: each one clear line.
 pub fn open_device(ordinal: u32) -> SuiteResult<Device> {
-    crate::device::require_driver()?;
+    crate::driver::device::require_driver()?;
     crate::cupti::api()?;
     let ctx = CudaContext::new(ordinal as usize)?;
     let stream = ctx.default_stream();
-    let gpu = crate::device::gpu_record(ordinal)?;
+    let gpu = crate::driver::device::gpu_record(ordinal)?;
     Ok(Device { ctx, stream, gpu })
 }

@@ -1,12 +1,11 @@
-//! The CUDA driver as gpu-ledger needs it: is there one, and what GPUs does it show. cudarc
-//! panics when libcuda is missing, so every path here checks for the library first.
+//! The CUDA driver's facts: is there one, which version, and what GPUs it shows. cudarc panics
+//! when libcuda is missing, so every path here checks for the library first.
 
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::cupti::LoadedCupti;
 use crate::error::{Error, Result};
-use crate::ledger::{Environment, GpuRecord};
+use crate::ledger::GpuRecord;
 
 /// True when libcuda can be loaded.
 pub fn driver_present() -> bool {
@@ -33,7 +32,7 @@ pub fn require_driver() -> Result<()> {
 }
 
 /// One GPU's basic facts from the driver.
-pub fn gpu_record(ordinal: u32) -> Result<GpuRecord> {
+pub(crate) fn gpu_record(ordinal: u32) -> Result<GpuRecord> {
     let dev = cu::device::get(ordinal as i32)?;
     let attr = |a: sys::CUdevice_attribute| -> Result<u32> {
         // SAFETY: `dev` is a valid device handle from cuDeviceGet.
@@ -59,7 +58,7 @@ pub fn gpu_record(ordinal: u32) -> Result<GpuRecord> {
 }
 
 /// A CUDA UUID as NVML writes it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-pub fn format_uuid(bytes: &[std::os::raw::c_char; 16]) -> String {
+pub(crate) fn format_uuid(bytes: &[std::os::raw::c_char; 16]) -> String {
     let hex: Vec<String> = bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
@@ -86,48 +85,9 @@ fn pci_bus_id(dev: sys::CUdevice) -> Option<String> {
 }
 
 /// `cuDriverGetVersion` (13000 for CUDA 13.0).
-pub fn driver_version() -> Result<u32> {
+pub(crate) fn driver_version() -> Result<u32> {
     let mut v = 0i32;
     // SAFETY: out-pointer valid; the driver library is loaded (callers check first).
     unsafe { sys::cuDriverGetVersion(&mut v) }.result()?;
     Ok(v as u32)
-}
-
-/// The environment record for the ledger header, without NVML items (the profiler adds those
-/// when NVML loads). Items that cannot be read are `None` and listed in `missing` with the reason.
-pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) -> Environment {
-    let mut env = Environment::collect_host_at(start);
-    if let Some(lib) = cupti {
-        env.cupti_api_version = Some(lib.api_version);
-        env.cupti_path = Some(lib.path.display().to_string());
-    } else {
-        env.missing.push("cupti: not loaded at this level".into());
-    }
-    if !driver_present() {
-        env.missing
-            .push("gpus: no CUDA driver (libcuda.so.1 not found)".into());
-        return env;
-    }
-    if let Err(e) = cu::init() {
-        env.missing.push(format!("gpus: cuInit failed: {e}"));
-        return env;
-    }
-    match driver_version() {
-        Ok(v) => env.cuda_driver_version = Some(v),
-        Err(e) => env.missing.push(format!("cuda_driver_version: {e}")),
-    }
-    match cu::device::get_count() {
-        Ok(n) => {
-            for i in 0..n.max(0) as u32 {
-                match gpu_record(i) {
-                    Ok(g) => env.gpus.push(g),
-                    Err(e) => env.missing.push(format!("gpu {i}: {e}")),
-                }
-            }
-        }
-        Err(e) => env
-            .missing
-            .push(format!("gpus: cuDeviceGetCount failed: {e}")),
-    }
-    env
 }
