@@ -22,7 +22,8 @@ use common::{verdict, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use gpu_ledger::analysis::median;
 use gpu_ledger::ledger::schema::{
-    CopyGroup, DeviceIteration, IterationRow, KernelGroup, LedgerLine, ScopeRow, SyncGroup,
+    CopyGroup, DeviceIteration, IterationRow, KernelGroup, LaunchShape, LedgerLine, ScopeRow,
+    SyncGroup,
 };
 use gpu_ledger::ledger::writer::LedgerWriter;
 use gpu_ledger::ledger::{
@@ -78,13 +79,15 @@ fn row(index: u64) -> IterationRow {
             KernelGroup {
                 name: (*name).to_string(),
                 device_id: 0,
-                grid: [132 * (1 + i as u32 % 8), 1 + i as u32 % 3, 1],
-                block: [256, 1, 1],
-                cluster: [0, 0, 0],
-                registers_per_thread: 32 + 8 * (i as u32 % 6),
-                static_shared_bytes: if i % 3 == 0 { 16_384 } else { 0 },
-                dynamic_shared_bytes: if i % 5 == 0 { 98_304 } else { 0 },
-                local_bytes_per_thread: 0,
+                shape: LaunchShape {
+                    grid: [132 * (1 + i as u32 % 8), 1 + i as u32 % 3, 1],
+                    block: [256, 1, 1],
+                    cluster: [0, 0, 0],
+                    registers_per_thread: 32 + 8 * (i as u32 % 6),
+                    static_shared_bytes: if i % 3 == 0 { 16_384 } else { 0 },
+                    dynamic_shared_bytes: if i % 5 == 0 { 98_304 } else { 0 },
+                    local_bytes_per_thread: 0,
+                },
                 local_bytes_total: 0,
                 count: 1 + i % 12,
                 total_ns: 150_000 + i * 97_331,

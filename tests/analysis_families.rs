@@ -107,12 +107,12 @@ fn table_ranks_families_with_shares_and_ceilings() {
     assert!((k2.speedup_if_2x.unwrap() - 1.0 / 0.75).abs() < 1e-12);
     // Two shapes kept apart, the larger first; names are shown demangled.
     assert_eq!(k2.shapes.len(), 2);
-    assert_eq!(k2.shapes[0].shape.grid, [1024, 1, 1]);
+    assert_eq!(k2.shapes[0].shape.launch.grid, [1024, 1, 1]);
     assert_eq!(
         (k2.shapes[0].launches, k2.shapes[0].total_ns),
         (20, 4_000_000)
     );
-    assert_eq!(k2.shapes[1].shape.grid, [64, 1, 1]);
+    assert_eq!(k2.shapes[1].shape.launch.grid, [64, 1, 1]);
     assert!(k2.names[0].starts_with("void cutlass::Kernel2<cutlass_80_tensorop"));
 
     let v = &t.families[1];

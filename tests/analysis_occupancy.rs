@@ -456,7 +456,7 @@ fn kernel_group_analysis_combines_occupancy_and_waves() {
     assert_eq!(analyze_kernel(&k, &d).unwrap().waves, None);
     // A 3-D block counts all its threads.
     let mut k = analysis_common::kernel("k", 1, 16, 32, 1, 1000);
-    k.block = [16, 16, 2];
+    k.shape.block = [16, 16, 2];
     assert_eq!(
         analyze_kernel(&k, &d).unwrap().occupancy.warps_per_block,
         16

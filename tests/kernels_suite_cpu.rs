@@ -15,7 +15,7 @@ use gpu_ledger::kernels::suite::{
     check_launches, from_bf16_bits, rel_l2, to_bf16_bits, Launch, Rng, Verification, Workload,
 };
 use gpu_ledger::kernels::{self, Work};
-use gpu_ledger::ledger::schema::{IterationRow, KernelGroup};
+use gpu_ledger::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 
 /// (module, kernel names the Rust side launches from it).
 fn launched_kernels() -> Vec<(&'static str, Vec<&'static str>)> {
@@ -448,13 +448,15 @@ fn group(l: &Launch, count: u64) -> KernelGroup {
     KernelGroup {
         name: l.kernel.to_string(),
         device_id: 0,
-        grid: l.grid,
-        block: l.block,
-        cluster: [0, 0, 0],
-        registers_per_thread: 32,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: l.dynamic_shared_bytes,
-        local_bytes_per_thread: 0,
+        shape: LaunchShape {
+            grid: l.grid,
+            block: l.block,
+            cluster: [0, 0, 0],
+            registers_per_thread: 32,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: l.dynamic_shared_bytes,
+            local_bytes_per_thread: 0,
+        },
         local_bytes_total: 0,
         count,
         total_ns: count * 1000,
@@ -480,7 +482,7 @@ fn ledger_launch_check_finds_missing_extra_and_misshapen_launches() {
     let err = check_launches(&good, &launches, 2).unwrap_err();
     assert_eq!(err.lines().count(), 5, "{err}");
     let mut wrong = good.clone();
-    wrong.kernels[1].grid = [1, 1, 1];
+    wrong.kernels[1].shape.grid = [1, 1, 1];
     let err = check_launches(&wrong, &launches, 3).unwrap_err();
     assert!(
         err.contains("softmax_subtract") && err.contains("unexpected shape"),

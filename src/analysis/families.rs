@@ -33,7 +33,7 @@ use std::str::FromStr;
 use cpp_demangle::{DemangleOptions, Symbol};
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::schema::{IterationRow, KernelGroup};
+use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 
 /// Demangles an Itanium C++ ABI name (starting with `_Z`) in full, with its parameter list.
 /// `None` when the name is not mangled or does not parse.
@@ -423,25 +423,15 @@ pub fn amdahl_ceiling(p: f64) -> Option<f64> {
     ((0.0..1.0).contains(&p)).then(|| 1.0 / (1.0 - p))
 }
 
-/// The launch configuration and resources that set a kernel's shape.
+/// A kernel's device and launch shape: what, with its name, makes a kernel group, and what sets
+/// its occupancy and waves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct KernelShape {
     /// Device ordinal.
     pub device_id: u32,
-    /// Grid dimensions.
-    pub grid: [u32; 3],
-    /// Block dimensions.
-    pub block: [u32; 3],
-    /// Cluster dimensions (0 when none).
-    pub cluster: [u32; 3],
-    /// Registers per thread.
-    pub registers_per_thread: u32,
-    /// Static shared memory per block, bytes.
-    pub static_shared_bytes: u32,
-    /// Dynamic shared memory per block, bytes.
-    pub dynamic_shared_bytes: u32,
-    /// Local memory per thread, bytes.
-    pub local_bytes_per_thread: u32,
+    /// Grid, block and cluster dimensions, registers, shared and local memory.
+    #[serde(flatten)]
+    pub launch: LaunchShape,
 }
 
 impl KernelShape {
@@ -449,24 +439,8 @@ impl KernelShape {
     pub fn of(k: &KernelGroup) -> Self {
         Self {
             device_id: k.device_id,
-            grid: k.grid,
-            block: k.block,
-            cluster: k.cluster,
-            registers_per_thread: k.registers_per_thread,
-            static_shared_bytes: k.static_shared_bytes,
-            dynamic_shared_bytes: k.dynamic_shared_bytes,
-            local_bytes_per_thread: k.local_bytes_per_thread,
+            launch: k.shape,
         }
-    }
-
-    /// Blocks in the grid.
-    pub fn grid_blocks(&self) -> u64 {
-        self.grid.iter().map(|&x| u64::from(x)).product()
-    }
-
-    /// Threads per block.
-    pub fn block_threads(&self) -> u64 {
-        self.block.iter().map(|&x| u64::from(x)).product()
     }
 }
 

@@ -209,13 +209,13 @@ impl LaunchResources {
     /// The resources of a ledger kernel group. Fails when the block has more than `u32::MAX`
     /// threads.
     pub fn of(k: &KernelGroup) -> Result<Self, OccupancyError> {
-        let threads: u64 = k.block.iter().map(|&x| u64::from(x)).product();
+        let threads = k.shape.block_threads();
         let threads = u32::try_from(threads).map_err(|_| OccupancyError::InvalidLaunch("block"))?;
         Ok(Self::new(
             threads,
-            k.registers_per_thread,
-            k.static_shared_bytes,
-            k.dynamic_shared_bytes,
+            k.shape.registers_per_thread,
+            k.shape.static_shared_bytes,
+            k.shape.dynamic_shared_bytes,
         ))
     }
 }
@@ -503,7 +503,7 @@ pub fn analyze_kernel(
     device: &DeviceLimits,
 ) -> Result<KernelLaunchAnalysis, OccupancyError> {
     let occ = occupancy(device, &LaunchResources::of(k)?)?;
-    let grid: u64 = k.grid.iter().map(|&x| u64::from(x)).product();
+    let grid = k.shape.grid_blocks();
     let w = waves(grid, occ.active_blocks_per_sm, device.sm_count);
     Ok(KernelLaunchAnalysis {
         occupancy: occ,

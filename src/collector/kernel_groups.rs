@@ -6,19 +6,14 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::cupti::record::KernelRecord;
-use crate::ledger::schema::KernelGroup;
+use crate::ledger::schema::{KernelGroup, LaunchShape};
 
-/// What makes a kernel group: the name's text and the launch shape.
+/// What makes a kernel group: the name's text, the device and the launch shape.
 #[derive(Hash, PartialEq, Eq)]
 struct KernelKey {
     name: &'static str,
     device_id: u32,
-    grid: [u32; 3],
-    block: [u32; 3],
-    cluster: [u32; 3],
-    regs: u32,
-    smem: (u32, u32),
-    local: u32,
+    shape: LaunchShape,
 }
 
 impl KernelKey {
@@ -26,12 +21,7 @@ impl KernelKey {
         KernelKey {
             name,
             device_id: g.device_id,
-            grid: g.grid,
-            block: g.block,
-            cluster: g.cluster,
-            regs: g.registers_per_thread,
-            smem: (g.static_shared_bytes, g.dynamic_shared_bytes),
-            local: g.local_bytes_per_thread,
+            shape: g.shape,
         }
     }
 }
@@ -43,16 +33,17 @@ fn shape_hash(k: &KernelRecord) -> u64 {
     // Each pair of u32 times its own odd constant (products that do not wait on each other),
     // folded: collisions only cost a comparison ([`KernelGroups::add`]).
     let pair = |a: u32, b: u32| u64::from(a) | (u64::from(b) << 32);
+    let s = &k.shape;
     let words = [
         k.name.as_ptr() as u64,
         k.name.len() as u64 ^ (u64::from(k.device_id) << 32),
-        pair(k.grid[0], k.grid[1]),
-        pair(k.grid[2], k.block[0]),
-        pair(k.block[1], k.block[2]),
-        pair(k.cluster[0], k.cluster[1]),
-        pair(k.cluster[2], k.registers_per_thread),
-        pair(k.static_shared_bytes, k.dynamic_shared_bytes),
-        u64::from(k.local_bytes_per_thread),
+        pair(s.grid[0], s.grid[1]),
+        pair(s.grid[2], s.block[0]),
+        pair(s.block[1], s.block[2]),
+        pair(s.cluster[0], s.cluster[1]),
+        pair(s.cluster[2], s.registers_per_thread),
+        pair(s.static_shared_bytes, s.dynamic_shared_bytes),
+        u64::from(s.local_bytes_per_thread),
     ];
     const ODD: [u64; 9] = [
         0x9E37_79B9_7F4A_7C15,
@@ -83,15 +74,7 @@ impl KernelAcc {
     /// Same name address and shape: the same group.
     fn holds(&self, k: &KernelRecord) -> bool {
         let g = &self.group;
-        std::ptr::eq(self.name, k.name)
-            && g.device_id == k.device_id
-            && g.grid == k.grid
-            && g.block == k.block
-            && g.cluster == k.cluster
-            && g.registers_per_thread == k.registers_per_thread
-            && g.static_shared_bytes == k.static_shared_bytes
-            && g.dynamic_shared_bytes == k.dynamic_shared_bytes
-            && g.local_bytes_per_thread == k.local_bytes_per_thread
+        std::ptr::eq(self.name, k.name) && g.device_id == k.device_id && g.shape == k.shape
     }
 }
 
@@ -189,13 +172,7 @@ impl KernelGroups {
                 group: KernelGroup {
                     name: String::new(),
                     device_id: k.device_id,
-                    grid: k.grid,
-                    block: k.block,
-                    cluster: k.cluster,
-                    registers_per_thread: k.registers_per_thread,
-                    static_shared_bytes: k.static_shared_bytes,
-                    dynamic_shared_bytes: k.dynamic_shared_bytes,
-                    local_bytes_per_thread: k.local_bytes_per_thread,
+                    shape: k.shape,
                     local_bytes_total: 0,
                     count: 0,
                     total_ns: 0,
@@ -241,42 +218,21 @@ impl KernelGroups {
                     next: None,
                 }));
         }
-        let longest_first = |a: &(u64, &str, usize), b: &(u64, &str, usize)| {
-            b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
-        };
-        // Sorting (total, name, index) rather than the groups themselves: a group is 120 bytes.
-        let mut order: Vec<(u64, &'static str, usize)> = self
-            .groups
+        // Longest total first, then by name, device and shape: a total order, as a row has one
+        // group per name text, device and shape. Sorting (total, name, index) rather than the
+        // groups themselves: a group is 120 bytes.
+        let groups = &self.groups;
+        let mut order: Vec<(u64, &'static str, usize)> = groups
             .iter()
             .enumerate()
             .map(|(i, a)| (a.group.total_ns, a.name, i))
             .collect();
-        // Unstable is enough: with no two groups equal (else the branch below), the order is total.
-        order.sort_unstable_by(longest_first);
-        if order
-            .windows(2)
-            .any(|w| longest_first(&w[0], &w[1]).is_eq())
-        {
-            // Groups of one name and total time in other shapes: their order has always been
-            // the iteration order of a map of every group by key, filled in launch order. Kept,
-            // so that rows do not change.
-            let mut by_key: HashMap<KernelKey, KernelGroup> = HashMap::default();
-            for KernelAcc {
-                name, group: mut g, ..
-            } in self.groups.drain(..)
-            {
-                g.name = name.to_string();
-                by_key.entry(KernelKey::of_group(name, &g)).or_insert(g);
-            }
-            let mut out: Vec<KernelGroup> = by_key.into_values().collect();
-            out.sort_by(|a, b| {
-                b.total_ns
-                    .cmp(&a.total_ns)
-                    .then_with(|| a.name.cmp(&b.name))
-            });
-            return out;
-        }
-        // Straight from the table, without collecting it first.
+        order.sort_unstable_by(|a, b| {
+            b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)).then_with(|| {
+                let (x, y) = (&groups[a.2].group, &groups[b.2].group);
+                (x.device_id, x.shape).cmp(&(y.device_id, y.shape))
+            })
+        });
         let out = order
             .iter()
             .map(|&(_, name, i)| KernelGroup {

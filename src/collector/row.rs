@@ -237,8 +237,10 @@ impl RowBuilder {
                 .or_insert_with(|| new_row(b.path_id))
                 .device_ns_inclusive = b.busy_ns;
         }
-        let mut scopes: Vec<ScopeRow> = rows.into_values().collect();
-        scopes.sort_by(|a, b| a.path.cmp(&b.path));
+        // By path, then path id: ids the path table does not know all read `(unscoped)`.
+        let mut scopes: Vec<(u32, ScopeRow)> = rows.into_iter().collect();
+        scopes.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(a.0.cmp(&b.0)));
+        let scopes: Vec<ScopeRow> = scopes.into_iter().map(|(_, row)| row).collect();
         let kernel_groups = kernels.finish();
         self.kernel_groups = kernels;
         let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();

@@ -153,35 +153,17 @@ impl ScopeBusyTable {
             own_ns.push(own);
             inclusive_ns.push(inclusive);
         }
-        // In the orders of the maps the row's scopes have always been taken from (a map of the
-        // paths with activities filled in placement order, then a map of those and their
-        // ancestors, walked up from each in that map's order): rows of one path text (the
-        // unscoped path 0 and ids the path table does not know) keep their order.
         let entries = &self.entries;
-        let mut own: HashMap<u32, usize> = HashMap::default();
-        for &i in &self.own_order {
-            own.insert(entries[i].path_id, i);
-        }
-        let mut inclusive: HashMap<u32, usize> = HashMap::default();
-        for &i in own.values() {
-            let mut up = Some(i);
-            while let Some(j) = up {
-                inclusive.entry(entries[j].path_id).or_insert(j);
-                up = entries[j].parent;
-            }
-        }
         let busy = |i: usize, ns: &[u64]| ScopeBusy {
             path_id: entries[i].path_id,
             launches: entries[i].launches,
             kernels: entries[i].kernels,
             busy_ns: ns[i],
         };
+        // Every entry is a path with activities of its own or an ancestor of one.
         let rows = ScopeBusyRows {
-            own: own.into_values().map(|i| busy(i, &own_ns)).collect(),
-            inclusive: inclusive
-                .into_values()
-                .map(|i| busy(i, &inclusive_ns))
-                .collect(),
+            own: self.own_order.iter().map(|&i| busy(i, &own_ns)).collect(),
+            inclusive: (0..entries.len()).map(|i| busy(i, &inclusive_ns)).collect(),
         };
         for &i in &self.own_order {
             if let Some(slot) = self.own_dense.get_mut(self.entries[i].path_id as usize) {

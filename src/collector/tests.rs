@@ -7,7 +7,7 @@ use cupti_sys as sys;
 use super::offline::OfflineCollector;
 use crate::cupti::calls::CapturedCall;
 use crate::cupti::record::{intern_name, KernelRecord, Record};
-use crate::ledger::schema::IterationRow;
+use crate::ledger::schema::{IterationRow, LaunchShape};
 
 const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
 
@@ -20,14 +20,16 @@ fn kernel(corr: u32, start: u64, name: &str) -> Record {
         context_id: 1,
         stream_id: 7,
         correlation_id: corr,
-        grid: [132, 1, 1],
-        block: [256, 1, 1],
-        cluster: [0, 0, 0],
-        registers_per_thread: 32,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
+        shape: LaunchShape {
+            grid: [132, 1, 1],
+            block: [256, 1, 1],
+            cluster: [0, 0, 0],
+            registers_per_thread: 32,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            local_bytes_per_thread: 0,
+        },
         shared_executed_bytes: 65536,
-        local_bytes_per_thread: 0,
         local_bytes_total: 0,
         graph_id: 0,
         graph_node_id: 0,
@@ -129,7 +131,7 @@ fn kernel_named(corr: u32, start: u64, name: &'static str, grid_x: u32) -> Recor
         unreachable!()
     };
     k.name = name;
-    k.grid = [grid_x, 1, 1];
+    k.shape.grid = [grid_x, 1, 1];
     Record::Kernel(k)
 }
 
@@ -159,7 +161,7 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
     let mut groups: Vec<(String, u32, u64)> = rows[0]
         .kernels
         .iter()
-        .map(|g| (g.name.clone(), g.grid[0], g.count))
+        .map(|g| (g.name.clone(), g.shape.grid[0], g.count))
         .collect();
     groups.sort();
     assert_eq!(
@@ -173,7 +175,7 @@ fn kernel_groups_are_by_name_text_and_shape_whatever_the_name_address() {
     let gemm = rows[0]
         .kernels
         .iter()
-        .find(|g| g.name == "gemm" && g.grid[0] == 132)
+        .find(|g| g.name == "gemm" && g.shape.grid[0] == 132)
         .unwrap();
     assert_eq!((gemm.total_ns, gemm.min_ns, gemm.max_ns), (1_500, 500, 500));
 }
@@ -211,7 +213,7 @@ fn more_kernel_shapes_than_the_group_cache_holds_are_each_counted_over_rows() {
         );
         let mut keys: Vec<(&str, u32)> = groups
             .iter()
-            .map(|g| (g.name.as_str(), g.grid[0]))
+            .map(|g| (g.name.as_str(), g.shape.grid[0]))
             .collect();
         keys.sort();
         keys.dedup();

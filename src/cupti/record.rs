@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use cupti_sys as sys;
 use serde::Serialize;
 
+use crate::ledger::schema::LaunchShape;
+
 /// A kernel execution (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, `CUpti_ActivityKernel10`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelRecord {
@@ -24,22 +26,10 @@ pub struct KernelRecord {
     pub stream_id: u32,
     /// Correlation id of the launching API call.
     pub correlation_id: u32,
-    /// Grid dimensions.
-    pub grid: [u32; 3],
-    /// Block dimensions.
-    pub block: [u32; 3],
-    /// Cluster dimensions (0 when the launch used no cluster).
-    pub cluster: [u32; 3],
-    /// Registers per thread.
-    pub registers_per_thread: u32,
-    /// Static shared memory per block, bytes.
-    pub static_shared_bytes: u32,
-    /// Dynamic shared memory per block, bytes.
-    pub dynamic_shared_bytes: u32,
+    /// Grid, block and cluster dimensions, registers, shared and local memory per thread.
+    pub shape: LaunchShape,
     /// Shared memory the SM was configured with for this launch, bytes.
     pub shared_executed_bytes: u32,
-    /// Local memory per thread, bytes.
-    pub local_bytes_per_thread: u32,
     /// Local memory reserved for the whole launch, bytes.
     pub local_bytes_total: u64,
     /// CUDA graph id (0 when not launched from a graph).
@@ -298,14 +288,16 @@ pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> 
                 context_id: r.contextId,
                 stream_id: r.streamId,
                 correlation_id: r.correlationId,
-                grid: dims(r.gridX, r.gridY, r.gridZ),
-                block: dims(r.blockX, r.blockY, r.blockZ),
-                cluster: [r.clusterX, r.clusterY, r.clusterZ],
-                registers_per_thread: u32::from(r.registersPerThread),
-                static_shared_bytes: r.staticSharedMemory.max(0) as u32,
-                dynamic_shared_bytes: r.dynamicSharedMemory.max(0) as u32,
+                shape: LaunchShape {
+                    grid: dims(r.gridX, r.gridY, r.gridZ),
+                    block: dims(r.blockX, r.blockY, r.blockZ),
+                    cluster: [r.clusterX, r.clusterY, r.clusterZ],
+                    registers_per_thread: u32::from(r.registersPerThread),
+                    static_shared_bytes: r.staticSharedMemory.max(0) as u32,
+                    dynamic_shared_bytes: r.dynamicSharedMemory.max(0) as u32,
+                    local_bytes_per_thread: r.localMemoryPerThread,
+                },
                 shared_executed_bytes: r.sharedMemoryExecuted,
-                local_bytes_per_thread: r.localMemoryPerThread,
                 local_bytes_total: r.localMemoryTotal_v2,
                 graph_id: r.graphId,
                 graph_node_id: r.graphNodeId,
@@ -486,13 +478,13 @@ mod tests {
             (r.start, r.end, r.stream_id, r.correlation_id),
             (1_000, 3_500, 7, 42)
         );
-        assert_eq!(r.grid, [4096, 1, 1]);
-        assert_eq!(r.block, [256, 1, 1]);
+        assert_eq!(r.shape.grid, [4096, 1, 1]);
+        assert_eq!(r.shape.block, [256, 1, 1]);
         assert_eq!(
             (
-                r.registers_per_thread,
-                r.dynamic_shared_bytes,
-                r.local_bytes_per_thread
+                r.shape.registers_per_thread,
+                r.shape.dynamic_shared_bytes,
+                r.shape.local_bytes_per_thread
             ),
             (16, 1024, 8)
         );

@@ -147,9 +147,9 @@ impl Launch {
     /// True when the ledger's kernel group has this launch's name and shape.
     pub fn matches(&self, k: &KernelGroup) -> bool {
         k.name == self.kernel
-            && k.grid == self.grid
-            && k.block == self.block
-            && k.dynamic_shared_bytes == self.dynamic_shared_bytes
+            && k.shape.grid == self.grid
+            && k.shape.block == self.block
+            && k.shape.dynamic_shared_bytes == self.dynamic_shared_bytes
     }
 }
 
@@ -431,9 +431,9 @@ pub fn check_launches(row: &IterationRow, expected: &[Launch], repeats: u64) -> 
             .iter()
             .filter(|k| {
                 k.name == kernel
-                    && k.grid == grid
-                    && k.block == block
-                    && k.dynamic_shared_bytes == dynamic
+                    && k.shape.grid == grid
+                    && k.shape.block == block
+                    && k.shape.dynamic_shared_bytes == dynamic
             })
             .map(|k| k.count)
             .sum();
@@ -449,7 +449,7 @@ pub fn check_launches(row: &IterationRow, expected: &[Launch], repeats: u64) -> 
         if known_name && !known_shape {
             problems.push(format!(
                 "{} launched with unexpected shape grid {:?} block {:?} dynamic smem {} ({} launches)",
-                k.name, k.grid, k.block, k.dynamic_shared_bytes, k.count
+                k.name, k.shape.grid, k.shape.block, k.shape.dynamic_shared_bytes, k.count
             ));
         }
     }

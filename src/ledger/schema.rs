@@ -226,13 +226,12 @@ pub struct ScopeRow {
     pub event_device_ns: Option<u64>,
 }
 
-/// Launches of one kernel (name, device and launch shape) in one iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelGroup {
-    /// Kernel name as CUPTI reports it (mangled for C++ kernels).
-    pub name: String,
-    /// Device ordinal.
-    pub device_id: u32,
+/// How a kernel was launched and with what resources: the shape that, with its name and device,
+/// makes launches one kernel group.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct LaunchShape {
     /// Grid dimensions.
     pub grid: [u32; 3],
     /// Block dimensions.
@@ -248,6 +247,30 @@ pub struct KernelGroup {
     pub dynamic_shared_bytes: u32,
     /// Local memory per thread, bytes (non-zero means spills or local arrays).
     pub local_bytes_per_thread: u32,
+}
+
+impl LaunchShape {
+    /// Blocks in the grid.
+    pub fn grid_blocks(&self) -> u64 {
+        self.grid.iter().map(|&x| u64::from(x)).product()
+    }
+
+    /// Threads per block.
+    pub fn block_threads(&self) -> u64 {
+        self.block.iter().map(|&x| u64::from(x)).product()
+    }
+}
+
+/// Launches of one kernel (name, device and launch shape) in one iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelGroup {
+    /// Kernel name as CUPTI reports it (mangled for C++ kernels).
+    pub name: String,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// The launch shape; its fields stand beside the group's in the ledger.
+    #[serde(flatten)]
+    pub shape: LaunchShape,
     /// Local memory CUPTI reports reserved for the whole launch, bytes (largest launch).
     #[serde(default)]
     pub local_bytes_total: u64,

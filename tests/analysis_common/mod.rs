@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use gpu_ledger::ledger::schema::{
-    ConfigRecord, CopyGroup, DeviceIteration, Header, IterationRow, KernelGroup, ScopeRow,
+    ConfigRecord, CopyGroup, DeviceIteration, Header, IterationRow, KernelGroup, LaunchShape,
+    ScopeRow,
 };
 use gpu_ledger::ledger::{ClockStats, NvmlIterationSummary, PowerKind, PowerStats};
 use gpu_ledger::ledger::{Environment, GpuRecord};
@@ -53,13 +54,15 @@ pub fn kernel(
     KernelGroup {
         name: name.to_string(),
         device_id: 0,
-        grid: [grid, 1, 1],
-        block: [block, 1, 1],
-        cluster: [0, 0, 0],
-        registers_per_thread: regs,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        local_bytes_per_thread: 0,
+        shape: LaunchShape {
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            cluster: [0, 0, 0],
+            registers_per_thread: regs,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            local_bytes_per_thread: 0,
+        },
         local_bytes_total: 0,
         count,
         total_ns: count * each_ns,

@@ -224,7 +224,7 @@ fn every_suite_kernel_matches_its_reference_and_its_launch_list() {
             for k in &r.kernels {
                 println!(
                     "    cuBLAS kernel {} grid {:?} block {:?}",
-                    k.name, k.grid, k.block
+                    k.name, k.shape.grid, k.shape.block
                 );
             }
         } else if let Err(e) = check_launches(r, &launches, 1) {
@@ -508,21 +508,21 @@ fn transpose_versions_share_launch_shape_and_order_by_bandwidth() {
         check_launches(r, &spec.launches(), REPS).unwrap();
         let k = group(r, v.kernel());
         assert_eq!(
-            k.static_shared_bytes,
+            k.shape.static_shared_bytes,
             v.static_shared_bytes(),
             "{}",
             v.kernel()
         );
-        assert_eq!(k.local_bytes_per_thread, 0);
-        shapes.push((k.grid, k.block, k.count));
+        assert_eq!(k.shape.local_bytes_per_thread, 0);
+        shapes.push((k.shape.grid, k.shape.block, k.count));
         let b = gb_per_s(spec.work().bytes, mean_ns(k));
         println!(
             "{:<18} grid {:?} block {:?} regs {:>3} smem {:>5} B: {:>8.1} µs {b:>6.0} GB/s",
             v.kernel(),
-            k.grid,
-            k.block,
-            k.registers_per_thread,
-            k.static_shared_bytes,
+            k.shape.grid,
+            k.shape.block,
+            k.shape.registers_per_thread,
+            k.shape.static_shared_bytes,
             mean_ns(k) / 1e3
         );
         bw.push(b);
@@ -628,12 +628,12 @@ fn reduction_sums_are_right_and_second_pass_is_its_own_kernel() {
                 1,
                 "the second pass is one kernel group of its own"
             );
-            assert_eq!(second[0].grid, [1, 1, 1]);
+            assert_eq!(second[0].shape.grid, [1, 1, 1]);
             assert_eq!(second[0].count, REPS);
             assert!(r
                 .kernels
                 .iter()
-                .any(|k| k.name == first && k.grid != [1, 1, 1]));
+                .any(|k| k.name == first && k.shape.grid != [1, 1, 1]));
         }
         println!(
             "{:<24} n={:>9} {:<9}: first pass {:>7.1} µs, all kernels {:>7.1} µs/run, {} launches/run, host {:>7.1} µs/run",
@@ -824,7 +824,7 @@ fn gemm_shapes_report_flops_wave_and_padding_efficiency() {
                     k.name,
                     format!("{m}x{n}x{kk}"),
                     waves.grid_blocks,
-                    k.registers_per_thread,
+                    k.shape.registers_per_thread,
                     a.occupancy.active_blocks_per_sm,
                     waves.waves,
                     100.0 * waves.efficiency,
@@ -844,8 +844,8 @@ fn gemm_shapes_report_flops_wave_and_padding_efficiency() {
                     println!(
                         "  cuBLAS {:<60} grid {:>6} regs {:>3} blk/SM {:>2} waves {:>3} wave eff {:>6}",
                         truncate(&k.name, 60),
-                        k.grid.iter().map(|&x| u64::from(x)).product::<u64>(),
-                        k.registers_per_thread,
+                        k.shape.grid.iter().map(|&x| u64::from(x)).product::<u64>(),
+                        k.shape.registers_per_thread,
                         a.as_ref().map_or(0, |a| a.occupancy.active_blocks_per_sm),
                         w.map_or(0, |w| w.waves),
                         w.map_or("-".into(), |w| format!("{:.1}%", 100.0 * w.efficiency)),
@@ -927,11 +927,11 @@ fn cublas_bf16_gemm_8192_runs_near_peak() {
             "cuBLAS kernel {} x{}: grid {:?} block {:?} regs {} smem {}+{} mean {:.1} µs",
             k.name,
             k.count,
-            k.grid,
-            k.block,
-            k.registers_per_thread,
-            k.static_shared_bytes,
-            k.dynamic_shared_bytes,
+            k.shape.grid,
+            k.shape.block,
+            k.shape.registers_per_thread,
+            k.shape.static_shared_bytes,
+            k.shape.dynamic_shared_bytes,
             mean_ns(k) / 1e3
         );
     }
@@ -1017,10 +1017,10 @@ fn softmax_fused_is_one_launch_against_five_and_agrees() {
             println!(
                 "  {:<18} grid {:>8} regs {:>3} smem {}+{}: {:>8.1} µs",
                 k.name,
-                k.grid[0],
-                k.registers_per_thread,
-                k.static_shared_bytes,
-                k.dynamic_shared_bytes,
+                k.shape.grid[0],
+                k.shape.registers_per_thread,
+                k.shape.static_shared_bytes,
+                k.shape.dynamic_shared_bytes,
                 mean_ns(k) / 1e3
             );
         }
@@ -1104,10 +1104,10 @@ fn attention_variants_are_correct_and_report_resources() {
         let r = row(&ledger, i as u64 + 1);
         check_launches(r, &spec.launches(), REPS).unwrap();
         let k = group(r, spec.variant.kernel);
-        assert_eq!(k.dynamic_shared_bytes, spec.variant.shared_bytes());
-        assert!(k.registers_per_thread > 0);
+        assert_eq!(k.shape.dynamic_shared_bytes, spec.variant.shared_bytes());
+        assert!(k.shape.registers_per_thread > 0);
         assert_eq!(
-            k.local_bytes_per_thread, 0,
+            k.shape.local_bytes_per_thread, 0,
             "{} spills",
             spec.variant.kernel
         );
@@ -1133,9 +1133,12 @@ fn attention_variants_are_correct_and_report_resources() {
         println!(
             "{:<24} {:>5} {:>14} {:>6} {:>9.1}% {:>8} {:>9.1} {:>8.2}",
             spec.variant.kernel,
-            k.registers_per_thread,
-            format!("{}+{}", k.static_shared_bytes, k.dynamic_shared_bytes),
-            k.local_bytes_per_thread,
+            k.shape.registers_per_thread,
+            format!(
+                "{}+{}",
+                k.shape.static_shared_bytes, k.shape.dynamic_shared_bytes
+            ),
+            k.shape.local_bytes_per_thread,
             100.0 * occ,
             a.occupancy.limiter_names(),
             ns / 1e3,
@@ -1210,8 +1213,8 @@ fn spill_kernel_record_shows_local_memory() {
         println!(
             "{:<20} regs {:>3} local {:>4} B/thread: {:>8.1} µs ({:.0} GB/s analytic)",
             k.name,
-            k.registers_per_thread,
-            k.local_bytes_per_thread,
+            k.shape.registers_per_thread,
+            k.shape.local_bytes_per_thread,
             mean_ns(k) / 1e3,
             gb_per_s(spec.work().bytes, mean_ns(k))
         );
@@ -1234,8 +1237,8 @@ fn spill_kernel_record_shows_local_memory() {
         spill.local_bytes_total > free.local_bytes_total,
         "{spill:?} vs {free:?}"
     );
-    assert_eq!(free.local_bytes_per_thread, 0, "{free:?}");
-    assert!(spill.registers_per_thread > 0 && free.registers_per_thread > 0);
+    assert_eq!(free.shape.local_bytes_per_thread, 0, "{free:?}");
+    assert!(spill.shape.registers_per_thread > 0 && free.shape.registers_per_thread > 0);
 }
 
 // --------------------------------------------------------------------------------------------- The

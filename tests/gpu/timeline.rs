@@ -50,9 +50,9 @@ fn n_launches_give_exactly_n_kernel_records_and_none_dropped() {
     assert!(row.complete, "{:?}", row.warnings);
     let k = &row.kernels[0];
     assert_eq!(k.name, "vector_add");
-    assert_eq!(k.grid, [g.vadd.grid(n as u64), 1, 1]);
-    assert_eq!(k.block, [g.vadd.block, 1, 1]);
-    assert!(k.registers_per_thread > 0);
+    assert_eq!(k.shape.grid, [g.vadd.grid(n as u64), 1, 1]);
+    assert_eq!(k.shape.block, [g.vadd.block, 1, 1]);
+    assert!(k.shape.registers_per_thread > 0);
     assert_eq!(
         row.scopes
             .iter()

@@ -15,7 +15,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use super::{all_kernel_time, gb_per_s, tflop_per_s, GpuWorkload, SuiteResult, Verification};
 use crate::analysis::{analyze_kernel, DeviceLimits, Distribution};
 use crate::kernels::Work;
-use crate::ledger::schema::{IterationRow, KernelGroup};
+use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
 use crate::{read_ledger, Level, Profiler};
 
@@ -54,18 +54,8 @@ impl ExperimentConfig {
 pub struct KernelFacts {
     /// Kernel name.
     pub name: String,
-    /// Grid.
-    pub grid: [u32; 3],
-    /// Block.
-    pub block: [u32; 3],
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub static_shared: u32,
-    /// Dynamic shared memory per block, bytes.
-    pub dynamic_shared: u32,
-    /// Local memory per thread, bytes.
-    pub local_bytes: u32,
+    /// Its launch shape.
+    pub shape: LaunchShape,
     /// Theoretical occupancy, when the device's limits are known.
     pub occupancy: Option<f64>,
     /// What limits it.
@@ -82,12 +72,7 @@ impl KernelFacts {
         let analysis = limits.and_then(|l| analyze_kernel(k, l).ok());
         KernelFacts {
             name: k.name.clone(),
-            grid: k.grid,
-            block: k.block,
-            registers: k.registers_per_thread,
-            static_shared: k.static_shared_bytes,
-            dynamic_shared: k.dynamic_shared_bytes,
-            local_bytes: k.local_bytes_per_thread,
+            shape: k.shape,
             occupancy: analysis.as_ref().map(|a| a.occupancy.occupancy),
             limiter: analysis.as_ref().map(|a| a.occupancy.limiter_names()),
             wave_efficiency: analysis
@@ -387,6 +372,7 @@ impl fmt::Display for ExperimentPage {
                     name.truncate(27);
                     name.push('…');
                 }
+                let s = &k.shape;
                 let occ = match (&k.occupancy, &k.limiter) {
                     (Some(o), Some(l)) => format!("{:.0}% {l}", o * 100.0),
                     _ => "-".into(),
@@ -396,11 +382,11 @@ impl fmt::Display for ExperimentPage {
                     "{:<10} {:<28} {:>13} {:>9} {:>5} {:>13} {:>6} {:>14} {:>6}",
                     r.label,
                     name,
-                    format!("{}x{}x{}", k.grid[0], k.grid[1], k.grid[2]),
-                    format!("{}x{}x{}", k.block[0], k.block[1], k.block[2]),
-                    k.registers,
-                    format!("{}+{}", k.static_shared, k.dynamic_shared),
-                    k.local_bytes,
+                    format!("{}x{}x{}", s.grid[0], s.grid[1], s.grid[2]),
+                    format!("{}x{}x{}", s.block[0], s.block[1], s.block[2]),
+                    s.registers_per_thread,
+                    format!("{}+{}", s.static_shared_bytes, s.dynamic_shared_bytes),
+                    s.local_bytes_per_thread,
                     occ,
                     k.wave_efficiency
                         .map(|w| format!("{:.0}%", w * 100.0))
