@@ -1,15 +1,15 @@
 //! Host clocks: the one scope guards read and its conversion to nanoseconds since the profiler
 //! started, the wall clock, and a thread's CPU time.
 //!
-//! A scope reads the host clock twice. Through `clock_gettime` (`Instant::now`) a read costs
-//! 20 ns on the development VM and 31 ns on the H200 host (`benches/scope_overhead.rs`), most of
-//! a 100 ns budget. Where the kernel itself keeps time with the TSC (`current_clocksource` is
+//! A scope reads the host clock twice, and a `clock_gettime` read (`Instant::now`) is a large part
+//! of a scope's 100 ns budget (`benches/scope_overhead.rs` prints both). Where the kernel itself
+//! keeps time with the TSC (`current_clocksource` is
 //! `tsc`: the kernel found it constant-rate and synchronized across CPUs, and its vDSO reads it
 //! too), scopes read the TSC directly and the collector converts the readings.
 //!
 //! The conversion interpolates between anchors, pairs of (TSC, `Instant`) readings the collector
 //! takes each time it drains the scope rings (every 2 ms), so it follows `CLOCK_MONOTONIC` as NTP
-//! slews it: a single calibrated rate drifted 150 µs from it within 10 s on the development VM.
+//! slews it, where a single calibrated rate drifts from it by tens of µs a second.
 //! Everywhere else scopes read `Instant` and no conversion happens.
 
 use std::collections::VecDeque;

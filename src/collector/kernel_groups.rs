@@ -101,8 +101,9 @@ pub(super) struct KernelGroups {
 }
 
 /// Slots of [`KernelGroups::recent`] (a power of two, 8 KiB): a row's distinct kernel shapes,
-/// up to a few hundred, mostly find their own. 2 048 slots measured no faster (runs 82 and the
-/// development VM) and take 32 KiB of a cache the collector shares with the buffers it streams.
+/// up to a few hundred, mostly find their own. More slots measured no faster
+/// (docs/measurements.md) and take more of a cache the collector shares with the buffers it
+/// streams.
 const RECENT_GROUPS: usize = 512;
 
 impl Default for KernelGroups {

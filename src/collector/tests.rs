@@ -316,7 +316,7 @@ fn nested_launch_completes_its_row(inner_id: u32, kernel_id: u32, kernel_at: usi
 #[test]
 fn a_nested_call_is_neither_counted_nor_awaited_and_its_records_stand_for_the_outer_call() {
     // cudaLaunchKernel (id 10) calls cuLaunchKernel (id 11). The kernel may carry either id
-    // (the inner one with CUPTI's API records off, run 50), and may arrive before the outer call,
+    // (the inner one when CUPTI's API records are off), and may arrive before the outer call,
     // between the two, or after both.
     for (kernel_id, kernel_at) in [(10, 0), (11, 0), (11, 1), (11, 2), (10, 2)] {
         nested_launch_completes_its_row(11, kernel_id, kernel_at);
@@ -327,8 +327,8 @@ fn a_nested_call_is_neither_counted_nor_awaited_and_its_records_stand_for_the_ou
 fn a_nested_call_with_its_outer_calls_id_is_neither_counted_nor_awaited_twice() {
     // If CUPTI hands the driver call inside a runtime call the runtime call's correlation id,
     // the two captures share an id, and the kernel must satisfy the one awaited call whatever
-    // the order (run 56 failed the cuBLAS GPU test on a collector that took "outermost" from
-    // ids differing; this is that case without a GPU).
+    // the order (a collector that took "outermost" from the ids differing failed the cuBLAS GPU
+    // test; this is that case without a GPU).
     for kernel_at in 0..3 {
         nested_launch_completes_its_row(10, 10, kernel_at);
     }

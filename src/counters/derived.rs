@@ -1,6 +1,6 @@
 //! Figures derived from evaluated metric values (pure functions): achieved DRAM bandwidth,
-//! arithmetic intensity at DRAM, % of peak, sectors per request and sector efficiency (book
-//! ch. 9), FLOP counts, and the first-pass four-way classification of book ch. 6.
+//! arithmetic intensity at DRAM, % of peak, sectors per request and sector efficiency, FLOP
+//! counts, and the first-pass four-way classification (memory, compute, both or latency bound).
 //!
 //! Every function returns `None` rather than a number when an input is missing, not finite, or a
 //! denominator is not positive: a ledger never holds an invented value.
@@ -22,8 +22,8 @@ fn ratio(num: f64, den: f64) -> Option<f64> {
     (num.is_finite() && den.is_finite() && den > 0.0 && num >= 0.0).then(|| num / den)
 }
 
-/// Achieved bandwidth in bytes/s from bytes moved and a duration in ns (book ch. 9:
-/// `BW = (B_read + B_write) / t`).
+/// Achieved bandwidth in bytes/s from bytes moved and a duration in ns:
+/// `BW = (B_read + B_write) / t`.
 pub fn bandwidth(bytes: f64, duration_ns: f64) -> Option<f64> {
     ratio(bytes, duration_ns).map(|b_per_ns| b_per_ns * 1e9)
 }
@@ -34,12 +34,12 @@ pub fn pct_of_peak(achieved: f64, peak: f64) -> Option<f64> {
 }
 
 /// Arithmetic intensity at one level of the hierarchy: operations per byte moved at that level
-/// (book ch. 9; name the level: this crate stores the DRAM one).
+/// (name the level: this crate stores the DRAM one).
 pub fn arithmetic_intensity(operations: f64, bytes: f64) -> Option<f64> {
     ratio(operations, bytes)
 }
 
-/// Sector efficiency (book ch. 9): useful bytes over the bytes the sectors moved,
+/// Sector efficiency: useful bytes over the bytes the sectors moved,
 /// `η = B_u / (sectors × 32)`.
 pub fn sector_efficiency(useful_bytes: f64, sectors: f64) -> Option<f64> {
     ratio(useful_bytes, sectors * SECTOR_BYTES)
@@ -63,10 +63,10 @@ pub fn flops(add: f64, mul: f64, fma: f64) -> f64 {
     add + mul + 2.0 * fma
 }
 
-/// Where "high" starts, in % of peak. The book gives no universal number ("use achieved
-/// percentage of the relevant peak, not a universal 80% rule"); the default 60 % is where Nsight
-/// Compute's speed-of-light rule starts to call both throughputs low ("below 60 % of peak
-/// typically indicate latency issues").
+/// Where "high" starts, in % of peak. There is no universal number (what counts is the achieved
+/// share of the relevant peak); the default 60 % is where Nsight Compute's speed-of-light rule
+/// starts to call both throughputs low ("below 60 % of peak typically indicate latency
+/// issues").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
     /// A throughput at or above this % of its peak is "high".

@@ -110,7 +110,7 @@ use names::*;
 /// Speed of light: compute and memory throughput against peak, duration, DRAM bytes.
 pub const SPEED_OF_LIGHT: Preset = Preset {
     name: "speed_of_light",
-    purpose: "how close the range runs to the compute and memory peaks (book ch. 6 first pass)",
+    purpose: "how close the range runs to the compute and memory peaks (the first pass: memory, compute, both or latency bound)",
     metrics: &[
         req(SM_THROUGHPUT_PCT, "SM (compute) throughput, % of peak"),
         req(MEMORY_THROUGHPUT_PCT, "memory throughput, % of peak"),
@@ -125,7 +125,7 @@ pub const SPEED_OF_LIGHT: Preset = Preset {
 /// wavefronts, local-memory (spill) traffic.
 pub const MEMORY: Preset = Preset {
     name: "memory",
-    purpose: "coalescing, bank conflicts and spills (book ch. 9)",
+    purpose: "coalescing, bank conflicts and spills",
     metrics: &[
         req(GLOBAL_LD_SECTORS, "L1 sectors, global loads"),
         req(GLOBAL_LD_REQUESTS, "L1 requests, global loads"),
@@ -160,7 +160,7 @@ pub const MEMORY: Preset = Preset {
 /// Occupancy and issue: achieved warps, issue-slot use, eligible warps, warp stall reasons.
 pub const OCCUPANCY: Preset = Preset {
     name: "occupancy",
-    purpose: "achieved occupancy, scheduler issue and stall reasons (book ch. 7-8)",
+    purpose: "achieved occupancy, scheduler issue and stall reasons",
     metrics: &[
         req(
             "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -217,7 +217,7 @@ pub const OCCUPANCY: Preset = Preset {
 /// FP32/FP16/FP64 operation counts FLOPs are computed from.
 pub const COMPUTE: Preset = Preset {
     name: "compute",
-    purpose: "instruction mix by pipe and FLOP counts (book ch. 8, 10)",
+    purpose: "instruction mix by pipe and FLOP counts",
     metrics: &[
         req("smsp__inst_executed.sum", "warp instructions executed"),
         req(

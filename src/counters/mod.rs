@@ -1,4 +1,4 @@
-//! Hardware counters through the CUPTI Range Profiler (issue 3, `docs/counters.md`).
+//! Hardware counters through the CUPTI Range Profiler (`docs/counters.md`).
 //!
 //! - [`RangeProfiler`]: the session. Host side once (chip name, counter availability, metrics
 //!   validated against the chip, config image, number of passes), then collections on a CUDA
@@ -7,13 +7,15 @@
 //!   runs the work once per pass) or kernel replay (CUPTI replays each kernel).
 //! - [`metrics`]: metric names as Nsight Compute spells them, the presets
 //!   (`speed_of_light`, `memory`, `occupancy`, `compute`) and validation with suggestions.
-//! - [`derived`]: bandwidth, arithmetic intensity, % of peak, sector efficiency and the book's
+//! - [`derived`]: bandwidth, arithmetic intensity, % of peak, sector efficiency and the
 //!   four-way classification, as pure functions.
-//! - [`error`]: CUPTI codes mapped to fixes (permission, busy counters, unsupported device) and
-//!   the [`Unavailable`] class the ledger header records.
-//! - [`schema`]: the ledger records for counters.
+//! - [`error`]: why counters cannot be collected: an unsupported device, and the
+//!   [`Unavailable`] class the ledger header records (CUPTI's codes and fixes are the CUPTI
+//!   layer's, one table for every level).
+//! - the ledger records of the counters level are `crate::ledger::counters`'s, re-exported here.
 //!
-//! All `unsafe` of the counters level is in the private `ffi` module.
+//! The counters level has no `unsafe`: every CUPTI call it makes is in the CUPTI layer
+//! (`cupti/range_profiler.rs`).
 //!
 //! ```no_run
 //! use gpu_ledger::counters::{CounterConfig, RangeMode, RangeProfiler, ReplayMode};

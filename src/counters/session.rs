@@ -107,7 +107,7 @@ impl CounterConfig {
     /// # Errors
     /// [`Error::Config`] for `smsp__sass_*` metrics with user replay: on the H200 with CUPTI
     /// 13.0 they read 0 under user replay while CUPTI activity tracing runs, and the right
-    /// values under kernel replay or without tracing (docs/measurements.md, run 24).
+    /// values under kernel replay or without tracing (docs/measurements.md).
     pub fn validate_with_timeline(&self) -> Result<()> {
         self.validate()?;
         let sass: Vec<&str> = self

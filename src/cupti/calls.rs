@@ -2,10 +2,10 @@
 //! allocation and synchronization call, captured on the calling thread in place of CUPTI's API
 //! activity records.
 //!
-//! CUPTI writing DRIVER and RUNTIME activity records cost 0.23–0.33 µs per launch on the H200,
-//! more than the timeline level's whole allowance over raw CUPTI, and the external-correlation
-//! push and pop that attributed a launch to its scope cost another 0.3–0.8 µs per scoped launch
-//! (docs/overhead.md). The callback the timeline level needs anyway (to count calls) already
+//! CUPTI writing DRIVER and RUNTIME activity records costs more per launch than the timeline
+//! level's whole allowance over raw CUPTI, and pushing and popping an external-correlation id
+//! per scope costs as much again (docs/measurements.md). The callback the timeline level needs
+//! anyway (to count calls) already
 //! sees every call, so it keeps what the collector used from those records: the correlation id
 //! the GPU records carry, the function, its return value, the iteration open at entry, and the
 //! scope path open on the thread. Each goes into the thread's own ring
@@ -37,7 +37,7 @@ pub struct CapturedCall {
     pub runtime: bool,
     /// A call made inside another traced call (`cudaLaunchKernel` calls `cuLaunchKernel`). The
     /// GPU work may carry either call's id: with CUPTI's API records off, cuBLAS's kernels carry
-    /// the inner driver call's (run 50). So a nested call is neither counted nor awaited itself;
+    /// the inner driver call's. So a nested call is neither counted nor awaited itself;
     /// its GPU records stand for the outermost call's.
     pub nested: bool,
     /// The correlation id of the outermost traced call this one was made in (its own when not

@@ -237,7 +237,7 @@ pub(crate) struct HostObject {
     // The chip name and the counter-availability image passed to `cuptiProfilerHostInitialize`
     // are kept alive as long as the object: libnvperf_host keeps the pointers and reads them in
     // later calls (`ConfigAddMetrics`). Freeing them after initialization made those calls
-    // crash once the process had reused the memory (docs/measurements.md, run 22).
+    // crash once the process had reused the memory (docs/measurements.md).
     chip: CString,
     availability: Box<[u8]>,
 }

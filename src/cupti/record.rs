@@ -155,9 +155,8 @@ pub enum Record {
 /// Every kernel name text this process has seen, each stored once and never freed.
 ///
 /// Records carry kernel names as `&'static str`, so that decoding, grouping and dropping a kernel
-/// record touch no shared reference count. Four atomic read-modify-writes per kernel record
-/// (`Arc<str>` clones and drops) were a tenth of the collector's attribution time: 12.0 → 13.1
-/// M records/s records first, 14.6 → 16.4 step first, on the development VM. The cost is memory
+/// record touch no shared reference count: the four atomic read-modify-writes per kernel record
+/// of `Arc<str>` clones and drops were a tenth of the collector's attribution time. The cost is memory
 /// that is never returned: one copy of each distinct name text for the life of the process,
 /// whatever the number of runs, launches or modules (a few hundred bytes per kernel name; a JIT
 /// that compiles 10 000 differently named kernels keeps about 3 MB).

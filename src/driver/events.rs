@@ -4,10 +4,9 @@
 //! The pool owns every event it makes and destroys them when the run ends; scopes and the
 //! collector pass plain driver handles ([`EventHandle`]). A scope thread takes events from its own
 //! free list (`LocalEvents`) and, when that is empty, takes a whole batch of events the
-//! collector has read, from a lock-free queue: no lock and no allocation on the scope's thread. Before, events travelled as `Arc<CudaEvent>` through a shared
-//! lock-free queue, and each scope's four reference-count and queue-slot cache lines, last
-//! written by the collector, cost the launching thread a miss each (docs/overhead.md, "Scope on a
-//! stream").
+//! collector has read, from a lock-free queue: no lock, no reference count and no allocation on
+//! the scope's thread, whose cache lines the collector would otherwise take from it at every
+//! scope (docs/overhead.md, "Scope on a stream").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -311,7 +310,7 @@ impl EventReader {
 /// One driver call, `cuEventElapsedTime`, which itself answers NOT_READY while an event is
 /// pending (and a context check). cudarc's `elapsed_ms` also synchronizes on both events and
 /// binds the context three times: seven calls per scope on the collector's thread, each contending
-/// with the application's launches (`overhead --scope-on`, runs 49–51).
+/// with the application's launches (`overhead --scope-on`).
 #[cfg(feature = "internals")]
 pub fn elapsed_ns(start: &CudaEvent, end: &CudaEvent) -> Result<Option<u64>, DriverError> {
     start.context().bind_to_thread()?;
