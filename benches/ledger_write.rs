@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use common::{verdict, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use gpu_ledger::analysis::median;
+use gpu_ledger::internals::LedgerWriter;
 use gpu_ledger::ledger::schema::{
     CopyGroup, DeviceIteration, IterationRow, KernelGroup, LaunchShape, LedgerLine, ScopeRow,
     SyncGroup,
 };
-use gpu_ledger::ledger::writer::LedgerWriter;
 use gpu_ledger::ledger::{
     ClockStats, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind, PowerStats,
 };

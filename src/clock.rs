@@ -127,6 +127,7 @@ pub(crate) fn kernel_clocksource() -> Option<String> {
 
 #[cfg(target_arch = "x86_64")]
 #[inline]
+#[allow(unsafe_code)]
 pub(crate) fn tsc() -> u64 {
     // SAFETY: RDTSC exists on every x86-64 processor and only reads the time-stamp counter
     // into registers: no memory is touched, no precondition to uphold.

@@ -157,7 +157,7 @@ pub type CallbackFn = unsafe extern "C" fn(
     *const std::os::raw::c_void,
 );
 
-/// `cuptiSubscribe`: claims CUPTI's one subscriber slot (reporting [`Error::CuptiBusy`] when
+/// `cuptiSubscribe`: claims CUPTI's one subscriber slot (reporting [`Error::CuptiBusy`](crate::Error::CuptiBusy) when
 /// another tool holds it) with `callback`, which receives `userdata`.
 ///
 /// # Safety

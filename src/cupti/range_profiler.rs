@@ -8,7 +8,7 @@
 //! caller knows. The headers set it with `<Type>_STRUCT_SIZE`, defined as
 //! `CUPTI_PROFILER_STRUCT_SIZE(type, lastfield) = offsetof(type, lastfield) + sizeof(lastfield)`,
 //! i.e. the size *without* the trailing padding. bindgen does not turn those function-like macros
-//! into constants, so [`struct_size!`] computes the same value with [`std::mem::offset_of!`] and
+//! into constants, so `struct_size!` computes the same value with [`std::mem::offset_of!`] and
 //! the size of the named last field; the unit tests below pin the values for the structs used
 //! here against the header layout.
 
@@ -42,7 +42,7 @@ macro_rules! params {
     };
 }
 
-/// Size of the field a projection closure returns (used by [`struct_size!`]).
+/// Size of the field a projection closure returns (used by `struct_size!`).
 pub(crate) fn field_size<T, F>(_: impl Fn(&T) -> &F) -> usize {
     std::mem::size_of::<F>()
 }

@@ -1,11 +1,13 @@
 //! The ledger: JSON Lines written by a background thread, read back with validation.
 
+#![forbid(unsafe_code)]
+
 pub mod counters;
 pub mod environment;
 pub mod nvml;
 pub mod reader;
 pub mod schema;
-pub mod writer;
+pub(crate) mod writer;
 
 pub use environment::*;
 pub use nvml::*;
