@@ -1,4 +1,4 @@
-//! The profiler's own cost, side by side (issue 7): the same GPU workloads run interleaved in one
+//! The profiler's own cost, side by side: the same GPU workloads run interleaved in one
 //! process, over several rounds, under each configuration, and the table printed last says what
 //! each level adds per launch, against no profiler and against a minimal raw-CUPTI tracer.
 //!
@@ -28,12 +28,12 @@
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
-//! realistic step the issue names, the training loop's (`examples/common/training_model.rs`:
+//! realistic step, the training loop's (`examples/common/training_model.rs`:
 //! cuBLAS GEMMs, fused softmax and attention, reductions, vector adds, device copies, in
 //! `forward`/`backward`/`optimizer` scopes, then the loss read back in `log`); (d) a kernel mix:
 //! 22 kernels of 10 to 500 µs (a busy loop on `clock64` and the bundled vector_add) in
-//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, the issue's fallback
-//! workload and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
+//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, a fallback for (c)
+//! and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
 //! Under `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a)
 //! and (b) and after every step in (c) and (d).
 //!
@@ -121,7 +121,7 @@ const WARMUP_LAUNCHES: u64 = 2000;
 const FEW_STEPS: u64 = 50;
 
 #[derive(Parser, Debug)]
-#[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI (issue 7)")]
+#[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI")]
 struct Args {
     /// Rounds; each runs every configuration once, in a rotated order.
     #[arg(long, default_value_t = 5)]
