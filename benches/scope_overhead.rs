@@ -186,8 +186,8 @@ fn timed_steps(profiler: &Profiler, iters: u64) -> Duration {
 
 /// `profiler.step()` as a training loop calls it: once per `gap` of work (a busy wait here), with
 /// the collector thread idle in between. Median and p90 ns of single calls over `calls`. This is
-/// where waking a sleeping collector would show (it cost 17-21 µs a call before `step()` stopped
-/// waking it), which the back-to-back loop of [`timed_steps`] never sees.
+/// where waking a sleeping collector would show, which the back-to-back loop of [`timed_steps`]
+/// never sees.
 fn sparse_step_ns(profiler: &Profiler, gap: Duration, calls: usize) -> (f64, f64) {
     let mut ns: Vec<f64> = Vec::with_capacity(calls);
     for _ in 0..calls {

@@ -110,7 +110,8 @@ const LAUNCHES_PER_ITERATION: u64 = 1000;
 const FORWARD_US: [u32; 8] = [10, 20, 50, 10, 100, 20, 200, 50];
 /// Busy-loop kernels of the backward phase, µs each.
 const BACKWARD_US: [u32; 10] = [20, 50, 100, 500, 20, 10, 100, 200, 50, 20];
-/// vector_add sizes: 4 Mi floats (about 12 µs on an H200) and 16 Mi floats (about 45 µs).
+/// vector_add sizes: 4 Mi floats (about 12 µs on an H200, docs/measurements.md) and 16 Mi floats
+/// (four times the bytes).
 const VADD_SMALL: u64 = 4 << 20;
 const VADD_LARGE: u64 = 16 << 20;
 /// Launches per step of the kernel mix (d): 8 + 2 in forward, 10 in backward, 2 in optimizer.
