@@ -1,4 +1,4 @@
-//! Ledger row serialization (issue 7: the writer thread must never be the bottleneck at 10 000
+//! Ledger row serialization (target: the writer thread must never be the bottleneck at 10 000
 //! iterations per second).
 //!
 //! The row is a realistic training-step row: 10 scopes, 20 kernel groups with mangled C++ names,

@@ -1,4 +1,4 @@
-//! What a `Profiler::scope` guard costs on the calling thread (issue 7), on any machine.
+//! What a `Profiler::scope` guard costs on the calling thread, on any machine.
 //!
 //! - `scope/disabled`: enter + drop with no profiler running (target: at most 5 ns).
 //! - `scope/scopes_top_level`: at `Level::Scopes` (host time only, no NVML), a scope with no
@@ -37,8 +37,8 @@ mod common;
 /// none spills into the ring's overflow vector before the collector drains it.
 const CHUNK: u64 = 4_000;
 
-/// Untimed pause after each chunk, per scope in it: the collector thread needs about 150 ns of
-/// CPU per scope record (measured: `collector_cpu_ns` in the trailer), and its inbox is
+/// Untimed pause after each chunk, per scope in it: the collector thread spends CPU on every
+/// scope record (measured: `collector_cpu_ns` in the trailer), and its inbox is
 /// unbounded, so a loop of nothing but scopes would outrun it and grow memory without bound. A
 /// real application's scope rate is far below the collector's; the pause keeps the benchmark in
 /// that regime (the collector mostly idle, as it is there).
@@ -186,8 +186,8 @@ fn timed_steps(profiler: &Profiler, iters: u64) -> Duration {
 
 /// `profiler.step()` as a training loop calls it: once per `gap` of work (a busy wait here), with
 /// the collector thread idle in between. Median and p90 ns of single calls over `calls`. This is
-/// where waking a sleeping collector would show (it cost 17-21 µs a call before `step()` stopped
-/// waking it), which the back-to-back loop of [`timed_steps`] never sees.
+/// where waking a sleeping collector would show, which the back-to-back loop of [`timed_steps`]
+/// never sees.
 fn sparse_step_ns(profiler: &Profiler, gap: Duration, calls: usize) -> (f64, f64) {
     let mut ns: Vec<f64> = Vec::with_capacity(calls);
     for _ in 0..calls {
@@ -249,8 +249,7 @@ fn medians(max_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f
 /// Measured ns next to the targets, from a timing loop independent of criterion's analysis.
 /// Both figures are upper bounds: wall time counts the time the thread waited for a core on a
 /// loaded machine; the thread's CPU time does not, but includes the untimed `step()` and pause
-/// after each chunk (about 15 to 20 ns per scope on the development VM). The verdict uses the
-/// smaller.
+/// after each chunk. The verdict uses the smaller.
 fn summary() {
     let disabled = medians(u64::MAX, |n| {
         let t0 = Instant::now();

@@ -1,4 +1,4 @@
-//! Issue 8, fault matrix: the process ends without `Profiler::finish()` — `std::process::exit`,
+//! Fault matrix: the process ends without `Profiler::finish()` — `std::process::exit`,
 //! SIGINT, SIGTERM or SIGKILL. The ledger must stay valid up to the last complete iteration:
 //! the header is there, every row that was written is whole and parses, the rows are iterations
 //! 0, 1, 2, … without a gap, and at most the very last line is cut (the reader then drops that

@@ -59,7 +59,7 @@ fn four_way_classification_with_the_default_threshold() {
     // "High" starts at the threshold.
     assert_eq!(classify(60.0, 59.9, &t), Some(Bound::Memory));
     assert_eq!(classify(f64::NAN, 10.0, &t), None);
-    // The threshold is the caller's (the book: no universal 80 % rule).
+    // The threshold is the caller's (there is no universal 80 % rule).
     let strict = Thresholds { high_pct: 80.0 };
     assert_eq!(classify(75.0, 10.0, &strict), Some(Bound::Latency));
     for b in [Bound::Memory, Bound::Compute, Bound::Both, Bound::Latency] {

@@ -1,4 +1,4 @@
-//! Faults of the application process (issue 8), at the scopes level so they run anywhere: a
+//! Faults of the application process, at the scopes level so they run anywhere: a
 //! panic inside a scope, and an exit without `finish()`.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
-//! Property tests over the ledger reader (issue 8's fuzzing, in proptest form so it runs in
-//! CI): any input gives a ledger or an error with a line number, never a panic; a ledger cut
-//! anywhere after its header reads up to the cut, dropping and naming a cut last line.
+//! Property tests over the ledger reader (fuzzing in proptest form, so that it runs in CI): any
+//! input gives a ledger or an error with a line number, never a panic; a ledger cut anywhere
+//! after its header reads up to the cut, dropping and naming a cut last line.
 
 use std::path::Path;
 

@@ -362,8 +362,8 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
     let ledger = read_ledger(&path).unwrap();
     // A scope's time lies between the sleep it holds and the Instant readings around it. (Not
     // "around minus the guard's cost": a thread preempted between those readings and the guard
-    // makes that gap any size on a loaded machine; 203 µs was seen.) A conversion error shows
-    // as a time outside that window.
+    // makes that gap any size on a loaded machine.) A conversion error shows as a time outside
+    // that window.
     for (i, around) in inner_wall.iter().enumerate() {
         let row = &ledger.iterations[i];
         let inner = row.scopes.iter().find(|s| s.path == "outer/inner").unwrap();

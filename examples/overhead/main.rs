@@ -1,4 +1,4 @@
-//! The profiler's own cost, side by side (issue 7): the same GPU workloads run interleaved in one
+//! The profiler's own cost, side by side: the same GPU workloads run interleaved in one
 //! process, over several rounds, under each configuration, and the table printed last says what
 //! each level adds per launch, against no profiler and against a minimal raw-CUPTI tracer.
 //!
@@ -28,12 +28,12 @@
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
-//! realistic step the issue names, the training loop's (`examples/common/training_model.rs`:
+//! realistic step, the training loop's (`examples/common/training_model.rs`:
 //! cuBLAS GEMMs, fused softmax and attention, reductions, vector adds, device copies, in
 //! `forward`/`backward`/`optimizer` scopes, then the loss read back in `log`); (d) a kernel mix:
 //! 22 kernels of 10 to 500 µs (a busy loop on `clock64` and the bundled vector_add) in
-//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, the issue's fallback
-//! workload and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
+//! `step/{forward,backward,optimizer}` scopes and a synchronize per step, a fallback for (c)
+//! and the harder case (shorter kernels, so CUPTI's per-kernel cost is a larger share).
 //! Under `scopes` and `timeline`, `profiler.step()` ends an iteration every 1000 launches in (a)
 //! and (b) and after every step in (c) and (d).
 //!
@@ -110,7 +110,8 @@ const LAUNCHES_PER_ITERATION: u64 = 1000;
 const FORWARD_US: [u32; 8] = [10, 20, 50, 10, 100, 20, 200, 50];
 /// Busy-loop kernels of the backward phase, µs each.
 const BACKWARD_US: [u32; 10] = [20, 50, 100, 500, 20, 10, 100, 200, 50, 20];
-/// vector_add sizes: 4 Mi floats (about 12 µs on an H200) and 16 Mi floats (about 45 µs).
+/// vector_add sizes: 4 Mi floats (about 12 µs on an H200, docs/measurements.md) and 16 Mi floats
+/// (four times the bytes).
 const VADD_SMALL: u64 = 4 << 20;
 const VADD_LARGE: u64 = 16 << 20;
 /// Launches per step of the kernel mix (d): 8 + 2 in forward, 10 in backward, 2 in optimizer.
@@ -121,7 +122,7 @@ const WARMUP_LAUNCHES: u64 = 2000;
 const FEW_STEPS: u64 = 50;
 
 #[derive(Parser, Debug)]
-#[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI (issue 7)")]
+#[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI")]
 struct Args {
     /// Rounds; each runs every configuration once, in a rotated order.
     #[arg(long, default_value_t = 5)]

@@ -1,4 +1,4 @@
-//! `--scope-on`: the issue's target for a scope timed on a stream, "no more than the timing
+//! `--scope-on`: the target for a scope timed on a stream, "no more than the timing
 //! events it records, and less where adjacent scopes share one boundary event". In each round,
 //! in a rotated order, the same empty launches run four ways: plain; with the application's own
 //! pair of timing-enabled events recorded around each launch (two `cuEventRecord`s on two events

@@ -425,7 +425,7 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
     }
     if let Some(tl) = slow(Workload::Step, Config::Timeline) {
         println!(
-            "  timeline, (d) kernel mix (the issue's fallback step, not its target): slowdown \
+            "  timeline, (d) kernel mix (a fallback for (c), not a target): slowdown \
              {:+.2} %",
             100.0 * tl
         );

@@ -1,4 +1,4 @@
-//! GPU tests: hardware counters through the CUPTI Range Profiler (issue 3), checked against the
+//! GPU tests: hardware counters through the CUPTI Range Profiler, checked against the
 //! analytic counts of small kernels. No gpu-ledger `Profiler` runs while these do (SERIAL).
 //! Every test prints each measured value next to its expectation.
 
@@ -822,7 +822,7 @@ fn counters_level_scopes_become_ranges_on_the_window_and_the_timeline_keeps_runn
     }
     // Loads are exact. Stores are exact up to the Range Profiler's own `WaitNs` kernels, which
     // CUPTI launches inside user-replay ranges (one thread; measured +1 sector per range, +2
-    // for `step`, run 26): the allowance is the number of them the ledger shows.
+    // for `step`, docs/measurements.md): the allowance is the number of them the ledger shows.
     let waitns: u64 = ledger
         .iterations
         .iter()

@@ -1,4 +1,4 @@
-//! GPU fault tests (issue 8): a launch storm that exhausts the buffer pool, and 16 threads
+//! GPU fault tests: a launch storm that exhausts the buffer pool, and 16 threads
 //! opening scopes while launching kernels.
 
 use std::time::Duration;
@@ -19,7 +19,7 @@ fn an_exhausted_buffer_pool_drops_records_counts_them_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storm.jsonl");
     // Two 16 KiB buffers, no growth: far too small for 20 000 launches in flight. (The collector
-    // keeps up with a storm when the pool has four 64 KiB buffers: run 11 lost nothing.)
+    // keeps up with a storm when the pool has four 64 KiB buffers: docs/measurements.md.)
     let profiler = Profiler::builder()
         .level(Level::Timeline)
         .ledger_path(&path)

@@ -1,4 +1,4 @@
-//! Several GPUs and several ranks (issue 9): run on a host with two or more GPUs.
+//! Several GPUs and several ranks: run on a host with two or more GPUs.
 
 use std::time::Duration;
 

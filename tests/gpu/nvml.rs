@@ -1,4 +1,4 @@
-//! GPU tests: NVML clocks, power and energy per iteration, and the environment record (issue 4).
+//! GPU tests: NVML clocks, power and energy per iteration, and the environment record.
 
 use std::time::{Duration, Instant};
 

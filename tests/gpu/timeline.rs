@@ -158,13 +158,12 @@ fn sweep(g: &crate::Gpu, shape: Shape) -> Sweep {
 }
 
 /// Checks one sweep: never shorter than CUPTI by more than 1 µs; within 2 % from 1 ms; and, for
-/// kernels under 300 µs (the range the probe measured), a least excess under 10 µs: the
-/// launch latency. The least of a size's launches, not their median: host delays between the two
-/// event records add to the events' time, only ever positively (run 51: one 0.86 µs kernel's
-/// excess ran from 8.9 to 25.9 µs over 11 launches, and its median broke the 10 µs rule in runs
-/// 49–51 at one size or another). From a few hundred µs the excess also grows with the kernel's
-/// length, with and without the profiler alike (docs/measurements.md, runs 11 and 49): it is
-/// printed, not bounded by the latency rule.
+/// kernels under 300 µs, a least excess under 10 µs: the launch latency. The least of a size's
+/// launches, not their median: host delays between the two event records add to the events'
+/// time, only ever positively (one 0.86 µs kernel's excess ran from 8.9 to 25.9 µs over 11
+/// launches, and the median broke the 10 µs rule at one size or another: docs/measurements.md).
+/// From a few hundred µs the excess also grows with the kernel's length, with and without the
+/// profiler alike (docs/measurements.md): it is printed, not bounded by the latency rule.
 fn check_sweep(name: &str, s: &Sweep) -> Vec<String> {
     println!(
         "{name}: {:>10} {:>10} {:>10} {:>8} {:>10} {:>9}",
@@ -682,8 +681,8 @@ fn cublas_launches_made_through_the_runtime_complete_their_rows() {
     assert_eq!(ledger.iterations.len(), 5);
     for row in &ledger.iterations {
         // cuBLAS launches through the runtime, which calls the driver inside: only the outermost
-        // call is awaited, and a kernel carrying either call's id stands for it (before each
-        // fix, rows waited for the settle time and came out incomplete: run 50).
+        // call is awaited, and a kernel carrying either call's id stands for it (otherwise rows
+        // wait for the settle time and come out incomplete).
         assert_eq!(
             row.missing_records, 0,
             "iteration {}: {:?}",
