@@ -11,16 +11,14 @@
 use super::Collector;
 use crate::cupti::calls::CapturedCall;
 use crate::cupti::functions::{is_counted, ApiClass};
-use crate::cupti::record::{
-    CopyRecord, KernelRecord, MemoryRecord, MemsetRecord, Record, SyncRecord,
-};
+use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord, Record, SyncRecord};
 
 /// A GPU activity waiting to be placed or placed in an iteration.
 #[derive(Debug)]
 pub(super) enum Activity {
     Kernel(KernelRecord),
     Memcpy(CopyRecord),
-    Memset(MemsetRecord),
+    Memset(CopyRecord),
     Sync(SyncRecord),
     Memory(MemoryRecord),
 }

@@ -15,7 +15,7 @@ use super::scope_busy::ScopeBusyTable;
 use super::window::IterationState;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
-use crate::cupti::record::{KernelRecord, MemoryRecord};
+use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord};
 use crate::intervals::BusyAccumulator;
 use crate::ledger::schema::{
     ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
@@ -85,8 +85,8 @@ impl RowBuilder {
         // Kept across rows, with the capacity they grew to.
         let mut per_device = std::mem::take(&mut self.device_busy);
         let mut kernels = std::mem::take(&mut self.kernel_groups);
-        let mut copies: HashMap<(u32, &'static str), CopyGroup> = HashMap::default();
-        let mut memsets: HashMap<u32, CopyGroup> = HashMap::default();
+        let mut copies: Transfers = HashMap::default();
+        let mut memsets: Transfers = HashMap::default();
         let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
         let mut scope_busy = std::mem::take(&mut self.scope_busy);
         let mut memory_events: Vec<&MemoryRecord> = Vec::new();
@@ -96,34 +96,8 @@ impl RowBuilder {
                     kernels.add(k);
                     (k.device_id, (k.start, k.end), true)
                 }
-                Activity::Memcpy(c) => {
-                    let g = copies
-                        .entry((c.device_id, c.direction))
-                        .or_insert_with(|| CopyGroup {
-                            device_id: c.device_id,
-                            kind: c.direction.to_string(),
-                            count: 0,
-                            bytes: 0,
-                            total_ns: 0,
-                        });
-                    g.count += 1;
-                    g.bytes += c.bytes;
-                    g.total_ns += c.end.saturating_sub(c.start);
-                    (c.device_id, (c.start, c.end), false)
-                }
-                Activity::Memset(m) => {
-                    let g = memsets.entry(m.device_id).or_insert_with(|| CopyGroup {
-                        device_id: m.device_id,
-                        kind: "memset".into(),
-                        count: 0,
-                        bytes: 0,
-                        total_ns: 0,
-                    });
-                    g.count += 1;
-                    g.bytes += m.bytes;
-                    g.total_ns += m.end.saturating_sub(m.start);
-                    (m.device_id, (m.start, m.end), false)
-                }
+                Activity::Memcpy(c) => add_transfer(&mut copies, c),
+                Activity::Memset(m) => add_transfer(&mut memsets, m),
                 Activity::Sync(s) => {
                     let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
                         kind: s.kind.into(),
@@ -334,6 +308,26 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
 /// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
 const DEVICE_MEMORY_KIND: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
 
+/// A row's copies or memsets by device and direction.
+type Transfers = HashMap<(u32, &'static str), CopyGroup>;
+
+/// Counts a copy or memset in its group; its device, interval, and `false` (not a kernel).
+fn add_transfer(groups: &mut Transfers, c: &CopyRecord) -> (u32, (u64, u64), bool) {
+    let g = groups
+        .entry((c.device_id, c.direction))
+        .or_insert_with(|| CopyGroup {
+            device_id: c.device_id,
+            kind: c.direction.to_string(),
+            count: 0,
+            bytes: 0,
+            total_ns: 0,
+        });
+    g.count += 1;
+    g.bytes += c.bytes;
+    g.total_ns += c.end.saturating_sub(c.start);
+    (c.device_id, (c.start, c.end), false)
+}
+
 /// A device's GPU intervals in a row.
 struct DeviceBusy {
     device_id: u32,
@@ -345,43 +339,35 @@ fn activity_entries(placed: &[Placed], paths: &PathTable) -> Vec<ActivityEntry> 
     let mut out: Vec<ActivityEntry> = placed
         .iter()
         .filter_map(|p| {
-            let (kind, name, device_id, stream_id, start, end, corr, bytes, graph) =
-                match &p.activity {
-                    Activity::Kernel(k) => (
-                        "kernel",
-                        k.name.to_string(),
-                        k.device_id,
-                        k.stream_id,
-                        k.start,
-                        k.end,
-                        k.correlation_id,
-                        None,
-                        k.graph_id,
-                    ),
-                    Activity::Memcpy(c) => (
-                        "memcpy",
-                        c.direction.to_string(),
-                        c.device_id,
-                        c.stream_id,
-                        c.start,
-                        c.end,
-                        c.correlation_id,
-                        Some(c.bytes),
-                        c.graph_id,
-                    ),
-                    Activity::Memset(m) => (
-                        "memset",
-                        "memset".to_string(),
-                        m.device_id,
-                        m.stream_id,
-                        m.start,
-                        m.end,
-                        m.correlation_id,
-                        Some(m.bytes),
-                        m.graph_id,
-                    ),
-                    Activity::Sync(_) | Activity::Memory(_) => return None,
-                };
+            let kind = match &p.activity {
+                Activity::Kernel(_) => "kernel",
+                Activity::Memcpy(_) => "memcpy",
+                Activity::Memset(_) => "memset",
+                Activity::Sync(_) | Activity::Memory(_) => return None,
+            };
+            let (name, device_id, stream_id, start, end, corr, bytes, graph) = match &p.activity {
+                Activity::Kernel(k) => (
+                    k.name.to_string(),
+                    k.device_id,
+                    k.stream_id,
+                    k.start,
+                    k.end,
+                    k.correlation_id,
+                    None,
+                    k.graph_id,
+                ),
+                Activity::Memcpy(c) | Activity::Memset(c) => (
+                    c.direction.to_string(),
+                    c.device_id,
+                    c.stream_id,
+                    c.start,
+                    c.end,
+                    c.correlation_id,
+                    Some(c.bytes),
+                    c.graph_id,
+                ),
+                Activity::Sync(_) | Activity::Memory(_) => return None,
+            };
             Some(ActivityEntry {
                 kind: kind.into(),
                 name,

@@ -40,12 +40,14 @@ pub struct KernelRecord {
     pub device_launched: bool,
 }
 
-/// A memory copy (`CUpti_ActivityMemcpy6`, or `CUpti_ActivityMemcpyPtoP4` for peer copies).
+/// A memory copy (`CUpti_ActivityMemcpy6`, or `CUpti_ActivityMemcpyPtoP4` for peer copies), or
+/// a memset (`CUpti_ActivityMemset4`): bytes moved or set on a stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CopyRecord {
-    /// Direction: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, array kinds, or `unknown`.
+    /// Direction: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, array kinds, or `unknown`; `memset`
+    /// for a memset.
     pub direction: &'static str,
-    /// Bytes copied.
+    /// Bytes copied or set.
     pub bytes: u64,
     /// GPU start, CUPTI ns.
     pub start: u64,
@@ -63,27 +65,6 @@ pub struct CopyRecord {
     pub graph_id: u32,
     /// CUDA graph node id.
     pub graph_node_id: u64,
-}
-
-/// A memset (`CUpti_ActivityMemset4`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemsetRecord {
-    /// Bytes set.
-    pub bytes: u64,
-    /// GPU start, CUPTI ns.
-    pub start: u64,
-    /// GPU end, CUPTI ns.
-    pub end: u64,
-    /// Device ordinal.
-    pub device_id: u32,
-    /// CUPTI context id.
-    pub context_id: u32,
-    /// CUPTI stream id.
-    pub stream_id: u32,
-    /// Correlation id of the API call.
-    pub correlation_id: u32,
-    /// CUDA graph id (0 when not from a graph).
-    pub graph_id: u32,
 }
 
 /// A host-side wait (`CUpti_ActivitySynchronization2`).
@@ -131,7 +112,7 @@ pub enum Record {
     /// A copy.
     Memcpy(CopyRecord),
     /// A memset.
-    Memset(MemsetRecord),
+    Memset(CopyRecord),
     /// A synchronization wait.
     Sync(SyncRecord),
     /// A device-memory allocation or release.
@@ -335,7 +316,8 @@ pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> 
         }
         k::CUPTI_ACTIVITY_KIND_MEMSET => {
             let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) };
-            Record::Memset(MemsetRecord {
+            Record::Memset(CopyRecord {
+                direction: "memset",
                 bytes: r.bytes,
                 start: r.start,
                 end: r.end,
@@ -344,6 +326,7 @@ pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> 
                 stream_id: r.streamId,
                 correlation_id: r.correlationId,
                 graph_id: r.graphId,
+                graph_node_id: r.graphNodeId,
             })
         }
         k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
