@@ -158,7 +158,7 @@ fn decode_all(buf: &Buffer, names: &mut NameCache) -> u64 {
 /// Launches per iteration in the attribution benchmark.
 const LAUNCHES_PER_ITERATION: u64 = 1_000;
 
-/// Host start of launch `g`'s API call in the synthetic buffers, CUPTI ns (see `api_record`).
+/// CUPTI time of launch `g`'s call in the synthetic run, ns.
 fn launch_api_start(g: u64) -> u64 {
     1_000_000_000 + g * 7_000 - 4_000
 }

@@ -77,7 +77,7 @@ fn check_memory() {
     if let Some(kib) = rss.filter(|&kib| kib > RSS_LIMIT_KIB) {
         panic!(
             "resident memory reached {} MiB: the collector is not keeping up with the scope \
-             records (see docs/overhead.md, \"Results\")",
+             records (see docs/overhead.md, \"benches/scope_overhead.rs\")",
             kib / 1024
         );
     }
