@@ -6,7 +6,7 @@ use cupti_sys as sys;
 
 use super::offline::OfflineCollector;
 use crate::cupti::calls::CapturedCall;
-use crate::cupti::record::{intern_name, KernelRecord, Record};
+use crate::cupti::record::{intern_name, CopyRecord, KernelRecord, Record};
 use crate::ledger::schema::{IterationRow, LaunchShape};
 
 const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
@@ -376,4 +376,77 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
     assert_eq!(row.scopes.len(), 3, "nothing left from the first row");
     let launches: u64 = row.scopes.iter().map(|s| s.launches).sum();
     assert_eq!(launches, 3);
+}
+
+/// A captured call of the driver function `name`.
+fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
+    let cbid = sys::DRIVER_API_CBIDS
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| *id)
+        .expect("a driver function");
+    CapturedCall {
+        cbid,
+        ..call(corr, iteration, path_id)
+    }
+}
+
+/// A copy (`direction` one of CUPTI's) or a memset (`memset`) of `bytes` on device 0.
+fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyRecord {
+    CopyRecord {
+        direction,
+        bytes,
+        start,
+        end: start + 100,
+        device_id: 0,
+        context_id: 1,
+        stream_id: 7,
+        correlation_id: corr,
+        graph_id: 0,
+        graph_node_id: 0,
+    }
+}
+
+#[test]
+fn copies_and_memsets_are_awaited_grouped_by_direction_and_kept_apart() {
+    let mut c = OfflineCollector::new(1_000);
+    let up = c.intern_path("step/upload");
+    for (corr, name) in [
+        (1, "cuMemcpyHtoD_v2"),
+        (2, "cuMemcpyHtoD_v2"),
+        (3, "cuMemcpyDtoH_v2"),
+        (4, "cuMemsetD32_v2"),
+        (5, "cuMemsetD8_v2"),
+    ] {
+        c.accept_call(driver_call(name, corr, 0, up));
+    }
+    c.accept(Record::Memcpy(transfer("HtoD", 1, 1_100, 4096)));
+    c.accept(Record::Memcpy(transfer("HtoD", 2, 1_300, 1024)));
+    c.accept(Record::Memcpy(transfer("DtoH", 3, 1_500, 512)));
+    c.accept(Record::Memset(transfer("memset", 4, 1_700, 256)));
+    c.end_iteration(5_000, 2_000, 5);
+    assert!(
+        c.take_rows().is_empty(),
+        "the second memset's record has not arrived: the row waits"
+    );
+    c.accept(Record::Memset(transfer("memset", 5, 1_900, 64)));
+    let row = one_complete_row(&mut c);
+    let copies: Vec<(&str, u64, u64, u64)> = row
+        .memcpy
+        .iter()
+        .map(|g| (g.kind.as_str(), g.count, g.bytes, g.total_ns))
+        .collect();
+    assert_eq!(copies, [("DtoH", 1, 512, 100), ("HtoD", 2, 5120, 200)]);
+    let memsets: Vec<(&str, u64, u64, u64)> = row
+        .memset
+        .iter()
+        .map(|g| (g.kind.as_str(), g.count, g.bytes, g.total_ns))
+        .collect();
+    assert_eq!(memsets, [("memset", 2, 320, 200)]);
+    let scope = row.scopes.iter().find(|s| s.path == "step/upload").unwrap();
+    assert_eq!((scope.launches, scope.kernels), (5, 0));
+    assert_eq!(
+        row.devices[0].busy_ns, 500,
+        "five 100 ns transfers, none overlapping"
+    );
 }
