@@ -73,16 +73,15 @@ pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
     pub use crate::cupti::calls::CapturedCall;
-    pub use crate::cupti::functions::{classify_api, is_counted, ApiClass};
-    pub use crate::cupti::record::{decode, intern_name, KernelRecord, NameCache, Record};
+    pub use crate::cupti::record::{decode, NameCache, Record};
     pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};
-    pub use crate::cupti::{subscribe, unsubscribe, CallbackFn, Subscription};
+    pub use crate::cupti::{subscribe, unsubscribe};
     pub use crate::driver::device::{driver_present, require_driver};
     pub use crate::driver::events::elapsed_ns;
     pub use crate::env::{environment, nvml_index};
     pub use crate::ledger::writer::LedgerWriter;
     pub use crate::nvml::{
-        GpuProbe, NvmlError, NvmlInventory, NvmlLibrary, NvmlReading, NvmlSource, PcieCounters,
-        DEFAULT_ENERGY_PERIOD, DEFAULT_PCIE_PERIOD, DEFAULT_SAMPLE_PERIOD,
+        NvmlError, NvmlLibrary, NvmlSource, DEFAULT_ENERGY_PERIOD, DEFAULT_PCIE_PERIOD,
+        DEFAULT_SAMPLE_PERIOD,
     };
 }

@@ -5,7 +5,7 @@ use cupti_sys as sys;
 
 /// How a traced API call relates to GPU activity, for attribution and completeness checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiClass {
+pub(crate) enum ApiClass {
     /// A kernel launch: exactly one kernel record follows.
     KernelLaunch,
     /// A graph launch: any number of records follow.
@@ -19,7 +19,7 @@ pub enum ApiClass {
 }
 
 /// Classifies a driver or runtime API function by name; `None` for functions not traced.
-pub fn classify_api(name: &str) -> Option<ApiClass> {
+pub(crate) fn classify_api(name: &str) -> Option<ApiClass> {
     let n = name.strip_prefix("cu").unwrap_or(name);
     let n = n.strip_prefix("da").unwrap_or(n); // cudaX -> X for runtime names
     if n.starts_with("LaunchHostFunc") {
@@ -88,7 +88,7 @@ impl ApiClasses {
 }
 
 /// True for the API classes whose calls are counted and awaited.
-pub fn is_counted(class: Option<ApiClass>) -> bool {
+pub(crate) fn is_counted(class: Option<ApiClass>) -> bool {
     matches!(
         class,
         Some(ApiClass::KernelLaunch | ApiClass::GraphLaunch | ApiClass::Memcpy | ApiClass::Memset)

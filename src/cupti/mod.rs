@@ -150,7 +150,7 @@ unsafe impl Send for Subscription {}
 unsafe impl Sync for Subscription {}
 
 /// Callback-API callback signature.
-pub type CallbackFn = unsafe extern "C" fn(
+pub(crate) type CallbackFn = unsafe extern "C" fn(
     *mut std::os::raw::c_void,
     sys::CUpti_CallbackDomain::Type,
     sys::CUpti_CallbackId,

@@ -145,7 +145,7 @@ static NAMES: parking_lot::Mutex<Option<rustc_hash::FxHashSet<&'static str>>> =
     parking_lot::Mutex::new(None);
 
 /// The process's one copy of `text`, stored once and never freed (see `NAMES`).
-pub fn intern_name(text: &str) -> &'static str {
+pub(crate) fn intern_name(text: &str) -> &'static str {
     let mut names = NAMES.lock();
     let names = names.get_or_insert_with(Default::default);
     if let Some(name) = names.get(text) {

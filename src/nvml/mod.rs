@@ -83,7 +83,7 @@ mod source;
 mod test_support;
 
 pub use config::{DEFAULT_ENERGY_PERIOD, DEFAULT_SAMPLE_PERIOD};
-pub use inventory::{GpuProbe, NvmlInventory};
+pub(crate) use inventory::{GpuProbe, NvmlInventory};
 pub use library::NvmlLibrary;
 // What only the overhead example reads directly: the sources' read calls and their values.
 #[cfg(feature = "internals")]
@@ -91,9 +91,7 @@ pub use config::DEFAULT_PCIE_PERIOD;
 #[cfg(feature = "internals")]
 pub use error::NvmlError;
 #[cfg(feature = "internals")]
-pub use samples::NvmlReading;
-#[cfg(feature = "internals")]
-pub use source::{NvmlSource, PcieCounters};
+pub use source::NvmlSource;
 
 pub(crate) use config::{NvmlSamplerConfig, SampledDevice, DEFAULT_STOP_TIMEOUT};
 pub(crate) use sampler::NvmlSampler;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use super::{DeviceSamples, NvmlSampler};
 use crate::ledger::{EnergyMethod, PowerKind};
 use crate::nvml::fake::FakeNvmlSource;
+use crate::nvml::samples::NvmlReading;
+use crate::nvml::source::PcieCounters;
 use crate::nvml::test_support::{close, MS};
-use crate::nvml::{
-    NvmlError, NvmlLibrary, NvmlReading, NvmlSamplerConfig, PcieCounters, SampledDevice,
-};
+use crate::nvml::{NvmlError, NvmlLibrary, NvmlSamplerConfig, SampledDevice};
 
 fn fast_config() -> NvmlSamplerConfig {
     NvmlSamplerConfig {
