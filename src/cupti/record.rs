@@ -158,7 +158,7 @@ pub(crate) fn intern_name(text: &str) -> &'static str {
 
 /// Interns kernel names: CUPTI hands out the same pointer for every launch of one function, so
 /// the name is looked up by its address, with the text checked, and only a new address reaches
-/// the process-wide table ([`intern_name`]).
+/// the process-wide table (`intern_name`).
 pub struct NameCache {
     /// The names seen last, direct-mapped by address ([`NameCache::slot`]): an index and a
     /// compare where the hash map below took a probe sequence per kernel record.

@@ -19,7 +19,7 @@ use crate::ledger::PowerKind;
 
 /// The NVML library, loaded at run time through nvml-wrapper.
 ///
-/// Implements [`NvmlSource`] for the sampler and [`NvmlInventory`](super::NvmlInventory) for the
+/// Implements [`NvmlSource`] for the sampler and `NvmlInventory` for the
 /// environment record.
 pub struct NvmlLibrary {
     nvml: Nvml,

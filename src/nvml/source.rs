@@ -17,7 +17,7 @@ pub trait NvmlSource: Send {
 
     /// Reads clocks, power, temperature, throttle reasons and memory used of one device (not the
     /// PCIe counters: see [`NvmlSource::read_pcie_bytes`]). Cheap (microseconds). A figure that
-    /// cannot be read is `None` with a line in [`NvmlReading::field_errors`].
+    /// cannot be read is `None` with a line in `NvmlReading::field_errors`.
     ///
     /// # Errors
     /// When the device itself cannot be reached.
