@@ -175,7 +175,7 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
-            rows: RowBuilder::new(s.settle, s.record_activities, s.auto_ranges),
+            rows: RowBuilder::new(s.record_activities, s.auto_ranges),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),

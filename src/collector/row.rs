@@ -32,8 +32,6 @@ pub(super) struct RowBuilder {
     /// Device memory bookkeeping: bytes live per device, and sizes by address.
     live_bytes: HashMap<u32, i64>,
     alloc_sizes: HashMap<(u32, u64), u64>,
-    /// The settle time, for the warning of a row written without all its records.
-    settle: std::time::Duration,
     /// Keep every activity and scope span in the row.
     record_activities: bool,
     /// Counters use auto ranges: name each range from the iteration's kernel records.
@@ -41,31 +39,28 @@ pub(super) struct RowBuilder {
 }
 
 impl RowBuilder {
-    pub(super) fn new(
-        settle: std::time::Duration,
-        record_activities: bool,
-        auto_ranges: bool,
-    ) -> Self {
+    pub(super) fn new(record_activities: bool, auto_ranges: bool) -> Self {
         RowBuilder {
             kernel_groups: KernelGroups::default(),
             device_busy: Vec::new(),
             scope_busy: ScopeBusyTable::default(),
             live_bytes: HashMap::default(),
             alloc_sizes: HashMap::default(),
-            settle,
             record_activities,
             auto_ranges,
         }
     }
 
     /// The row of iteration `it`, written `incomplete` when the run ended before it could wait
-    /// for its records; `dropped_now` is CUPTI's count of dropped records so far.
+    /// for its records; `dropped_now` is CUPTI's count of dropped records so far, and `settle`
+    /// how long a row waits for its records (for the warning of a row written without them).
     pub(super) fn build(
         &mut self,
         running: &Running,
         it: &mut IterationState,
         incomplete: bool,
         dropped_now: u64,
+        settle: std::time::Duration,
     ) -> IterationRow {
         let paths = &running.paths;
         if it.counters.is_some() {
@@ -76,7 +71,7 @@ impl RowBuilder {
             it.warnings.push(format!(
                 "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
                  time ({} ms): {} without a GPU record, {} whose call was not captured",
-                self.settle.as_millis(),
+                settle.as_millis(),
                 it.expected.len(),
                 it.missing_calls
             ));

@@ -371,7 +371,7 @@ impl Collector {
         let dropped_now = self.dropped_total();
         let mut row = self
             .rows
-            .build(&self.running, &mut it, incomplete, dropped_now);
+            .build(&self.running, &mut it, incomplete, dropped_now, self.settle);
         self.spare_buffers = Some(it.into_buffers());
         if let Some(n) = &self.nvml {
             row.nvml = n.summarize_all(row.host_start_ns, row.host_start_ns + row.host_wall_ns);
