@@ -32,7 +32,8 @@ impl Level {
 /// Environment variable that sets the ledger path when the configuration does not.
 pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
 
-/// Profiler configuration. Start from [`Config::default`] or [`Profiler::builder`](crate::Profiler::builder).
+/// Profiler configuration. Start from [`Config::default`] or
+/// [`Profiler::builder`](crate::Profiler::builder).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// What to record.
@@ -70,9 +71,9 @@ pub struct Config {
     /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
     pub counters: Option<crate::counters::CountersSetup>,
     /// On SIGINT or SIGTERM, finish the ledger before the process dies: every iteration already
-    /// ended by [`Profiler::step`](crate::Profiler::step) gets its row (a partial row for the open one, as at
-    /// [`Profiler::finish`](crate::Profiler::finish)), then the trailer, with the warning `run ended by SIGTERM
-    /// (flush_on_signal)`. Then the signal is raised again with its default action, so the
+    /// ended by [`Profiler::step`](crate::Profiler::step) gets its row (a partial row for the
+    /// open one, as at [`Profiler::finish`](crate::Profiler::finish)), then the trailer, with the
+    /// warning `run ended by SIGTERM (flush_on_signal)`. Then the signal is raised again with its default action, so the
     /// process ends with the same status as without the profiler.
     ///
     /// Off by default: a library should not take a process's signals unasked. When on:
@@ -82,8 +83,8 @@ pub struct Config {
     /// - the handler only wakes a thread (`gpu-ledger-signal`), which does the work;
     /// - finishing is bounded: after 5 s (GPU records that never arrive, a stuck disk) the signal
     ///   ends the process anyway, and the ledger is then valid up to its last whole line;
-    /// - [`Profiler::finish`](crate::Profiler::finish) (or drop) restores the default disposition and stops the thread,
-    ///   so a later profiler in the same process starts clean.
+    /// - [`Profiler::finish`](crate::Profiler::finish) (or drop) restores the default
+    ///   disposition and stops the thread, so a later profiler in the same process starts clean.
     ///
     /// Linux only: elsewhere the option is accepted, does nothing, and the header says so.
     pub flush_on_signal: bool,

@@ -157,8 +157,9 @@ pub(crate) type CallbackFn = unsafe extern "C" fn(
     *const std::os::raw::c_void,
 );
 
-/// `cuptiSubscribe`: claims CUPTI's one subscriber slot (reporting [`Error::CuptiBusy`](crate::Error::CuptiBusy) when
-/// another tool holds it) with `callback`, which receives `userdata`.
+/// `cuptiSubscribe`: claims CUPTI's one subscriber slot (reporting
+/// [`Error::CuptiBusy`](crate::Error::CuptiBusy) when another tool holds it) with `callback`,
+/// which receives `userdata`.
 ///
 /// # Safety
 /// `userdata` must stay valid until [`unsubscribe`] returns, and `callback` must never unwind.
