@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use common::{verdict, wall_and_cpu_medians, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
-use gpu_ledger::internals::{decode, CapturedCall, NameCache, OfflineCollector, Record};
+use gpu_ledger::internals::{
+    decode, Attribution, CapturedCall, NameCache, OfflineCollector, Record,
+};
 use gpu_ledger::ledger::schema::IterationRow;
 
 mod common;
@@ -241,6 +243,8 @@ impl RealAttribution {
                         runtime: false,
                         nested: false,
                         outer_correlation_id: k.correlation_id,
+                        attribution: Attribution::OwnThread,
+                        thread: 0,
                     });
                     true
                 }

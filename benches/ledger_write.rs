@@ -175,6 +175,8 @@ fn row(index: u64) -> IterationRow {
         activities: None,
         scope_spans: None,
         counters: None,
+        attribution: None,
+        launch_threads: Vec::new(),
     }
 }
 

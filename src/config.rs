@@ -29,6 +29,34 @@ impl Level {
     }
 }
 
+/// Which thread's scopes a traced call on a thread with no scope of its own is attributed to:
+/// the scope open on the followed thread at the instant of the call. Frameworks that launch on
+/// their own worker threads get their launches attributed to the phases the application's
+/// thread is in; the row counts such kernels as `followed`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Follow {
+    /// Follow no thread: such calls go to `(unscoped)`.
+    Off,
+    /// The thread that calls [`Profiler::step`](crate::Profiler::step); before the first
+    /// `step()`, the thread that started the profiler.
+    #[default]
+    SteppingThread,
+    /// The threads of these names (`std::thread::Builder::name`). With several, the scope of the
+    /// one that opened or closed a scope last.
+    Threads(Vec<String>),
+}
+
+impl Follow {
+    /// As the ledger header records it.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Follow::Off => "off".into(),
+            Follow::SteppingThread => "stepping thread".into(),
+            Follow::Threads(names) => format!("threads {}", names.join(", ")),
+        }
+    }
+}
+
 /// Environment variable that sets the ledger path when the configuration does not.
 pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
 
@@ -88,6 +116,10 @@ pub struct Config {
     ///
     /// Linux only: elsewhere the option is accepted, does nothing, and the header says so.
     pub flush_on_signal: bool,
+    /// The thread whose open scope a launch, copy or memset on a thread with no scope of its own
+    /// is attributed to ([`Follow`]); default: the thread that calls `step()`. At the timeline and
+    /// counters levels; it costs one atomic load per traced call on a thread with no open scope.
+    pub follow: Follow,
 }
 
 impl Default for Config {
@@ -108,6 +140,7 @@ impl Default for Config {
             record_activities: false,
             counters: None,
             flush_on_signal: false,
+            follow: Follow::default(),
         }
     }
 }
@@ -198,6 +231,12 @@ impl ProfilerBuilder {
         self.config.flush_on_signal = on;
         self
     }
+    /// Sets which thread's open scope a call on a thread with no scope of its own is attributed
+    /// to. See [`Config::follow`].
+    pub fn follow(mut self, follow: Follow) -> Self {
+        self.config.follow = follow;
+        self
+    }
 }
 
 /// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
@@ -233,5 +272,6 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
             .flatten(),
         counter_iterations: None,
         record_activities: config.record_activities,
+        follow: Some(config.follow.describe()),
     }
 }

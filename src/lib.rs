@@ -58,12 +58,12 @@ mod scope;
 mod signals;
 mod thread_slot;
 
-pub use config::{Config, Level, ProfilerBuilder, LEDGER_PATH_ENV};
+pub use config::{Config, Follow, Level, ProfilerBuilder, LEDGER_PATH_ENV};
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
 pub use profiler::{Profiler, RunSummary};
 pub use run::{COUNTERS_SCOPE, UNSCOPED};
-pub use scope::ScopeGuard;
+pub use scope::{ContextGuard, ScopeContext, ScopeGuard};
 
 /// What gpu-ledger's own benchmarks, examples and GPU tests reach below the public API (feature
 /// `internals`, which they turn on). No stability promise: not for applications.
@@ -72,7 +72,7 @@ pub use scope::ScopeGuard;
 pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
-    pub use crate::cupti::calls::CapturedCall;
+    pub use crate::cupti::calls::{Attribution, CapturedCall};
     pub use crate::cupti::record::{decode, NameCache, Record};
     pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};
     pub use crate::cupti::{subscribe, unsubscribe};

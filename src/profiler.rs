@@ -172,6 +172,13 @@ impl Profiler {
         ScopeGuard::enter(name.into(), None)
     }
 
+    /// The innermost scope open on the calling thread, to hand to another thread that works on
+    /// its behalf ([`ScopeContext::enter`]): launches there are then attributed to this scope.
+    #[inline]
+    pub fn context() -> crate::ScopeContext {
+        crate::ScopeContext::current()
+    }
+
     /// Enters a scope whose device time is also measured by timing events recorded on `stream`
     /// at entry and exit (two `cuEventRecord` calls; the events are recycled).
     #[inline]
@@ -275,7 +282,7 @@ impl Profiler {
     /// blocks on the GPU: the iteration's row is written once its GPU records have arrived.
     pub fn step(&self) {
         if let Some(running) = &self.running {
-            running.step(|| scope::open_scopes(running));
+            running.step(|| scope::on_step(running));
         }
     }
 
@@ -454,7 +461,12 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
     let start_time = std::time::SystemTime::now();
     let start_unix_ns = crate::clock::unix_ns();
     let (buffer_tx, buffer_rx) = crossbeam_channel::unbounded();
-    let (running, inbox) = Running::new(HostClock::new(origin), cupti, counter_state);
+    let (running, inbox) = Running::new(
+        HostClock::new(origin),
+        cupti,
+        counter_state,
+        config.follow.clone(),
+    );
     let mut session = None;
     let mut activity = None;
     if let Some(lib) = cupti {

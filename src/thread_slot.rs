@@ -2,7 +2,29 @@
 //! and an overflow vector for what finds the ring full, so that nothing is dropped when the
 //! collector falls behind. Closed scopes and captured API calls travel this way.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Keys handed out to threads in order of first use; 0 is never one.
+static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    static THREAD_KEY: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A key of the calling thread, unique in the process and stable for the thread's life (0 when
+/// the thread is exiting).
+pub(crate) fn thread_key() -> u64 {
+    THREAD_KEY
+        .try_with(|k| {
+            if k.get() == 0 {
+                k.set(NEXT_THREAD_KEY.fetch_add(1, Ordering::Relaxed));
+            }
+            k.get()
+        })
+        .unwrap_or(0)
+}
 
 /// The collector's end of one thread's hand-over. Outlives the thread: what the thread sent
 /// before exiting is still drained.

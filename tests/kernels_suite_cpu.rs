@@ -441,6 +441,8 @@ fn row_with(kernels: Vec<KernelGroup>) -> IterationRow {
         activities: None,
         scope_spans: None,
         counters: None,
+        attribution: None,
+        launch_threads: Vec::new(),
     }
 }
 

@@ -499,3 +499,83 @@ fn next_on_a_scope_that_is_not_innermost_ends_it_and_opens_anew() {
     let g = Profiler::scope("x").next("y");
     drop(g);
 }
+
+#[test]
+fn a_context_handed_to_another_thread_nests_its_scopes_there() {
+    let (_g, _dir, path, profiler) = serial_run();
+    assert!(
+        gpu_ledger::ScopeContext::current().is_none(),
+        "no scope open"
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<gpu_ledger::ScopeContext>();
+    let worker = std::thread::Builder::new()
+        .name("launcher".into())
+        .spawn(move || {
+            for ctx in rx {
+                let _in = ctx.enter();
+                let _op = Profiler::scope("op");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+    for _ in 0..2 {
+        {
+            let _fwd = Profiler::scope("forward");
+            let ctx = Profiler::context();
+            assert!(!ctx.is_none());
+            tx.send(ctx).unwrap();
+            // An inert context: the worker's scope opened inside it stays top-level.
+            tx.send(gpu_ledger::ScopeContext::NONE).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        profiler.step();
+    }
+    drop(tx);
+    worker.join().unwrap();
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len(), 2);
+    for row in &ledger.iterations {
+        let calls = |p: &str| {
+            row.scopes
+                .iter()
+                .find(|s| s.path == p)
+                .map_or(0, |s| s.calls)
+        };
+        assert_eq!(calls("forward"), 1, "{:?}", row.scopes);
+        assert_eq!(calls("forward/op"), 1, "the handed-over scope's child");
+        assert_eq!(calls("op"), 1, "under no context");
+        assert!(
+            row.warnings.is_empty(),
+            "an entered context is not a scope left open: {:?}",
+            row.warnings
+        );
+    }
+}
+
+#[test]
+fn a_context_of_a_finished_run_enters_as_nothing() {
+    let ctx = {
+        let (_g, _dir, _path, profiler) = serial_run();
+        let _s = Profiler::scope("s");
+        let ctx = Profiler::context();
+        drop(_s);
+        profiler.finish().unwrap();
+        ctx
+    };
+    assert!(!ctx.is_none());
+    let (_g, _dir, path, profiler) = serial_run();
+    {
+        let _in = ctx.enter();
+        let _x = Profiler::scope("x");
+    }
+    profiler.step();
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    let paths: Vec<&str> = ledger.iterations[0]
+        .scopes
+        .iter()
+        .map(|s| s.path.as_str())
+        .collect();
+    assert_eq!(paths, ["x"], "the old run's path id means nothing here");
+}

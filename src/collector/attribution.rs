@@ -9,7 +9,7 @@
 //! host time.
 
 use super::Collector;
-use crate::cupti::calls::CapturedCall;
+use crate::cupti::calls::{Attribution, CapturedCall};
 use crate::cupti::functions::{is_counted, ApiClass};
 use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord, Record, SyncRecord};
 
@@ -52,10 +52,20 @@ impl Activity {
     }
 }
 
-/// An activity placed in an iteration, with the scope path it is attributed to.
+/// An activity placed in an iteration, with the scope path it is attributed to, how that path
+/// was found, and the thread whose call launched it.
 pub(super) struct Placed {
     pub(super) path_id: u32,
     pub(super) activity: Activity,
+    pub(super) by: CallSource,
+}
+
+/// How an activity's scope was found, and which thread launched it.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(super) struct CallSource {
+    pub(super) attribution: Attribution,
+    /// The launching thread ([`CapturedCall::thread`]); none when its call was not captured.
+    pub(super) thread: Option<u32>,
 }
 
 /// What the collector knows of a correlation id.
@@ -67,6 +77,8 @@ pub(super) struct CallInfo {
     path_id: u32,
     /// A nested call's outermost call ([`CapturedCall::nested`]).
     outer: Option<u32>,
+    /// How `path_id` was found, and the calling thread.
+    by: CallSource,
 }
 
 /// What waits for an iteration's end before it can be placed.
@@ -127,7 +139,9 @@ impl Collector {
             // 0 (no scope) keeps a path already known from the outermost call of the same id.
             if call.path_id != 0 {
                 info.path_id = call.path_id;
+                info.by.attribution = call.attribution;
             }
+            info.by.thread.get_or_insert(call.thread);
             if outer.is_some() {
                 info.outer = outer;
             }
@@ -194,7 +208,7 @@ impl Collector {
                     ..
                 },
             ) => match self.position_of(index) {
-                Some(pos) => self.place_as(pos, a, info.path_id, info.outer),
+                Some(pos) => self.place_as(pos, a, info.path_id, info.outer, info.by),
                 None => self.trailer.late_records += 1,
             },
             _ => self.waiting.entry(corr).or_default().push(a),
@@ -204,14 +218,22 @@ impl Collector {
     /// Places an activity in the iteration at `pos`, with what is known of its call.
     pub(super) fn place(&mut self, pos: usize, a: Activity) {
         let info = self.calls.get(a.correlation_id()).unwrap_or_default();
-        self.place_as(pos, a, info.path_id, info.outer);
+        self.place_as(pos, a, info.path_id, info.outer, info.by);
     }
 
     /// [`place`](Self::place) with what is known of the activity's correlation id: its scope
-    /// path and outermost call ([`CallInfo`]). Those two, not the whole `CallInfo`: passed in
-    /// registers rather than copied through the stack, which would read the copy of the entry
-    /// `accept_call` just wrote before its stores had landed (a stalled forward per kernel).
-    fn place_as(&mut self, pos: usize, a: Activity, path_id: u32, outer: Option<u32>) {
+    /// path, outermost call and source ([`CallInfo`]). Those, not the whole `CallInfo`: passed
+    /// in registers rather than copied through the stack, which would read the copy of the
+    /// entry `accept_call` just wrote before its stores had landed (a stalled forward per
+    /// kernel).
+    fn place_as(
+        &mut self,
+        pos: usize,
+        a: Activity,
+        path_id: u32,
+        outer: Option<u32>,
+        by: CallSource,
+    ) {
         let corr = a.correlation_id();
         let it = &mut self.iterations[pos];
         match outer {
@@ -228,6 +250,7 @@ impl Collector {
         it.placed.push(Placed {
             path_id,
             activity: a,
+            by,
         });
     }
 }

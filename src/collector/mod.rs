@@ -15,6 +15,7 @@
 mod attribution;
 mod correlation;
 mod kernel_groups;
+mod launch_threads;
 #[cfg(any(test, feature = "internals"))]
 pub(crate) mod offline;
 mod row;

@@ -38,7 +38,12 @@ impl OfflineCollector {
         let (_, buffer_rx) = crossbeam_channel::unbounded();
         // No CUPTI, no counters, and nothing sends to the inbox: `step()` is `end_iteration`.
         // Not published as the current run, so scopes stay off.
-        let (running, inbox) = Running::new(HostClock::monotonic(Instant::now()), None, None);
+        let (running, inbox) = Running::new(
+            HostClock::monotonic(Instant::now()),
+            None,
+            None,
+            crate::config::Follow::default(),
+        );
         let collector = Collector::new(CollectorSetup {
             running,
             inbox,
@@ -74,6 +79,21 @@ impl OfflineCollector {
     /// `Collector::accept`: one decoded record.
     pub fn accept(&mut self, record: Record) {
         self.collector.accept(record);
+    }
+
+    /// A scope of path `path_id` closed on gpu-ledger's thread 0 in iteration `iteration`,
+    /// open over host times `[start_ns, end_ns)`.
+    pub fn accept_scope(&mut self, path_id: u32, iteration: u64, start_ns: u64, end_ns: u64) {
+        self.collector.add_scopes(vec![crate::run::ScopeRecord {
+            path_id,
+            iteration_at_entry: iteration,
+            iteration,
+            start_ns,
+            end_ns,
+            events: None,
+            out_of_order: false,
+            thread: 0,
+        }]);
     }
 
     /// One API call as the timeline level's callback captures it.

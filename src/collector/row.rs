@@ -11,6 +11,7 @@ use cupti_sys as sys;
 
 use super::attribution::{Activity, Placed};
 use super::kernel_groups::KernelGroups;
+use super::launch_threads::{KernelAttribution, LaunchTally};
 use super::scope_busy::ScopeBusyTable;
 use super::window::IterationState;
 use crate::counters::launches::AutoRangeLaunches;
@@ -27,6 +28,7 @@ use crate::run::{PathTable, ScopeRecord};
 /// carries the device memory live across iterations.
 pub(super) struct RowBuilder {
     kernel_groups: KernelGroups,
+    launches: LaunchTally,
     device_busy: Vec<DeviceBusy>,
     scope_busy: ScopeBusyTable,
     /// Device memory bookkeeping: bytes live per device, and sizes by address.
@@ -42,6 +44,7 @@ impl RowBuilder {
     pub(super) fn new(record_activities: bool, auto_ranges: bool) -> Self {
         RowBuilder {
             kernel_groups: KernelGroups::default(),
+            launches: LaunchTally::default(),
             device_busy: Vec::new(),
             scope_busy: ScopeBusyTable::default(),
             live_bytes: HashMap::default(),
@@ -85,14 +88,23 @@ impl RowBuilder {
         let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
         let mut scope_busy = std::mem::take(&mut self.scope_busy);
         let mut memory_events: Vec<&MemoryRecord> = Vec::new();
+        let launches = &mut self.launches;
         for p in &it.placed {
             let (device_id, interval, kernel) = match &p.activity {
                 Activity::Kernel(k) => {
                     kernels.add(k);
+                    let a = KernelAttribution::of(p.by, p.path_id);
+                    launches.add_kernel(p.by, a, k.end.saturating_sub(k.start));
                     (k.device_id, (k.start, k.end), true)
                 }
-                Activity::Memcpy(c) => add_transfer(&mut copies, c),
-                Activity::Memset(m) => add_transfer(&mut memsets, m),
+                Activity::Memcpy(c) => {
+                    launches.add_copy(p.by);
+                    add_transfer(&mut copies, c)
+                }
+                Activity::Memset(m) => {
+                    launches.add_copy(p.by);
+                    add_transfer(&mut memsets, m)
+                }
                 Activity::Sync(s) => {
                     let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
                         kind: s.kind.into(),
@@ -223,6 +235,9 @@ impl RowBuilder {
         if let Some(c) = counters.as_mut().filter(|c| self.auto_ranges && c.complete) {
             name_auto_ranges(c, &it.placed);
         }
+        let (attribution, launch_threads) =
+            self.launches
+                .finish(running.calls(), !it.scopes.is_empty(), &mut it.warnings);
         let (activities, scope_spans) = if self.record_activities {
             (
                 Some(activity_entries(&it.placed, paths)),
@@ -250,6 +265,8 @@ impl RowBuilder {
             activities,
             scope_spans,
             counters,
+            attribution: Some(attribution),
+            launch_threads,
         }
     }
 }
@@ -371,6 +388,7 @@ fn activity_entries(placed: &[Placed], paths: &PathTable) -> Vec<ActivityEntry> 
                 start_ns: start,
                 end_ns: end,
                 scope: paths.path(p.path_id),
+                attribution: Some(KernelAttribution::of(p.by, p.path_id).name().into()),
                 correlation_id: corr,
                 bytes,
                 graph_id: (graph != 0).then_some(graph),

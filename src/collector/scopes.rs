@@ -35,7 +35,7 @@ impl Collector {
     /// Places each closed scope in the iteration it ended in, with the structural warnings it
     /// calls for; a scope of an iteration not begun yet waits for it (a thread raced the
     /// stepping thread's message).
-    fn add_scopes(&mut self, mut batch: Vec<ScopeRecord>) {
+    pub(super) fn add_scopes(&mut self, mut batch: Vec<ScopeRecord>) {
         let newest = self.iterations.back().map_or(0, |it| it.index);
         for mut rec in batch.drain(..) {
             if rec.iteration > newest {

@@ -5,7 +5,7 @@
 use cupti_sys as sys;
 
 use super::offline::OfflineCollector;
-use crate::cupti::calls::CapturedCall;
+use crate::cupti::calls::{Attribution, CapturedCall};
 use crate::cupti::record::{intern_name, CopyRecord, KernelRecord, Record};
 use crate::ledger::schema::{IterationRow, LaunchShape};
 
@@ -240,6 +240,12 @@ fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
         runtime: false,
         nested: false,
         outer_correlation_id: corr,
+        attribution: if path_id == 0 {
+            Attribution::Unscoped
+        } else {
+            Attribution::OwnThread
+        },
+        thread: 0,
     }
 }
 
@@ -449,4 +455,115 @@ fn copies_and_memsets_are_awaited_grouped_by_direction_and_kept_apart() {
         row.devices[0].busy_ns, 500,
         "five 100 ns transfers, none overlapping"
     );
+}
+
+/// A call of launching thread `thread`, its scope found by `attribution`.
+fn call_from(corr: u32, path_id: u32, thread: u32, attribution: Attribution) -> CapturedCall {
+    CapturedCall {
+        thread,
+        attribution,
+        ..call(corr, 0, path_id)
+    }
+}
+
+/// A kernel of `ns` ns.
+fn long_kernel(corr: u32, start: u64, ns: u64) -> Record {
+    let Record::Kernel(mut k) = kernel(corr, start, "worker_kernel") else {
+        unreachable!()
+    };
+    k.end = start + ns;
+    Record::Kernel(k)
+}
+
+#[test]
+fn a_row_counts_kernels_by_attribution_and_by_launching_thread() {
+    let mut c = OfflineCollector::new(1_000);
+    let fwd = c.intern_path("step/forward");
+    c.accept_scope(fwd, 0, 100, 900);
+    c.accept_call(call_from(1, fwd, 0, Attribution::OwnThread));
+    c.accept_call(call_from(2, fwd, 1, Attribution::Handoff));
+    c.accept_call(call_from(3, fwd, 1, Attribution::Followed));
+    c.accept_call(call_from(4, 0, 2, Attribution::Unscoped));
+    for corr in 1..=4 {
+        c.accept(kernel(corr, 1_000 + 100 * u64::from(corr), "k"));
+    }
+    c.end_iteration(5_000, 2_000, 4);
+    let row = one_complete_row(&mut c);
+    let a = row.attribution.expect("counted at the timeline level");
+    assert_eq!(
+        (a.own_thread, a.handoff, a.followed, a.profiler, a.unscoped),
+        (1, 1, 1, 0, 1)
+    );
+    assert_eq!(a.total(), row.kernels.iter().map(|k| k.count).sum::<u64>());
+    assert_eq!(kernels_of(&row, "step/forward"), 3);
+    // Threads by kernels, most first: thread 1 launched two.
+    let per_thread: Vec<(u64, u64, u64)> = row
+        .launch_threads
+        .iter()
+        .map(|t| (t.kernels, t.attribution.handoff, t.attribution.followed))
+        .collect();
+    assert_eq!(per_thread, [(2, 1, 1), (1, 0, 0), (1, 0, 0)]);
+    assert_eq!(row.launch_threads.iter().map(|t| t.kernels).sum::<u64>(), 4);
+    assert!(
+        row.warnings.iter().all(|w| !w.contains("in no scope")),
+        "a quarter unscoped is no warning: {:?}",
+        row.warnings
+    );
+}
+
+#[test]
+fn most_kernel_time_unscoped_while_scopes_were_open_is_warned_with_the_fix() {
+    let mut c = OfflineCollector::new(1_000);
+    let fwd = c.intern_path("step/forward");
+    c.accept_scope(fwd, 0, 100, 900);
+    c.accept_call(call_from(1, fwd, 0, Attribution::OwnThread));
+    c.accept_call(call_from(2, 0, 1, Attribution::Unscoped));
+    c.accept(long_kernel(1, 1_100, 100));
+    c.accept(long_kernel(2, 1_300, 5_000));
+    c.end_iteration(5_000, 2_000, 2);
+    let row = one_complete_row(&mut c);
+    let w = row
+        .warnings
+        .iter()
+        .find(|w| w.contains("in no scope although scopes were open"))
+        .unwrap_or_else(|| panic!("no warning in {:?}", row.warnings));
+    assert!(w.starts_with("98 %"), "{w}");
+    assert!(
+        w.contains("ScopeContext::enter") && w.contains("Config::follow"),
+        "{w}"
+    );
+    assert!(w.contains("tid 0"), "names the launching thread: {w}");
+
+    // Without scopes there is nothing to hand over: no warning.
+    let mut c = OfflineCollector::new(1_000);
+    c.accept_call(call_from(1, 0, 1, Attribution::Unscoped));
+    c.accept(long_kernel(1, 1_100, 5_000));
+    c.end_iteration(5_000, 2_000, 1);
+    let row = one_complete_row(&mut c);
+    assert!(row.warnings.is_empty(), "{:?}", row.warnings);
+    assert_eq!(row.attribution.unwrap().unscoped, 1);
+}
+
+#[test]
+fn a_kernel_of_a_nested_call_carries_the_calls_attribution() {
+    let mut c = OfflineCollector::new(1_000);
+    let fwd = c.intern_path("fwd");
+    let outer = CapturedCall {
+        runtime: true,
+        cbid:
+            sys::CUpti_runtime_api_trace_cbid_enum::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+        ..call_from(10, fwd, 0, Attribution::Handoff)
+    };
+    let inner = CapturedCall {
+        nested: true,
+        outer_correlation_id: 10,
+        ..call_from(11, fwd, 0, Attribution::Handoff)
+    };
+    c.accept_call(inner);
+    c.accept_call(outer);
+    c.accept(kernel(11, 1_100, "k"));
+    c.end_iteration(5_000, 2_000, 1);
+    let row = one_complete_row(&mut c);
+    assert_eq!(row.attribution.unwrap().handoff, 1);
+    assert_eq!(kernels_of(&row, "fwd"), 1);
 }

@@ -12,7 +12,7 @@
 //! (`crate::thread_slot`): no lock, no allocation and no clock read per call.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cupti_sys as sys;
@@ -43,7 +43,64 @@ pub struct CapturedCall {
     /// The correlation id of the outermost traced call this one was made in (its own when not
     /// nested).
     pub outer_correlation_id: u32,
+    /// How `path_id` was found.
+    pub attribution: Attribution,
+    /// The calling thread: its index in the run's list of launching threads
+    /// ([`ApiCalls::thread`]).
+    pub thread: u32,
 }
+
+/// How a call's scope path was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Attribution {
+    /// No scope: none open on its thread, none handed to it, none open on a followed thread.
+    #[default]
+    Unscoped,
+    /// The innermost scope open on the calling thread.
+    OwnThread,
+    /// A scope context captured on another thread and entered on this one (`ScopeContext`).
+    Handoff,
+    /// No scope on the calling thread: the scope open at that instant on the followed thread
+    /// (`Config::follow`).
+    Followed,
+}
+
+/// A thread that made traced calls, as the ledger names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct CallingThread {
+    /// The thread's name (`std::thread::Builder::name`), when it has one.
+    pub(crate) name: Option<String>,
+    /// The operating system's thread id (0 where unknown).
+    pub(crate) tid: u32,
+}
+
+impl CallingThread {
+    /// The calling thread.
+    fn current() -> Self {
+        CallingThread {
+            name: std::thread::current().name().map(str::to_owned),
+            tid: os_thread_id(),
+        }
+    }
+}
+
+/// The kernel's id of the calling thread, as `top -H`, `gdb` and Nsight Systems show it.
+#[cfg(target_os = "linux")]
+fn os_thread_id() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    u32::try_from(tid).unwrap_or(0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn os_thread_id() -> u32 {
+    0
+}
+
+/// The bit of a thread's scope path ([`set_scope_path`]) that says the path came through a
+/// scope context handed over from another thread. Path ids stay far below it.
+pub(crate) const HANDOFF_BIT: u32 = 1 << 31;
 
 /// Calls a thread's ring holds before they spill into its slot's overflow vector (a lock per
 /// call until the collector drains it, every 2 ms): 2 million calls a second per thread never
@@ -65,8 +122,12 @@ pub(crate) struct ApiCalls {
     /// Calls whose thread could not take them (the thread was exiting): their records are
     /// placed by time, and rows waiting for them say so.
     pub lost: AtomicU64,
+    /// The scope path open now on the followed thread (`Config::follow`), which a call on a
+    /// thread with no scope of its own is attributed to; 0: none.
+    pub followed: AtomicU32,
     session: u64,
-    slots: parking_lot::Mutex<Vec<Arc<ThreadSlot<CapturedCall>>>>,
+    /// Each calling thread's ring, in the order of their first call (a thread's index).
+    slots: parking_lot::Mutex<Vec<(Arc<ThreadSlot<CapturedCall>>, CallingThread)>>,
     classes: ApiClasses,
 }
 
@@ -76,6 +137,7 @@ impl Default for ApiCalls {
             total: AtomicU64::new(0),
             iteration: AtomicU64::new(0),
             lost: AtomicU64::new(0),
+            followed: AtomicU32::new(0),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
             classes: ApiClasses::default(),
@@ -91,9 +153,17 @@ impl ApiCalls {
 
     /// Moves every call captured so far, on every thread, into `out`.
     pub(crate) fn drain_into(&self, out: &mut Vec<CapturedCall>) {
-        for slot in self.slots.lock().iter() {
+        for (slot, _) in self.slots.lock().iter() {
             slot.drain_into(out);
         }
+    }
+
+    /// The thread of index `index` ([`CapturedCall::thread`]).
+    pub(crate) fn thread(&self, index: u32) -> Option<CallingThread> {
+        self.slots
+            .lock()
+            .get(index as usize)
+            .map(|(_, thread)| thread.clone())
     }
 
     /// What the callback does at a traced call's entry (`enter`) or exit, on the calling
@@ -124,7 +194,20 @@ impl ApiCalls {
             let depth = depth.saturating_sub(1);
             t.depth.set(depth);
             let nested = depth > 0;
-            let call = CapturedCall {
+            let raw = t.scope_path.get();
+            let (path_id, attribution) = if raw & HANDOFF_BIT != 0 {
+                (raw & !HANDOFF_BIT, Attribution::Handoff)
+            } else if raw != 0 {
+                (raw, Attribution::OwnThread)
+            } else {
+                // The one atomic load a call pays for following a thread, on a thread with no
+                // scope of its own.
+                match self.followed.load(Ordering::Relaxed) {
+                    0 => (0, Attribution::Unscoped),
+                    f => (f, Attribution::Followed),
+                }
+            };
+            let mut call = CapturedCall {
                 outer_correlation_id: if nested {
                     t.outer.get()
                 } else {
@@ -133,23 +216,33 @@ impl ApiCalls {
                 correlation_id,
                 cbid,
                 iteration: *correlation_data,
-                path_id: t.scope_path.get(),
+                path_id,
                 return_value,
                 runtime,
                 nested,
+                attribution,
+                thread: 0,
             };
             let Ok(mut sender) = t.sender.try_borrow_mut() else {
                 return false;
             };
             match &mut *sender {
-                Some((session, tx)) if *session == self.session => tx.send(call),
+                Some((session, index, tx)) if *session == self.session => {
+                    call.thread = *index;
+                    tx.send(call)
+                }
                 other => {
                     // The thread's first call of this run: its ring (one allocation and one
                     // lock, once per thread).
                     let (slot, mut tx) = ThreadSlot::new(RING_CAPACITY);
-                    self.slots.lock().push(slot);
+                    let index = {
+                        let mut slots = self.slots.lock();
+                        slots.push((slot, CallingThread::current()));
+                        u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
+                    };
+                    call.thread = index;
                     tx.send(call);
-                    *other = Some((self.session, tx));
+                    *other = Some((self.session, index, tx));
                 }
             }
             true
@@ -162,14 +255,15 @@ impl ApiCalls {
 
 /// A thread's side of the capture.
 struct CallThread {
-    /// The innermost scope open on this thread ([`set_scope_path`]).
+    /// The innermost scope open on this thread, with [`HANDOFF_BIT`] when it came through a
+    /// handed-over context ([`set_scope_path`]).
     scope_path: Cell<u32>,
     /// Traced calls in progress on this thread.
     depth: Cell<u32>,
     /// The correlation id of the outermost of them.
     outer: Cell<u32>,
-    /// This thread's ring, for the run (session) that made it.
-    sender: RefCell<Option<(u64, SlotSender<CapturedCall>)>>,
+    /// This thread's ring, for the run (session) that made it, and the thread's index there.
+    sender: RefCell<Option<(u64, u32, SlotSender<CapturedCall>)>>,
 }
 
 thread_local! {
@@ -183,8 +277,9 @@ thread_local! {
     };
 }
 
-/// Sets the scope path that calls made on this thread from now on are attributed to (0: none).
-/// Scope guards call it as they open and close.
+/// Sets the scope path that calls made on this thread from now on are attributed to (0: none),
+/// with [`HANDOFF_BIT`] set when it was handed over from another thread. Scope guards call it as
+/// they open and close.
 #[inline]
 pub(crate) fn set_scope_path(path_id: u32) {
     let _ = CALL_THREAD.try_with(|t| t.scope_path.set(path_id));
@@ -348,5 +443,65 @@ mod tests {
         assert_eq!(drained(&second).len(), 1);
         assert_eq!(drained(&first).len(), 1);
         assert_eq!(first.lost.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_call_says_how_its_scope_was_found() {
+        let calls = ApiCalls::default();
+        set_scope_path(5);
+        call(&calls, false, "cuLaunchKernel", 1, || {});
+        set_scope_path(6 | HANDOFF_BIT);
+        call(&calls, false, "cuLaunchKernel", 2, || {});
+        set_scope_path(0);
+        call(&calls, false, "cuLaunchKernel", 3, || {});
+        calls.followed.store(9, Ordering::Relaxed);
+        call(&calls, false, "cuLaunchKernel", 4, || {});
+        // A scope of the thread's own wins over the followed thread's.
+        set_scope_path(5);
+        call(&calls, false, "cuLaunchKernel", 5, || {});
+        set_scope_path(0);
+        let got: Vec<(u32, Attribution)> = drained(&calls)
+            .iter()
+            .map(|c| (c.path_id, c.attribution))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (5, Attribution::OwnThread),
+                (6, Attribution::Handoff),
+                (0, Attribution::Unscoped),
+                (9, Attribution::Followed),
+                (5, Attribution::OwnThread),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_names_its_thread() {
+        let calls = Arc::new(ApiCalls::default());
+        call(&calls, false, "cuLaunchKernel", 1, || {});
+        let c = calls.clone();
+        std::thread::Builder::new()
+            .name("launcher-0".into())
+            .spawn(move || call(&c, false, "cuLaunchKernel", 2, || {}))
+            .unwrap()
+            .join()
+            .unwrap();
+        let got = drained(&calls);
+        let of = |corr: u32| {
+            got.iter()
+                .find(|g| g.correlation_id == corr)
+                .unwrap()
+                .thread
+        };
+        assert_ne!(of(1), of(2));
+        let launcher = calls.thread(of(2)).unwrap();
+        assert_eq!(launcher.name.as_deref(), Some("launcher-0"));
+        #[cfg(target_os = "linux")]
+        {
+            assert_ne!(launcher.tid, 0);
+            assert_ne!(launcher.tid, calls.thread(of(1)).unwrap().tid);
+        }
+        assert_eq!(calls.thread(99), None);
     }
 }

@@ -77,6 +77,10 @@ pub struct ConfigRecord {
     /// Whether rows carry every activity and scope span (`activities`, `scope_spans`).
     #[serde(default)]
     pub record_activities: bool,
+    /// Which thread a call on a thread with no scope of its own follows (`off`, `stepping
+    /// thread`, `threads a, b`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -137,6 +141,58 @@ pub struct IterationRow {
     /// Hardware counters of this iteration, when a counters pass ran in it (then `perturbed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::IterationCounters>,
+    /// How the iteration's kernels were attributed to scopes; the counts add up to the kernel
+    /// count. At the levels that trace kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<AttributionCounts>,
+    /// The threads whose calls launched the iteration's kernels, copies and memsets, by thread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_threads: Vec<LaunchThread>,
+}
+
+/// Kernels counted by how their scope was found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttributionCounts {
+    /// In the innermost scope open on the thread that launched them.
+    pub own_thread: u64,
+    /// In a scope handed to the launching thread (`ScopeContext::enter`).
+    pub handoff: u64,
+    /// Launched on a thread with no scope: in the scope open at that instant on the followed
+    /// thread (`Config::follow`).
+    pub followed: u64,
+    /// gpu-ledger's own kernels (the counters level's), found by name.
+    pub profiler: u64,
+    /// In no scope: `(unscoped)`.
+    pub unscoped: u64,
+}
+
+impl AttributionCounts {
+    /// The kernels counted.
+    pub fn total(&self) -> u64 {
+        self.own_thread
+            .saturating_add(self.handoff)
+            .saturating_add(self.followed)
+            .saturating_add(self.profiler)
+            .saturating_add(self.unscoped)
+    }
+}
+
+/// One thread that launched work in an iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchThread {
+    /// The thread's name, when it has one.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The operating system's thread id (0 where unknown).
+    pub tid: u32,
+    /// Kernels it launched.
+    pub kernels: u64,
+    /// Their GPU time, summed.
+    pub kernel_ns: u64,
+    /// Copies and memsets it launched.
+    pub copies: u64,
+    /// How its kernels were attributed.
+    pub attribution: AttributionCounts,
 }
 
 /// One GPU activity of an iteration (kept only when activities are recorded).
@@ -156,6 +212,9 @@ pub struct ActivityEntry {
     pub end_ns: u64,
     /// Scope path it was launched in.
     pub scope: String,
+    /// How `scope` was found: `own_thread`, `handoff`, `followed`, `profiler` or `unscoped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<String>,
     /// CUPTI correlation id of the launching call.
     pub correlation_id: u32,
     /// Bytes moved or set (copies and memsets).

@@ -20,6 +20,7 @@ pub(crate) use paths::PathTable;
 pub use paths::UNSCOPED;
 
 use crate::clock::HostClock;
+use crate::config::Follow;
 use crate::counters::window::CounterState;
 use crate::cupti::calls::{ApiCalls, CapturedCall};
 use crate::cupti::{self, LoadedCupti};
@@ -84,15 +85,24 @@ pub(crate) struct Running {
     open: RwLock<bool>,
     /// Warnings for the trailer that shutdown adds (the signal that ended the run).
     end_warnings: Mutex<Vec<String>>,
+    /// The thread whose open scope calls on threads with no scope of their own are attributed
+    /// to.
+    pub(crate) follow: Follow,
+    /// With [`Follow::SteppingThread`], the key (`crate::thread_slot::thread_key`) of the thread
+    /// that called `step()` last, or started the run.
+    pub(crate) stepping: AtomicU64,
 }
 
 impl Running {
     /// The shared state of a run on `clock`, with CUPTI at the timeline and counters levels and
     /// the counters level's state when it was set up; and the collector's end of its messages.
+    /// Called on the thread that starts the run, which `Follow::SteppingThread` follows until
+    /// another thread calls `step()`.
     pub(crate) fn new(
         clock: HostClock,
         cupti: Option<&'static LoadedCupti>,
         counters: Option<CounterState>,
+        follow: Follow,
     ) -> (Arc<Running>, Inbox) {
         let (ends_tx, ends) = crossbeam_channel::unbounded();
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
@@ -116,6 +126,8 @@ impl Running {
             counters_path,
             open: RwLock::new(true),
             end_warnings: Mutex::new(Vec::new()),
+            follow,
+            stepping: AtomicU64::new(crate::thread_slot::thread_key()),
         });
         (running, Inbox { ends, finish })
     }

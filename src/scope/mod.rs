@@ -22,7 +22,8 @@ use std::sync::Arc;
 use cudarc::driver::CudaStream;
 
 use crate::clock::ClockSource;
-use crate::cupti::calls::ApiCalls;
+use crate::config::Follow;
+use crate::cupti::calls::{ApiCalls, HANDOFF_BIT};
 use crate::driver::events::{EventHandle, LocalEvents, PackedEvents};
 use crate::run::{ClosedScope, Running, ScopeSender, ENABLED, GENERATION};
 
@@ -35,6 +36,11 @@ struct Frame {
     token: u64,
     /// The counters pass this scope pushed a user range in (0: none).
     range_pass: u64,
+    /// The path came through a scope context handed over from another thread (this frame's,
+    /// or one below it).
+    handoff: bool,
+    /// An entered [`ScopeContext`], not a scope: it is neither timed nor recorded.
+    context: bool,
 }
 
 /// The event a scope timed on a stream began with (its guard holds the stream).
@@ -67,6 +73,14 @@ struct ThreadScopes {
     tsc: bool,
     /// CUPTI's callback reads the scope path ([`Running::captures_calls`]).
     captures_calls: bool,
+    /// Calls on threads with no scope of their own follow this thread's ([`Follow`]): it
+    /// publishes its innermost path as it changes.
+    follow: bool,
+    /// It is followed as the stepping thread, and stops being followed when another thread
+    /// steps.
+    follow_stepping: bool,
+    /// `crate::thread_slot::thread_key` of this thread.
+    key: u64,
     /// The static names found last, in front of `static_cache`.
     recent: RecentNames,
     /// parent path id -> child name -> path id; two levels so that a lookup borrows the name
@@ -162,6 +176,19 @@ impl ThreadScopes {
             .as_ref()
             .is_some_and(|r| r.clock.source() == ClockSource::Tsc);
         self.captures_calls = self.running.as_ref().is_some_and(|r| r.captures_calls());
+        self.key = crate::thread_slot::thread_key();
+        let (follow, stepping) = match self.running.as_ref().map(|r| (r, &r.follow)) {
+            Some((r, Follow::SteppingThread)) => {
+                (r.stepping.load(Ordering::Relaxed) == self.key, true)
+            }
+            Some((_, Follow::Threads(names))) => {
+                let me = std::thread::current();
+                (names.iter().any(|n| Some(n.as_str()) == me.name()), false)
+            }
+            _ => (false, false),
+        };
+        self.follow = follow && self.captures_calls;
+        self.follow_stepping = stepping;
         self.cache.clear();
         self.static_cache.clear();
         self.recent = RecentNames::default();
@@ -300,7 +327,7 @@ impl<'s> ScopeGuard<'s> {
             }
             let running = t.running.take()?;
             let frame = t.stack.pop()?;
-            release(&running, t.captures_calls, &frame, t.innermost());
+            t.release(&running, &frame);
             let boundary_ns = t.clock(&running);
             let boundary_event = t
                 .record_event(&running, frame.start_event.as_ref().and(stream))
@@ -357,19 +384,56 @@ fn counter_pop(running: &Running, pass: u64) {
     running.counter_pop(pass);
 }
 
-/// Takes a closed scope off the counters' range stack and hands the thread's API calls back to
-/// `innermost`, the scope still open (0: none), before the scope's end is read.
-#[inline]
-fn release(running: &Running, captures_calls: bool, frame: &Frame, innermost: u32) {
-    if captures_calls {
-        crate::cupti::calls::set_scope_path(innermost);
-    }
-    if frame.range_pass != 0 {
-        counter_pop(running, frame.range_pass);
-    }
-}
-
 impl ThreadScopes {
+    /// Takes a closed scope (or context) off the counters' range stack and hands the thread's
+    /// API calls back to the innermost frame still open, before the scope's end is read.
+    #[inline]
+    fn release(&mut self, running: &Running, frame: &Frame) {
+        self.point_calls(running, self.innermost_raw());
+        if frame.range_pass != 0 {
+            counter_pop(running, frame.range_pass);
+        }
+    }
+
+    /// Makes `raw` (a path id, with [`HANDOFF_BIT`] when handed over) the path this thread's
+    /// API calls are attributed to, and publishes it when calls of other threads follow this
+    /// one.
+    #[inline]
+    fn point_calls(&mut self, running: &Running, raw: u32) {
+        if !self.captures_calls {
+            return;
+        }
+        crate::cupti::calls::set_scope_path(raw);
+        if self.follow {
+            self.publish_followed(running, raw & !HANDOFF_BIT);
+        }
+    }
+
+    /// Publishes `path_id` as the followed thread's open scope, unless another thread has
+    /// become the stepping thread since.
+    #[inline]
+    fn publish_followed(&mut self, running: &Running, path_id: u32) {
+        if self.follow_stepping && running.stepping.load(Ordering::Relaxed) != self.key {
+            self.follow = false;
+            return;
+        }
+        if let Some(calls) = &self.calls {
+            calls.followed.store(path_id, Ordering::Relaxed);
+        }
+    }
+
+    /// The innermost frame's path as calls carry it: with [`HANDOFF_BIT`] when it came through
+    /// a handed-over context (0: none).
+    fn innermost_raw(&self) -> u32 {
+        self.stack.last().map_or(0, |f| {
+            if f.handoff {
+                f.path_id | HANDOFF_BIT
+            } else {
+                f.path_id
+            }
+        })
+    }
+
     /// The scope clock now: TSC ticks or ns since the origin, per the running profiler's
     /// `HostClock::source`.
     #[inline]
@@ -428,9 +492,15 @@ impl ThreadScopes {
             },
             Cow::Owned(_) => self.owned_path(running, parent, name),
         };
-        if self.captures_calls {
-            crate::cupti::calls::set_scope_path(path_id);
-        }
+        let handoff = self.stack.last().is_some_and(|f| f.handoff);
+        self.point_calls(
+            running,
+            if handoff {
+                path_id | HANDOFF_BIT
+            } else {
+                path_id
+            },
+        );
         self.next_token += 1;
         let token = self.next_token;
         let (start_ns, start_event) = match start {
@@ -450,6 +520,8 @@ impl ThreadScopes {
             start_event,
             token,
             range_pass,
+            handoff,
+            context: false,
         });
         ScopeGuard {
             token,
@@ -525,7 +597,7 @@ impl Drop for ScopeGuard<'_> {
             let Some(running) = t.running.take() else {
                 return;
             };
-            release(&running, t.captures_calls, &frame, t.innermost());
+            t.release(&running, &frame);
             let end_ns = t.clock(&running);
             let end_event = t
                 .record_event(&running, frame.start_event.as_ref().and(self.stream))
@@ -545,7 +617,7 @@ fn remove_frame(stack: &mut Vec<Frame>, token: u64) -> Option<Frame> {
 }
 
 /// Open scope paths of the calling thread, innermost last (for the structural warning when an
-/// iteration ends with scopes open).
+/// iteration ends with scopes open); entered contexts are not scopes of the thread's own.
 pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
     THREAD
         .try_with(|t| {
@@ -554,13 +626,46 @@ pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
                 .as_ref()
                 .is_some_and(|r| std::ptr::eq(r.as_ref(), running))
             {
-                t.stack.iter().map(|f| f.path_id).collect()
+                t.stack
+                    .iter()
+                    .filter(|f| !f.context)
+                    .map(|f| f.path_id)
+                    .collect()
             } else {
                 Vec::new()
             }
         })
         .unwrap_or_default()
 }
+
+/// What `step()` does on its thread: with [`Follow::SteppingThread`], makes the calling thread
+/// the followed one (publishing its open scope at once); returns its open scopes as
+/// [`open_scopes`] does.
+pub(crate) fn on_step(running: &Running) -> Vec<u32> {
+    if running.follow == Follow::SteppingThread && running.captures_calls() {
+        let key = crate::thread_slot::thread_key();
+        if running.stepping.load(Ordering::Relaxed) != key {
+            running.stepping.store(key, Ordering::Relaxed);
+            let _ = THREAD.try_with(|t| {
+                let mut guard = t.borrow_mut();
+                let t = &mut *guard;
+                if !t.refresh() {
+                    return;
+                }
+                if let Some(r) = t.running.take() {
+                    t.follow = true;
+                    let raw = t.innermost_raw();
+                    t.point_calls(&r, raw);
+                    t.running = Some(r);
+                }
+            });
+        }
+    }
+    open_scopes(running)
+}
+
+mod context;
+pub use context::{ContextGuard, ScopeContext};
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,8 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         activities: None,
         scope_spans: None,
         counters: None,
+        attribution: None,
+        launch_threads: Vec::new(),
         warnings: Vec::new(),
     }
 }
@@ -113,6 +115,7 @@ pub fn header(driver: &str) -> Header {
             nvml_energy_period_ms: None,
             counter_iterations: None,
             record_activities: false,
+            follow: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
