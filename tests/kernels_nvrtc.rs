@@ -96,6 +96,13 @@ fn every_launched_entry_point_is_in_the_ptx() {
         }),
         ("attention", VARIANTS.iter().map(|v| v.kernel).collect()),
         ("spill", vec!["spill_dynamic_index", "spill_free"]),
+        (
+            "train_ops",
+            gpu_ledger::kernels::TrainOp::ALL
+                .iter()
+                .map(|o| o.kernel())
+                .collect(),
+        ),
     ];
     for (module, names) in expect {
         let ptx = ptx_of(module);
@@ -162,6 +169,7 @@ fn bf16_gemm_uses_wmma_and_the_fp32_kernels_do_not() {
         "gemm",
         "softmax",
         "attention",
+        "train_ops",
     ] {
         let ptx = if module == "gemm" {
             ptx.clone()

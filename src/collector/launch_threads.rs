@@ -80,6 +80,10 @@ pub(super) struct LaunchTally {
     unscoped_ns: u64,
     /// The warning went to stderr once already.
     warned: bool,
+    /// Kernels of the rows written so far, and those among them attributed by following a
+    /// thread (for the trailer's note).
+    run_kernels: u64,
+    run_followed: u64,
 }
 
 impl LaunchTally {
@@ -122,6 +126,8 @@ impl LaunchTally {
         warnings: &mut Vec<String>,
     ) -> (AttributionCounts, Vec<LaunchThread>) {
         let counts = std::mem::take(&mut self.counts);
+        self.run_kernels = self.run_kernels.saturating_add(counts.total());
+        self.run_followed = self.run_followed.saturating_add(counts.followed);
         let kernel_ns = std::mem::take(&mut self.kernel_ns);
         let unscoped_ns = std::mem::take(&mut self.unscoped_ns);
         let mut tallies: Vec<(Option<u32>, ThreadTally)> = self.threads.drain().collect();
@@ -170,6 +176,23 @@ impl LaunchTally {
             warnings.push(msg);
         }
         (counts, threads)
+    }
+}
+
+impl LaunchTally {
+    /// The trailer's note when kernels were attributed by following a thread: what that rule
+    /// cannot see (work a queue defers to a later phase).
+    pub(super) fn follow_note(&self) -> Option<String> {
+        (self.run_followed > 0).then(|| {
+            format!(
+                "{} of {} kernels were launched on threads with no scope of their own and \
+                 attributed to the scope open on the followed thread at their launch \
+                 (Config::follow): work a framework queues and launches later lands in the \
+                 scope open when it is launched. Synchronize at phase ends while profiling, or \
+                 hand each operation's scope to the launching thread (ScopeContext)",
+                self.run_followed, self.run_kernels
+            )
+        })
     }
 }
 

@@ -41,6 +41,11 @@ pub(super) struct RowBuilder {
 }
 
 impl RowBuilder {
+    /// The trailer's note on kernels attributed by following a thread, when there were any.
+    pub(super) fn follow_note(&self) -> Option<String> {
+        self.launches.follow_note()
+    }
+
     pub(super) fn new(record_activities: bool, auto_ranges: bool) -> Self {
         RowBuilder {
             kernel_groups: KernelGroups::default(),

@@ -86,6 +86,7 @@ impl Collector {
                 "{leftover} activity records could not be placed in any iteration (no captured call and no matching time)"
             ));
         }
+        self.trailer.warnings.extend(self.rows.follow_note());
         if self.trailer.late_records > 0 {
             self.trailer.warnings.push(format!(
                 "{} records arrived after their iteration's row was written (raise Config::settle)",

@@ -148,3 +148,105 @@ impl VectorAdd {
         Ok(())
     }
 }
+
+/// A phase of a training step, as the kernels of `kernels/train_ops.cu` stand for it: one kernel
+/// of a distinct name per phase, `iters` dependent FMAs per element, so that tests of attribution
+/// know which scope each kernel belongs to and how long it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrainOp {
+    /// `forward_op`
+    Forward,
+    /// `backward_op`
+    Backward,
+    /// `optimizer_op`
+    Optimizer,
+}
+
+impl TrainOp {
+    /// The kernel file.
+    pub const MODULE: &'static str = "train_ops";
+    /// Every phase, in step order.
+    pub const ALL: [TrainOp; 3] = [TrainOp::Forward, TrainOp::Backward, TrainOp::Optimizer];
+
+    /// The kernel's name, as the ledger records it.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            TrainOp::Forward => "forward_op",
+            TrainOp::Backward => "backward_op",
+            TrainOp::Optimizer => "optimizer_op",
+        }
+    }
+
+    /// The phase's scope name (`forward`, `backward`, `optimizer`).
+    pub fn scope(self) -> &'static str {
+        match self {
+            TrainOp::Forward => "forward",
+            TrainOp::Backward => "backward",
+            TrainOp::Optimizer => "optimizer",
+        }
+    }
+
+    /// Analytic work over `n` elements with `iters` FMAs each: 8n bytes, 2n*iters FLOPs.
+    pub fn work(n: u64, iters: u32) -> Work {
+        Work {
+            bytes: 8 * n,
+            flops: 2 * n * u64::from(iters),
+        }
+    }
+}
+
+/// The three kernels of [`TrainOp`], loaded.
+pub struct TrainOps {
+    functions: [CudaFunction; 3],
+}
+
+impl TrainOps {
+    /// Compiles and loads `kernels/train_ops.cu` for `ctx`'s device.
+    ///
+    /// # Errors
+    /// As [`compile`].
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
+        let module = compile(ctx, TrainOp::MODULE)?;
+        let f = |op: TrainOp| module.load_function(op.kernel());
+        Ok(TrainOps {
+            functions: [
+                f(TrainOp::Forward)?,
+                f(TrainOp::Backward)?,
+                f(TrainOp::Optimizer)?,
+            ],
+        })
+    }
+
+    /// Launches `op` over the first `n` elements of `x` on `stream`, `iters` FMAs each.
+    ///
+    /// # Errors
+    /// A launch failure, or `n` larger than `x`.
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        op: TrainOp,
+        x: &mut CudaSlice<f32>,
+        n: u64,
+        iters: u32,
+    ) -> Result<()> {
+        if n as usize > x.len() {
+            return Err(Error::Config(format!(
+                "{} over {n} elements, but the slice holds {}",
+                op.kernel(),
+                x.len()
+            )));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(256).max(1) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let i = TrainOp::ALL.iter().position(|o| *o == op).unwrap_or(0);
+        let mut launch = stream.launch_builder(&self.functions[i]);
+        launch.arg(x).arg(&n).arg(&iters);
+        // SAFETY: the arguments match the kernel's signature (a float pointer, an unsigned long
+        // long and an unsigned int), and n is within the slice.
+        unsafe { launch.launch(cfg) }?;
+        Ok(())
+    }
+}

@@ -13,6 +13,7 @@ use gpu_ledger::ledger::IterationRow;
 use gpu_ledger::{read_ledger, Ledger, Level, Profiler, RunSummary};
 use parking_lot::Mutex;
 
+mod attribution;
 mod counters;
 mod faults;
 mod kernels_suite;
