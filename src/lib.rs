@@ -85,3 +85,8 @@ pub mod internals {
         DEFAULT_SAMPLE_PERIOD,
     };
 }
+
+/// The README's Rust examples, compiled as doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
