@@ -59,6 +59,7 @@ mod signals;
 mod thread_slot;
 
 pub use config::{Config, Follow, Level, ProfilerBuilder, LEDGER_PATH_ENV};
+pub use driver::events::RawStream;
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
 pub use profiler::{Profiler, RunSummary};

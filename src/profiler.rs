@@ -18,6 +18,7 @@ use crate::counters::window::CounterState;
 use crate::cupti;
 use crate::cupti::activity::{ActivityShared, ActivityStats, TimelineSession};
 use crate::cupti::pool::BufferPool;
+use crate::driver::events::StreamRef;
 use crate::error::{Error, Result};
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::ledger::writer::LedgerWriter;
@@ -186,10 +187,26 @@ impl Profiler {
         name: impl Into<Cow<'static, str>>,
         stream: &'s Arc<CudaStream>,
     ) -> ScopeGuard<'s> {
+        let stream = Some(StreamRef::Cudarc(stream));
         if !ENABLED.load(Ordering::Relaxed) {
-            return ScopeGuard::inert(Some(stream));
+            return ScopeGuard::inert(stream);
         }
-        ScopeGuard::enter(name.into(), Some(stream))
+        ScopeGuard::enter(name.into(), stream)
+    }
+
+    /// [`scope_on`](Self::scope_on) for a stream the application holds as a raw driver handle
+    /// ([`RawStream::from_raw`](crate::RawStream::from_raw)), as frameworks with streams of
+    /// their own do. The events are made in the stream's own context.
+    #[inline]
+    pub fn scope_on_raw<'s>(
+        name: impl Into<Cow<'static, str>>,
+        stream: &'s crate::RawStream,
+    ) -> ScopeGuard<'s> {
+        let stream = Some(StreamRef::Raw(stream));
+        if !ENABLED.load(Ordering::Relaxed) {
+            return ScopeGuard::inert(stream);
+        }
+        ScopeGuard::enter(name.into(), stream)
     }
 
     /// Checks, without starting anything, that this machine has what `level` needs: the CUDA

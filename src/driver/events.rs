@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
-use cudarc::driver::sys::{CUcontext, CUevent, CUevent_flags};
+use cudarc::driver::sys::{CUcontext, CUevent, CUevent_flags, CUstream};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError};
 
 /// One of the pool's timing events: its driver handle and its context's.
@@ -99,6 +99,52 @@ impl PackedEvents {
     }
 }
 
+/// A CUDA stream an application holds as a raw driver handle (frameworks keep streams of their
+/// own), with its context, for [`Profiler::scope_on_raw`](crate::Profiler::scope_on_raw).
+#[derive(Debug, Clone, Copy)]
+pub struct RawStream {
+    stream: CUstream,
+    ctx: CUcontext,
+}
+
+// SAFETY: driver handles are opaque values the driver lets any thread use; the stream's and the
+// context's lifetimes are the caller's promise at `from_raw`.
+unsafe impl Send for RawStream {}
+// SAFETY: as for Send; the value is two copied handles with no interior state.
+unsafe impl Sync for RawStream {}
+
+impl RawStream {
+    /// The stream `stream` and the context it belongs to (asked of the driver once here).
+    ///
+    /// # Safety
+    /// `stream` is a stream handle of the CUDA driver API (a `cudaStream_t` of the runtime is
+    /// one), not destroyed while this value is used, and its context stays alive until the
+    /// running profiler has finished (the collector reads the scope's events there).
+    ///
+    /// # Errors
+    /// The driver's answer when it does not know the stream (`CUDA_ERROR_INVALID_HANDLE`,
+    /// `CUDA_ERROR_INVALID_CONTEXT`).
+    pub unsafe fn from_raw(stream: CUstream) -> Result<RawStream, DriverError> {
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: the caller vouches for the handle; cuStreamGetCtx only reads it and writes the
+        // context through the pointer, which points at a local.
+        unsafe { cudarc::driver::sys::cuStreamGetCtx(stream, &mut ctx) }.result()?;
+        Ok(RawStream { stream, ctx })
+    }
+
+    /// The driver handle.
+    pub fn handle(&self) -> CUstream {
+        self.stream
+    }
+}
+
+/// The stream a scope is timed on.
+#[derive(Clone, Copy)]
+pub(crate) enum StreamRef<'s> {
+    Cudarc(&'s CudaStream),
+    Raw(&'s RawStream),
+}
+
 /// A thread's free events, taken without a lock or an atomic operation.
 #[derive(Default)]
 pub(crate) struct LocalEvents {
@@ -125,6 +171,8 @@ const BATCHES: usize = 64;
 pub(crate) struct EventPool {
     /// Every event made; dropped (destroyed) with the pool. Locked only to add a new event.
     owned: parking_lot::Mutex<Vec<CudaEvent>>,
+    /// Events made for raw streams, with their contexts; destroyed with the pool.
+    owned_raw: parking_lot::Mutex<Vec<EventHandle>>,
     /// Batches of events the collector has read, for any scope thread to take whole.
     returned: ArrayQueue<Vec<EventHandle>>,
     /// Emptied batch vectors going back to the collector, so that neither side allocates.
@@ -136,6 +184,7 @@ impl Default for EventPool {
     fn default() -> Self {
         EventPool {
             owned: parking_lot::Mutex::new(Vec::new()),
+            owned_raw: parking_lot::Mutex::new(Vec::new()),
             returned: ArrayQueue::new(BATCHES),
             spare: ArrayQueue::new(BATCHES),
             failures: AtomicU64::new(0),
@@ -150,21 +199,25 @@ impl EventPool {
     pub(crate) fn record(
         &self,
         local: &mut LocalEvents,
-        stream: &CudaStream,
+        stream: StreamRef<'_>,
     ) -> Option<EventHandle> {
-        let ctx = stream.context();
-        let key = ctx.cu_ctx();
+        let (key, cu_stream) = match stream {
+            StreamRef::Cudarc(s) => (s.context().cu_ctx(), s.cu_stream()),
+            StreamRef::Raw(r) => (r.ctx, r.stream),
+        };
         let handle = match local.take(key) {
             Some(h) => h,
             None => {
                 self.take_returned(local);
                 match local.take(key) {
                     Some(h) => h,
-                    None => self.create(ctx)?,
+                    None => match stream {
+                        StreamRef::Cudarc(s) => self.create(s.context())?,
+                        StreamRef::Raw(r) => self.create_raw(r.ctx)?,
+                    },
                 }
             }
         };
-        let cu_stream = stream.cu_stream();
         // A stream of its own names its context, so the record is tried first without asking
         // the driver which context is current (cudarc's `CudaEvent::record` asks every time,
         // a driver call per record next to the application's launches). Where it is refused
@@ -172,18 +225,45 @@ impl EventPool {
         // again. The NULL stream means the current context's: bound first.
         if !cu_stream.is_null() {
             // SAFETY: the event belongs to the pool, which outlives this call, and to the
-            // stream's context (`take` matched it); the stream is borrowed for the call.
+            // stream's context (`take` matched it); the stream is borrowed for the call (a raw
+            // one by the guarantee of `RawStream::from_raw`).
             if unsafe { cudarc::driver::result::event::record(handle.event, cu_stream) }.is_ok() {
                 return Some(handle);
             }
         }
-        if ctx.bind_to_thread().is_err() {
+        let bound = match stream {
+            StreamRef::Cudarc(s) => s.context().bind_to_thread().is_ok(),
+            // SAFETY: the context is alive (`RawStream::from_raw`'s guarantee).
+            StreamRef::Raw(r) => unsafe { cudarc::driver::result::ctx::set_current(r.ctx) }.is_ok(),
+        };
+        if !bound {
             return self.failed(local, handle);
         }
         // SAFETY: as above, with the stream's context now bound to this thread.
         match unsafe { cudarc::driver::result::event::record(handle.event, cu_stream) } {
             Ok(()) => Some(handle),
             Err(_) => self.failed(local, handle),
+        }
+    }
+
+    /// A new event of the raw context `ctx`, bound to this thread for the call.
+    #[cold]
+    #[inline(never)]
+    fn create_raw(&self, ctx: CUcontext) -> Option<EventHandle> {
+        // SAFETY: the context is alive (`RawStream::from_raw`'s guarantee); binding it on this
+        // thread is what the application's own event creation would do.
+        let made = unsafe { cudarc::driver::result::ctx::set_current(ctx) }
+            .and_then(|()| cudarc::driver::result::event::create(CUevent_flags::CU_EVENT_DEFAULT));
+        match made {
+            Ok(event) => {
+                let handle = EventHandle { event, ctx };
+                self.owned_raw.lock().push(handle);
+                Some(handle)
+            }
+            Err(_) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                None
+            }
         }
     }
 
@@ -250,7 +330,22 @@ impl EventPool {
 
     /// Events made so far.
     pub(crate) fn made(&self) -> usize {
-        self.owned.lock().len()
+        self.owned.lock().len() + self.owned_raw.lock().len()
+    }
+}
+
+impl Drop for EventPool {
+    fn drop(&mut self) {
+        for h in self.owned_raw.get_mut().drain(..) {
+            // SAFETY: the pool made the event and nothing uses it any more (the run has
+            // finished); its context is alive (`RawStream::from_raw`'s guarantee). A failure
+            // leaves the event to its context's destruction.
+            unsafe {
+                if cudarc::driver::result::ctx::set_current(h.ctx).is_ok() {
+                    let _ = cudarc::driver::result::event::destroy(h.event);
+                }
+            }
+        }
     }
 }
 

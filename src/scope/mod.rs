@@ -19,12 +19,10 @@ use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use cudarc::driver::CudaStream;
-
 use crate::clock::ClockSource;
 use crate::config::Follow;
 use crate::cupti::calls::{ApiCalls, HANDOFF_BIT};
-use crate::driver::events::{EventHandle, LocalEvents, PackedEvents};
+use crate::driver::events::{EventHandle, LocalEvents, PackedEvents, StreamRef};
 use crate::run::{ClosedScope, Running, ScopeSender, ENABLED, GENERATION};
 
 struct Frame {
@@ -250,12 +248,12 @@ pub struct ScopeGuard<'s> {
     /// 0 for an inert guard (profiler disabled).
     token: u64,
     /// The stream the scope is timed on: its end event is recorded there.
-    stream: Option<&'s CudaStream>,
+    stream: Option<StreamRef<'s>>,
     _not_send: PhantomData<*mut ()>,
 }
 
 impl<'s> ScopeGuard<'s> {
-    pub(crate) const fn inert(stream: Option<&'s CudaStream>) -> Self {
+    pub(crate) const fn inert(stream: Option<StreamRef<'s>>) -> Self {
         ScopeGuard {
             token: 0,
             stream,
@@ -266,7 +264,7 @@ impl<'s> ScopeGuard<'s> {
     /// Ends the scope now (same as dropping the guard).
     pub fn end(self) {}
 
-    pub(crate) fn enter(name: Cow<'static, str>, stream: Option<&'s CudaStream>) -> Self {
+    pub(crate) fn enter(name: Cow<'static, str>, stream: Option<StreamRef<'s>>) -> Self {
         if !ENABLED.load(Ordering::Relaxed) {
             return Self::inert(stream);
         }
@@ -451,7 +449,7 @@ impl ThreadScopes {
     fn record_event(
         &mut self,
         running: &Running,
-        stream: Option<&CudaStream>,
+        stream: Option<StreamRef<'_>>,
     ) -> Option<EventHandle> {
         running.events.record(&mut self.events, stream?)
     }
@@ -477,7 +475,7 @@ impl ThreadScopes {
         running: &Running,
         name: Cow<'static, str>,
         start: Start,
-        stream: Option<&'s CudaStream>,
+        stream: Option<StreamRef<'s>>,
     ) -> ScopeGuard<'s> {
         let range_pass = if crate::counters::window::ranges_on() {
             counter_push(running, &name)

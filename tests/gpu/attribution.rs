@@ -166,3 +166,45 @@ fn launches_on_threads_without_scopes_are_unscoped_and_the_row_says_why() {
         assert!(w.contains("launcher-0") && w.contains("launcher-1"), "{w}");
     }
 }
+
+/// A framework's own stream, known only by its driver handle, times a scope as a cudarc
+/// stream does, on a thread with no current context too.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_scope_on_a_raw_stream_handle_is_timed_by_its_events() {
+    let _turn = super::SERIAL.lock();
+    let g = super::gpu();
+    let n = 1 << 22;
+    let (a, b, mut c) = super::vectors(&g.stream, n);
+    let own = g.ctx.new_stream().unwrap();
+    // SAFETY: the handle is a live stream of this context, which outlives the profiler below.
+    let raw = unsafe { gpu_ledger::RawStream::from_raw(own.cu_stream()) }.unwrap();
+    assert_eq!(raw.handle(), own.cu_stream());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("raw.jsonl");
+    let profiler = super::timeline(&path);
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            for _ in 0..3 {
+                let s = Profiler::scope_on_raw("raw", &raw);
+                g.vadd.launch(&own, &a, &b, &mut c, n as u64).unwrap();
+                drop(s);
+            }
+        });
+    });
+    profiler.step();
+    own.synchronize().unwrap();
+    let (_, ledger) = super::finish_without_event_warnings(profiler, &path);
+    let s = ledger.iterations[0]
+        .scopes
+        .iter()
+        .find(|s| s.path == "raw")
+        .unwrap();
+    assert_eq!((s.calls, s.kernels), (3, 3));
+    let ev = s.event_device_ns.expect("the scope has event time");
+    assert!(
+        ev >= s.device_ns && ev < 10 * s.device_ns + 600_000,
+        "events span {ev} ns, its kernels {} ns",
+        s.device_ns
+    );
+}
