@@ -289,3 +289,53 @@ fn merge_aligns_ranks_and_finds_the_slowest() {
     assert!(v.notes[0].contains("numbered in the order given"));
     assert!(matches!(merge_ranks(Vec::new()), Err(MergeError::Empty)));
 }
+
+#[test]
+fn summary_says_once_when_most_device_time_is_unscoped_while_scopes_were_open() {
+    use gpu_ledger::ledger::{AttributionCounts, LaunchThread, ScopeRow};
+    let mut l = read("v1-nested-scopes.jsonl");
+    let s = LedgerSummary::compute(&l, &SummaryOptions::default());
+    assert!(
+        !markdown_summary(&s, "x").contains("is in (unscoped)"),
+        "the golden ledger's scopes hold its device time"
+    );
+    for (i, r) in l.iterations.iter_mut().enumerate() {
+        let busy: u64 = r.devices.iter().map(|d| d.busy_ns).sum();
+        r.scopes.retain(|s| s.path != "(unscoped)");
+        r.scopes.push(ScopeRow {
+            path: "(unscoped)".into(),
+            calls: 0,
+            host_ns: 0,
+            launches: 5,
+            kernels: 5,
+            device_ns: busy * 9 / 10,
+            device_ns_inclusive: busy * 9 / 10,
+            event_device_ns: None,
+        });
+        r.launch_threads.push(LaunchThread {
+            name: Some("launcher-0".into()),
+            tid: 7,
+            kernels: 5,
+            kernel_ns: busy,
+            copies: 0,
+            attribution: AttributionCounts {
+                unscoped: 5,
+                ..AttributionCounts::default()
+            },
+        });
+        r.warnings.push(format!(
+            "{} % of this iteration's kernel time is in no scope although scopes were open: x",
+            90 + i
+        ));
+    }
+    let md = markdown_summary(&LedgerSummary::compute(&l, &SummaryOptions::default()), "x");
+    assert!(
+        md.contains("90 % of the device time of the iterations that had scopes is in (unscoped), launched on threads with no scope open (\"launcher-0\" (tid 7): 60 kernels)"),
+        "{md}"
+    );
+    assert!(md.contains("ScopeContext::enter") && md.contains("Config::follow"));
+    assert!(
+        !md.contains("of this iteration's kernel time"),
+        "one line for the run, not one per row's share: {md}"
+    );
+}

@@ -285,6 +285,69 @@ fn nvml_summaries(used: &[&IterationRow]) -> Vec<NvmlDeviceSummary> {
         .collect()
 }
 
+/// The words of the collector's row warning when most kernel time is in no scope.
+const UNSCOPED_ROW_WARNING: &str = "in no scope although scopes were open";
+
+/// When most device time of the rows that had scopes is in `(unscoped)`: the share, the threads
+/// that launched it, and the fix.
+fn unscoped_warning(rows: &[IterationRow]) -> Option<String> {
+    let (mut unscoped, mut busy) = (0u64, 0u64);
+    let mut threads: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows {
+        if !r
+            .scopes
+            .iter()
+            .any(|s| s.path != crate::UNSCOPED && s.calls > 0)
+        {
+            continue;
+        }
+        busy = busy.saturating_add(
+            r.devices
+                .iter()
+                .fold(0u64, |a, d| a.saturating_add(d.busy_ns)),
+        );
+        let u = r
+            .scopes
+            .iter()
+            .filter(|s| s.path == crate::UNSCOPED)
+            .fold(0u64, |a, s| a.saturating_add(s.device_ns));
+        unscoped = unscoped.saturating_add(u);
+        for t in r
+            .launch_threads
+            .iter()
+            .filter(|t| t.attribution.unscoped > 0)
+        {
+            let name = match &t.name {
+                Some(n) => format!("\"{n}\" (tid {})", t.tid),
+                None => format!("tid {}", t.tid),
+            };
+            *threads.entry(name).or_default() += t.attribution.unscoped;
+        }
+    }
+    if busy == 0 || unscoped.saturating_mul(2) <= busy {
+        return None;
+    }
+    let from = if threads.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = threads
+            .iter()
+            .map(|(n, k)| format!("{n}: {k} kernels"))
+            .collect();
+        format!(
+            ", launched on threads with no scope open ({})",
+            names.join(", ")
+        )
+    };
+    Some(format!(
+        "{:.0} % of the device time of the iterations that had scopes is in {}{from}: hand the \
+         scope to the launching thread (Profiler::context(), ScopeContext::enter) or follow the \
+         thread that opens the scopes (Config::follow)",
+        100.0 * unscoped as f64 / busy as f64,
+        crate::UNSCOPED
+    ))
+}
+
 fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<String> {
     let mut w: Vec<String> = ledger
         .header
@@ -331,11 +394,17 @@ fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<S
             s.used.len()
         ));
     }
+    w.extend(unscoped_warning(&ledger.iterations));
     let mut row_warnings: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let (mut dropped, mut dropped_at) = (0u64, Vec::new());
     let (mut missing, mut missing_at) = (0u64, Vec::new());
     for r in &ledger.iterations {
-        for x in &r.warnings {
+        // Said once for the run by `unscoped_warning`, not once per share.
+        for x in r
+            .warnings
+            .iter()
+            .filter(|x| !x.contains(UNSCOPED_ROW_WARNING))
+        {
             row_warnings.entry(x.as_str()).or_default().push(r.index);
         }
         if r.dropped_records > 0 {
