@@ -567,3 +567,26 @@ fn a_kernel_of_a_nested_call_carries_the_calls_attribution() {
     assert_eq!(row.attribution.unwrap().handoff, 1);
     assert_eq!(kernels_of(&row, "fwd"), 1);
 }
+
+#[test]
+fn a_followed_copy_and_memset_land_in_the_followed_scope_and_count_for_their_thread() {
+    let mut c = OfflineCollector::new(1_000);
+    let up = c.intern_path("step/upload");
+    for (corr, name) in [(1, "cuMemcpyHtoD_v2"), (2, "cuMemsetD32_v2")] {
+        c.accept_call(CapturedCall {
+            thread: 3,
+            attribution: Attribution::Followed,
+            ..driver_call(name, corr, 0, up)
+        });
+    }
+    c.accept(Record::Memcpy(transfer("HtoD", 1, 1_100, 4096)));
+    c.accept(Record::Memset(transfer("memset", 2, 1_300, 256)));
+    c.end_iteration(5_000, 2_000, 2);
+    let row = one_complete_row(&mut c);
+    let scope = row.scopes.iter().find(|s| s.path == "step/upload").unwrap();
+    assert_eq!((scope.launches, scope.kernels), (2, 0));
+    assert_eq!(row.launch_threads.len(), 1);
+    assert_eq!(row.launch_threads[0].copies, 2);
+    assert_eq!(row.launch_threads[0].kernels, 0);
+    assert_eq!(row.attribution.unwrap().total(), 0, "the counts are of kernels");
+}
