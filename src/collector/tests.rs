@@ -588,5 +588,9 @@ fn a_followed_copy_and_memset_land_in_the_followed_scope_and_count_for_their_thr
     assert_eq!(row.launch_threads.len(), 1);
     assert_eq!(row.launch_threads[0].copies, 2);
     assert_eq!(row.launch_threads[0].kernels, 0);
-    assert_eq!(row.attribution.unwrap().total(), 0, "the counts are of kernels");
+    assert_eq!(
+        row.attribution.unwrap().total(),
+        0,
+        "the counts are of kernels"
+    );
 }

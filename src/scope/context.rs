@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
-use super::{remove_frame, Frame, THREAD};
+use super::{take_frame, Frame, THREAD};
 use crate::run::{ENABLED, GENERATION};
 
 /// The innermost scope open on a thread when it was captured, as a small `Copy + Send` value
@@ -149,12 +149,10 @@ impl Drop for ContextGuard {
             if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
                 return;
             }
-            let frame = if t.stack.last().is_some_and(|f| f.token == token) {
-                t.stack.pop()
-            } else {
-                remove_frame(&mut t.stack, token)
+            let Some((frame, _)) = take_frame(&mut t.stack, token) else {
+                return;
             };
-            let (Some(frame), Some(running)) = (frame, t.running.take()) else {
+            let Some(running) = t.running.take() else {
                 return;
             };
             t.release(&running, &frame);

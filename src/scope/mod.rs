@@ -581,16 +581,9 @@ impl Drop for ScopeGuard<'_> {
             if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
                 return; // the run this guard belonged to has finished
             }
-            let innermost = t.stack.last().is_some_and(|f| f.token == token);
-            let frame = if innermost {
-                t.stack.pop()
-            } else {
-                remove_frame(&mut t.stack, token)
-            };
-            let Some(frame) = frame else {
+            let Some((frame, out_of_order)) = take_frame(&mut t.stack, token) else {
                 return;
             };
-            let out_of_order = !innermost;
             // Moved out and back, as in `enter`.
             let Some(running) = t.running.take() else {
                 return;
@@ -603,6 +596,17 @@ impl Drop for ScopeGuard<'_> {
             t.send_closed(frame, end_ns, end_event, out_of_order);
             t.running = Some(running);
         });
+    }
+}
+
+/// Takes the frame of guard `token` off the stack: the innermost, or one below it (a guard
+/// dropped out of order); true in the second case.
+#[inline]
+fn take_frame(stack: &mut Vec<Frame>, token: u64) -> Option<(Frame, bool)> {
+    if stack.last().is_some_and(|f| f.token == token) {
+        stack.pop().map(|f| (f, false))
+    } else {
+        remove_frame(stack, token).map(|f| (f, true))
     }
 }
 

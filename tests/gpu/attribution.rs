@@ -36,6 +36,15 @@ fn run(mode: Mode, follow: Follow) -> (Ledger, Vec<String>) {
     (read_ledger(&path).unwrap(), summary.trailer.warnings)
 }
 
+/// The share of the run's kernel time in the scope its kernel belongs to.
+fn share_in_scope(ledger: &Ledger) -> f64 {
+    let (right, total) = ledger.iterations.iter().fold((0, 0), |(r, t), row| {
+        let p = placement(row);
+        (r + p.0, t + p.1)
+    });
+    right as f64 / total as f64
+}
+
 /// Every row: the attribution counts add up to its kernels, and the launching threads are the
 /// two launchers with all of them.
 fn assert_counts_add_up(ledger: &Ledger) {
@@ -96,14 +105,10 @@ fn following_the_stepping_thread_with_phase_end_syncs_places_the_kernel_time() {
     };
     let (ledger, trailer) = run(mode, Follow::SteppingThread);
     assert_counts_add_up(&ledger);
-    let (mut right, mut total) = (0, 0);
     for row in &ledger.iterations {
-        let (r, t, _, _) = placement(row);
-        right += r;
-        total += t;
         assert_eq!(row.attribution.unwrap().followed, kernels_per_step() as u64);
     }
-    let share = right as f64 / total as f64;
+    let share = share_in_scope(&ledger);
     println!(
         "followed, phase-end syncs: {:.3} % of kernel time in its scope",
         share * 100.0
