@@ -174,7 +174,7 @@ impl Profiler {
     }
 
     /// The innermost scope open on the calling thread, to hand to another thread that works on
-    /// its behalf ([`ScopeContext::enter`]): launches there are then attributed to this scope.
+    /// its behalf ([`ScopeContext::enter`](crate::ScopeContext::enter)): launches there are then attributed to this scope.
     #[inline]
     pub fn context() -> crate::ScopeContext {
         crate::ScopeContext::current()

@@ -46,7 +46,7 @@ pub struct CapturedCall {
     /// How `path_id` was found.
     pub attribution: Attribution,
     /// The calling thread: its index in the run's list of launching threads
-    /// ([`ApiCalls::thread`]).
+    /// (`ApiCalls::thread`).
     pub thread: u32,
 }
 
