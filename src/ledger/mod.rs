@@ -7,6 +7,7 @@ pub mod environment;
 pub mod nvml;
 pub mod reader;
 pub mod schema;
+pub mod validate;
 pub(crate) mod writer;
 
 pub use environment::*;
