@@ -4,6 +4,7 @@
 
 pub mod counters;
 pub mod environment;
+mod float;
 pub mod nvml;
 pub mod reader;
 pub mod schema;
