@@ -448,3 +448,35 @@ fn a_directory_as_output_is_refused_with_its_reason() {
     assert!(dir.path().is_dir());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn the_largest_plausible_values_sum_without_overflow() {
+    // Every row at the reader's bound (2^62): five of them overflow a u64 sum, which must
+    // saturate in every command rather than panic (debug) or wrap into wrong figures (release).
+    let dir = tempfile::tempdir().unwrap();
+    let big = Value::from(1u64 << 62);
+    let mut lines = golden("v1-missing-nvml.jsonl");
+    for row in lines.iter_mut().filter(|l| l["type"] == "iteration") {
+        row["host_wall_ns"] = big.clone();
+        row["kernels"][0]["total_ns"] = big.clone();
+        row["kernels"][0]["max_ns"] = big.clone();
+        row["kernels"][0]["count"] = big.clone();
+        row["scopes"][0]["host_ns"] = big.clone();
+        row["scopes"][0]["calls"] = big.clone();
+        row["devices"][0]["first_start_ns"] = Value::from(0);
+        row["devices"][0]["last_end_ns"] = big.clone();
+        row["devices"][0]["busy_ns"] = big.clone();
+        row["dropped_records"] = big.clone();
+    }
+    let p = write_ledger(dir.path(), "big.jsonl", &lines);
+    for cmd in READING_COMMANDS {
+        let args = with_path(cmd, &p);
+        let o = run(&args);
+        assert_no_panic(&o);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    let o = run(&["summary", &p, "--warmup", "none"]);
+    let out = stdout(&o);
+    // Busy time never exceeds the wall time it is a share of.
+    assert!(!out.contains("100.1 %") && !out.contains("105."), "{out}");
+}
