@@ -281,10 +281,13 @@ fn one_long_name_cannot_blow_up_a_report() {
     }
 }
 
+/// Sets one field of a row to a value no run can produce.
+type Breaker = fn(&mut Value);
+
 #[test]
 fn values_that_cannot_be_true_are_errors_at_their_line() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, fn(&mut Value)); 4] = [
+    let cases: [(&str, Breaker); 4] = [
         ("host_wall_ns", |r| {
             r["host_wall_ns"] = Value::from(u64::MAX)
         }),
