@@ -90,7 +90,7 @@ pub enum Error {
     },
 
     /// A ledger file could not be read or parsed.
-    #[error("{path}:{line}: {message}")]
+    #[error("{}{}: {message}", path.display(), line_suffix(*line))]
     LedgerRead {
         /// The file.
         path: PathBuf,
@@ -127,6 +127,15 @@ fn format_tried(tried: &[(String, String)]) -> String {
         .map(|(path, why)| format!("  {path}: {why}"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `:N` for a line number; nothing for 0 (the file itself could not be opened).
+fn line_suffix(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
 }
 
 fn hint_suffix(hint: &Option<&'static str>) -> String {

@@ -173,7 +173,10 @@ fn unreadable_inputs_are_errors_not_panics() {
         (&empty, ":1: empty ledger"),
         (&binary, ":1: "),
         (&newer, ":1: schema version 9 is newer"),
-        (Path::new("/nonexistent/run.jsonl"), ":0: cannot open"),
+        (
+            Path::new("/nonexistent/run.jsonl"),
+            "run.jsonl: cannot open",
+        ),
     ];
     for (path, msg) in cases {
         let o = run(&["summary", path.to_str().unwrap()]);
@@ -387,7 +390,10 @@ fn check_validates_and_reports_line_numbers() {
     let err = stderr(&o);
     let first = err.lines().next().unwrap();
     assert!(
-        first.starts_with(&format!("{}:3: invalid ledger line", d("v1-corrupt.jsonl"))),
+        first.starts_with(&format!(
+            "{}:3: invalid iteration row: host_wall_ns: invalid type: string \"fast\"",
+            d("v1-corrupt.jsonl")
+        )),
         "{err}"
     );
 }

@@ -1,6 +1,9 @@
-//! Property tests over the ledger reader (fuzzing in proptest form, so that it runs in CI): any
-//! input gives a ledger or an error with a line number, never a panic; a ledger cut anywhere
-//! after its header reads up to the cut, dropping and naming a cut last line.
+//! Property tests over the ledger reader (fuzzing in proptest form, so that it runs in CI with a
+//! bounded number of cases): any input gives a ledger or an error with a line number, never a
+//! panic; a ledger cut anywhere after its header reads up to the cut, dropping and naming a cut
+//! last line. Structured mutations (a field set to an extreme number, a string, null, a nested
+//! value) go through every command's input path: the whole-ledger reader and the line-by-line
+//! stream agree, and whatever they accept, every analysis and export takes without a panic.
 
 use std::path::Path;
 
@@ -104,10 +107,10 @@ proptest! {
         let cut_line = is_cut(partial);
         text.push(b'\n');
         if more > 0 {
-            // The whole iteration row, `more` times.
-            let row = &VALID.as_bytes()[ends[0] + 1..=ends[1]];
-            for _ in 0..more {
-                text.extend_from_slice(row);
+            // The whole iteration row, `more` times, with rising indices.
+            let row = &VALID[ends[0] + 1..=ends[1]];
+            for k in 1..=more {
+                text.extend_from_slice(row.replace("\"index\":0", &format!("\"index\":{k}")).as_bytes());
             }
         }
         // Errors: the cut line (at its line), a cut or missing header, rows after the trailer.
@@ -140,6 +143,153 @@ proptest! {
         if let Err(e) = parse(&text) {
             let line = line_of(e);
             prop_assert!((1..=3).contains(&line) || byte == b'\n', "line {}", line);
+        }
+    }
+}
+
+/// A value to put in place of a field: extreme and wrong-typed values alike.
+fn hostile_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    prop_oneof![
+        any::<u64>().prop_map(Value::from),
+        Just(Value::from(u64::MAX)),
+        Just(Value::from(1u64 << 62)),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        any::<String>().prop_map(Value::from),
+        Just(Value::Null),
+        Just(Value::Bool(true)),
+        Just(serde_json::json!([])),
+        Just(serde_json::json!({"x": [1, 2]})),
+    ]
+}
+
+/// Every path to a scalar inside `v`, as JSON pointers.
+fn scalar_paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                scalar_paths(x, format!("{at}/{k}"), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                scalar_paths(x, format!("{at}/{i}"), out);
+            }
+        }
+        _ => out.push(at),
+    }
+}
+
+/// A golden ledger with the scalar at `pick` (modulo their count) of line `line` replaced.
+fn mutated(name: &str, line: usize, pick: usize, value: serde_json::Value) -> String {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name),
+    )
+    .unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let n = lines.len();
+    let target = &mut lines[line % n];
+    let mut paths = Vec::new();
+    scalar_paths(target, String::new(), &mut paths);
+    if let Some(p) = paths.get(pick % paths.len().max(1)) {
+        if let Some(slot) = target.pointer_mut(p) {
+            *slot = value;
+        }
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Every command's work on an accepted ledger: the summary, the report, the CSV, the trace, the
+/// merge and the comparison with itself. Nothing may panic; errors are fine.
+fn every_command(ledger: &gpu_ledger::Ledger) {
+    use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
+    use gpu_ledger::export::{
+        markdown_comparison, markdown_summary, merge_ranks, write_html_report, CsvLayout,
+        LedgerSummary, RankSeries, ReportOptions, SummaryOptions, TraceOptions, TraceWriter,
+    };
+    let summary = LedgerSummary::compute(ledger, &SummaryOptions::default());
+    let _ = markdown_summary(&summary, "fuzz.jsonl");
+    let mut html = Vec::new();
+    write_html_report(ledger, "fuzz.jsonl", &ReportOptions::default(), &mut html).unwrap();
+    let layout = CsvLayout::from_rows(&ledger.iterations);
+    let mut csv = Vec::new();
+    layout.write_header(&mut csv).unwrap();
+    for r in &ledger.iterations {
+        layout.write_row(&mut csv, r).unwrap();
+    }
+    let mut trace = Vec::new();
+    let mut w = TraceWriter::new(&mut trace, &ledger.header, TraceOptions::default()).unwrap();
+    for r in &ledger.iterations {
+        w.write_row(r).unwrap();
+    }
+    w.finish(ledger.trailer.as_ref()).unwrap();
+    let mut series = RankSeries::new(&ledger.header, "fuzz.jsonl");
+    for r in &ledger.iterations {
+        series.push(r);
+    }
+    if let Ok(view) = merge_ranks(vec![series]) {
+        let _ = (view.to_markdown(), view.to_csv());
+    }
+    let side = LedgerView {
+        header: &ledger.header,
+        rows: &ledger.iterations,
+    };
+    let opts = CompareOptions {
+        resamples: 200,
+        ..CompareOptions::default()
+    };
+    if let Ok(c) = compare(side, side, &opts) {
+        let _ = markdown_comparison(&c, "a", "b");
+    }
+}
+
+/// What the line-by-line stream reads: the rows and trailer, or the error's line.
+fn stream(text: &str) -> Result<(usize, bool, Option<usize>), usize> {
+    use gpu_ledger::export::{LedgerStream, StreamItem};
+    let mut s = LedgerStream::new(text.as_bytes(), Path::new("fuzz.jsonl")).map_err(line_of)?;
+    let (mut rows, mut trailer) = (0, false);
+    while let Some(item) = s.next_item().map_err(line_of)? {
+        match item {
+            StreamItem::Row(..) => rows += 1,
+            StreamItem::Trailer(..) => trailer = true,
+        }
+    }
+    Ok((rows, trailer, s.truncated_last_line()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(384))]
+
+    #[test]
+    fn a_hostile_field_is_an_error_at_its_line_or_harmless_to_every_command(
+        file in prop_oneof![
+            Just("v1-nested-scopes.jsonl"),
+            Just("v1-graph-kernels.jsonl"),
+            Just("v1-overlapping-streams.jsonl"),
+            Just("v1-rank0.jsonl"),
+        ],
+        line in 0usize..16,
+        pick in any::<usize>(),
+        value in hostile_value(),
+    ) {
+        let text = mutated(file, line, pick, value);
+        let whole = parse(text.as_bytes());
+        let streamed = stream(&text);
+        match whole {
+            Ok(l) => {
+                prop_assert_eq!(
+                    streamed,
+                    Ok((l.iterations.len(), l.trailer.is_some(), l.truncated_last_line))
+                );
+                every_command(&l);
+            }
+            Err(e) => prop_assert_eq!(streamed, Err(line_of(e))),
         }
     }
 }

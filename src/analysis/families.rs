@@ -41,8 +41,12 @@ pub fn demangle(name: &str) -> Option<String> {
     demangle_with(name, &DemangleOptions::new())
 }
 
+/// Longest mangled name demangled: real kernel names stay far below it, and a hostile one of
+/// megabytes is shown as it is rather than parsed.
+const MAX_DEMANGLED_BYTES: usize = 1 << 16;
+
 fn demangle_with(name: &str, options: &DemangleOptions) -> Option<String> {
-    if !name.starts_with("_Z") {
+    if !name.starts_with("_Z") || name.len() > MAX_DEMANGLED_BYTES {
         return None;
     }
     Symbol::new(name.as_bytes())
@@ -540,10 +544,15 @@ pub fn family_table<'a>(
     let (mut iterations, mut busy, mut kernel_ns, mut wall) = (0usize, 0u64, 0u64, 0u64);
     for row in rows {
         iterations += 1;
-        busy += row.devices.iter().map(|d| d.busy_ns).sum::<u64>();
-        wall += row.host_wall_ns;
+        busy = busy.saturating_add(
+            row.devices
+                .iter()
+                .map(|d| d.busy_ns)
+                .fold(0, u64::saturating_add),
+        );
+        wall = wall.saturating_add(row.host_wall_ns);
         for k in &row.kernels {
-            kernel_ns += k.total_ns;
+            kernel_ns = kernel_ns.saturating_add(k.total_ns);
             let fam = namer.family_of(&k.name);
             let shown = display
                 .entry(k.name.clone())
@@ -555,11 +564,11 @@ pub fn family_table<'a>(
                 .entry(KernelShape::of(k))
                 .or_default();
             acc.names.insert(shown);
-            acc.launches += k.count;
-            acc.total += k.total_ns;
+            acc.launches = acc.launches.saturating_add(k.count);
+            acc.total = acc.total.saturating_add(k.total_ns);
             acc.min = Some(acc.min.map_or(k.min_ns, |m| m.min(k.min_ns)));
             acc.max = acc.max.max(k.max_ns);
-            acc.graph += k.graph_launches;
+            acc.graph = acc.graph.saturating_add(k.graph_launches);
         }
     }
     let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
@@ -585,8 +594,14 @@ pub fn family_table<'a>(
                 })
                 .collect();
             shapes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.shape.cmp(&b.shape)));
-            let launches: u64 = shapes.iter().map(|s| s.launches).sum();
-            let total: u64 = shapes.iter().map(|s| s.total_ns).sum();
+            let launches: u64 = shapes
+                .iter()
+                .map(|s| s.launches)
+                .fold(0, u64::saturating_add);
+            let total: u64 = shapes
+                .iter()
+                .map(|s| s.total_ns)
+                .fold(0, u64::saturating_add);
             let share = ratio(total, busy);
             let p = share.map(|p| p.clamp(0.0, 1.0));
             FamilySummary {
@@ -598,7 +613,10 @@ pub fn family_table<'a>(
                 mean_ns: mean(total, launches),
                 min_ns: shapes.iter().map(|s| s.min_ns).min().unwrap_or(0),
                 max_ns: shapes.iter().map(|s| s.max_ns).max().unwrap_or(0),
-                graph_launches: shapes.iter().map(|s| s.graph_launches).sum(),
+                graph_launches: shapes
+                    .iter()
+                    .map(|s| s.graph_launches)
+                    .fold(0, u64::saturating_add),
                 share_of_device_time: share,
                 share_of_kernel_time: ratio(total, kernel_ns),
                 share_of_wall_time: ratio(total, wall),

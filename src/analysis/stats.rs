@@ -412,14 +412,14 @@ pub fn scope_distributions<'a>(
         let mut events: BTreeMap<&str, Option<u64>> = BTreeMap::new();
         for s in &row.scopes {
             let e = this.entry(s.path.as_str()).or_default();
-            e[0] += s.calls;
-            e[1] += s.host_ns;
-            e[2] += s.device_ns;
-            e[3] += s.device_ns_inclusive;
-            e[4] += s.launches;
+            e[0] = e[0].saturating_add(s.calls);
+            e[1] = e[1].saturating_add(s.host_ns);
+            e[2] = e[2].saturating_add(s.device_ns);
+            e[3] = e[3].saturating_add(s.device_ns_inclusive);
+            e[4] = e[4].saturating_add(s.launches);
             let ev = events.entry(s.path.as_str()).or_default();
             if let Some(x) = s.event_device_ns {
-                *ev = Some(ev.unwrap_or(0) + x);
+                *ev = Some(ev.unwrap_or(0).saturating_add(x));
             }
         }
         for (path, v) in this {
@@ -489,8 +489,8 @@ pub fn family_distributions<'a>(
         let mut this: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for k in &row.kernels {
             let e = this.entry(namer.family_of(&k.name)).or_default();
-            e.0 += k.total_ns;
-            e.1 += k.count;
+            e.0 = e.0.saturating_add(k.total_ns);
+            e.1 = e.1.saturating_add(k.count);
         }
         for (fam, (ns, count)) in this {
             let acc = by_family.entry(fam).or_default();

@@ -15,8 +15,7 @@
 //! usage error. A ledger whose last line was cut while being written (the run was killed) is
 //! valid up to that line: every command warns once, naming the line, and goes on without it.
 
-use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -33,6 +32,12 @@ use gpu_ledger::export::{
     SummaryOptions, TraceOptions, TraceWriter,
 };
 use gpu_ledger::ledger::reader::Ledger;
+use gpu_ledger::ledger::schema::IterationRow;
+
+// Not src/bin/output.rs: cargo would take that for a second binary.
+#[path = "gpu-ledger/output.rs"]
+mod output;
+use output::Output;
 
 /// Rows between two progress reports.
 const PROGRESS_EVERY: u64 = 10_000;
@@ -346,70 +351,6 @@ fn warn_truncated(path: &Path, line: Option<usize>) {
     }
 }
 
-/// An output file written under a temporary name and renamed when complete, or stdout for `-`.
-struct Output {
-    target: Option<PathBuf>,
-    tmp: Option<PathBuf>,
-    writer: Box<dyn Write>,
-}
-
-impl Output {
-    fn create(path: &Path) -> Result<Self, CliError> {
-        if path.as_os_str() == "-" {
-            return Ok(Self {
-                target: None,
-                tmp: None,
-                writer: Box::new(BufWriter::new(io::stdout())),
-            });
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| CliError::Other(format!("{}: not a file name", display(path))))?;
-        let tmp = path.with_file_name(format!(".{name}.gpu-ledger-{}.tmp", std::process::id()));
-        let file =
-            File::create(&tmp).map_err(io_err(format!("cannot create {}", display(path))))?;
-        Ok(Self {
-            target: Some(path.to_path_buf()),
-            tmp: Some(tmp),
-            writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
-        })
-    }
-
-    fn commit(mut self) -> Result<(), CliError> {
-        let what = self.target.as_deref().map_or("stdout".to_string(), display);
-        let flushed = self.writer.flush();
-        if let Err(e) = flushed {
-            if self.target.is_none() && e.kind() == io::ErrorKind::BrokenPipe {
-                return Ok(());
-            }
-            return Err(CliError::Io {
-                what: format!("cannot write {what}"),
-                source: e,
-            });
-        }
-        if let (Some(tmp), Some(target)) = (self.tmp.take(), self.target.as_ref()) {
-            std::fs::rename(&tmp, target).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                CliError::Io {
-                    what: format!("cannot write {}", display(target)),
-                    source: e,
-                }
-            })?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        // Not committed: leave no partial file behind.
-        if let Some(tmp) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
-        }
-    }
-}
-
 /// Prints `text` on stdout; a closed pipe (`| head`) is not an error.
 fn print(text: &str) -> Result<(), CliError> {
     let mut out = io::stdout().lock();
@@ -498,11 +439,12 @@ fn trace(
     let mut p = Progress::new(progress, path);
     let mut stream = LedgerStream::open(path)?;
     let mut out = Output::create(output)?;
+    let out_name = out.name().to_string();
     let opts = TraceOptions {
         iterations: range.unwrap_or_default(),
         demangle,
     };
-    let werr = || io_err(format!("cannot write {}", display(output)));
+    let werr = || io_err(format!("cannot write {out_name}"));
     let header = stream.header().clone();
     let mut w = TraceWriter::new(&mut out.writer, &header, opts.clone()).map_err(werr())?;
     let mut trailer = None;
@@ -531,7 +473,7 @@ fn trace(
         } else {
             String::new()
         },
-        display(output)
+        out_name
     );
     if stats.summary_iterations > 0 {
         eprintln!(
@@ -564,45 +506,63 @@ fn report(
         summary: stats.summary(),
         ..ReportOptions::default()
     };
+    let out_name = out.name().to_string();
     write_html_report(&ledger, &display(path), &opts, &mut out.writer)
-        .map_err(io_err(format!("cannot write {}", display(output))))?;
+        .map_err(io_err(format!("cannot write {out_name}")))?;
     out.commit()?;
-    eprintln!("gpu-ledger: report written to {}", display(output));
+    eprintln!("gpu-ledger: report written to {out_name}");
     Ok(())
 }
 
 fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
-    // Two passes, so that a ledger of any length is written in constant memory: the columns
-    // depend on every row.
+    // The columns depend on every row, and the input is read once (a FIFO or a process
+    // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
+    // that a ledger of any length is written in constant memory.
     let mut layout = CsvLayout::new();
     let mut p = Progress::new(progress, path);
     let mut rows = 0u64;
+    let spill_err =
+        || io_err("cannot write the CSV's temporary file (set TMPDIR to a disk with space)");
+    let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
     let mut stream = LedgerStream::open(path)?;
     for item in stream.by_ref() {
-        if let StreamItem::Row(_, row) = item? {
+        if let StreamItem::Row(_, mut row) = item? {
             rows += 1;
             p.tick(rows);
             layout.observe(&row);
+            // What the table does not show stays out of the temporary file.
+            row.activities = None;
+            row.scope_spans = None;
+            row.counters = None;
+            serde_json::to_writer(&mut spill, &row).map_err(|e| spill_err()(e.into()))?;
+            spill.write_all(b"\n").map_err(spill_err())?;
         }
     }
     p.done(rows);
-    // Once: the second pass reads the same lines.
     warn_truncated(path, stream.truncated_last_line());
+    let mut spilled = spill
+        .into_inner()
+        .map_err(|e| spill_err()(e.into_error()))?;
+    spilled.seek(SeekFrom::Start(0)).map_err(spill_err())?;
     let mut out = Output::create(output)?;
-    let werr = || io_err(format!("cannot write {}", display(output)));
+    let out_name = out.name().to_string();
+    let werr = || io_err(format!("cannot write {out_name}"));
     layout.write_header(&mut out.writer).map_err(werr())?;
     let mut written = 0u64;
-    for item in LedgerStream::open(path)? {
-        if let StreamItem::Row(_, row) = item? {
-            layout.write_row(&mut out.writer, &row).map_err(werr())?;
-            written += 1;
-        }
+    for line in BufReader::new(spilled).lines() {
+        let line = line.map_err(spill_err())?;
+        let row: IterationRow = serde_json::from_str(&line).map_err(|e| {
+            CliError::Other(format!(
+                "the CSV's temporary file could not be read back: {e}"
+            ))
+        })?;
+        layout.write_row(&mut out.writer, &row).map_err(werr())?;
+        written += 1;
     }
     out.commit()?;
     eprintln!(
-        "gpu-ledger: {written} rows, {} columns written to {}",
+        "gpu-ledger: {written} rows, {} columns written to {out_name}",
         layout.columns().len(),
-        display(output)
     );
     Ok(())
 }

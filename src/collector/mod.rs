@@ -118,6 +118,11 @@ struct Collector {
     iterations: VecDeque<IterationState>,
     /// The buffers of the last row written, for the next iteration.
     spare_buffers: Option<IterationBuffers>,
+    /// Iteration ends that arrived before their predecessor's, by index: each ends its
+    /// iteration once the one before it has ended, rather than being dropped.
+    early_ends: BTreeMap<u64, IterationEnd>,
+    /// Iteration ends for an iteration already ended (counted in the trailer).
+    stray_ends: u64,
     // Scopes.
     /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
     /// raced the stepping thread's message).
@@ -171,6 +176,8 @@ impl Collector {
             counted_calls_before: 0,
             iterations,
             spare_buffers: None,
+            early_ends: BTreeMap::new(),
+            stray_ends: 0,
             future_scopes: BTreeMap::new(),
             scope_batch: Vec::new(),
             events_pending: 0,
@@ -221,14 +228,7 @@ impl Collector {
     }
 
     fn handle(&mut self, m: IterationEnd) {
-        self.end_iteration(
-            m.index,
-            m.host_end_ns,
-            m.cupti_end,
-            m.launches,
-            &m.open_scopes,
-            m.counters,
-        );
+        self.take_end(m);
     }
 
     fn dropped_total(&self) -> u64 {

@@ -116,6 +116,25 @@ impl OfflineCollector {
         });
     }
 
+    /// `step()`'s message for iteration `index`, whatever the open iteration is: ends arriving
+    /// out of order, as from threads that raced to the channel.
+    #[cfg(test)]
+    pub(crate) fn end_iteration_with_index(
+        &mut self,
+        index: u64,
+        host_end_ns: u64,
+        cupti_end_ns: u64,
+    ) {
+        self.collector.handle(IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end: Some(cupti_end_ns),
+            launches: 0,
+            open_scopes: Vec::new(),
+            counters: None,
+        });
+    }
+
     /// Runs `maintain()` (rows whose records are all in are written) and returns the rows
     /// written since the last call.
     pub fn take_rows(&mut self) -> Vec<IterationRow> {

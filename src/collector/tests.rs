@@ -594,3 +594,31 @@ fn a_followed_copy_and_memset_land_in_the_followed_scope_and_count_for_their_thr
         "the counts are of kernels"
     );
 }
+
+#[test]
+fn iteration_ends_that_arrive_out_of_order_each_end_their_iteration() {
+    // Ends of iterations 1 and 2 arrive before 0's (threads raced to the channel): each waits
+    // for its predecessor's, and every iteration gets its own row.
+    let mut c = OfflineCollector::new(1_000);
+    c.end_iteration_with_index(2, 3_000, 4_000);
+    c.end_iteration_with_index(1, 2_000, 3_000);
+    assert!(c.take_rows().is_empty(), "iteration 0 has not ended");
+    c.end_iteration_with_index(0, 1_000, 2_000);
+    let rows = c.take_rows();
+    let got: Vec<(u64, u64)> = rows.iter().map(|r| (r.index, r.host_wall_ns)).collect();
+    assert_eq!(got, [(0, 1_000), (1, 1_000), (2, 1_000)]);
+    // A repeated end, and one whose predecessor never ends, are counted in the trailer.
+    c.end_iteration_with_index(1, 5_000, 5_000);
+    c.end_iteration_with_index(9, 6_000, 6_000);
+    let (rows, trailer) = c.finish(7_000, 7_000);
+    assert!(rows.is_empty());
+    assert_eq!(trailer.iterations, 3);
+    assert!(
+        trailer
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("2 iteration ends were not applied (1 waited")),
+        "{:?}",
+        trailer.warnings
+    );
+}

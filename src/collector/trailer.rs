@@ -79,6 +79,16 @@ impl Collector {
                 self.finalize_front(true);
             }
         }
+        let waiting_ends = self.early_ends.len();
+        if waiting_ends > 0 || self.stray_ends > 0 {
+            self.trailer.warnings.push(format!(
+                "{} iteration ends were not applied ({waiting_ends} waited for an earlier \
+                 iteration's end that never came, {} repeated an iteration already ended): \
+                 their rows are merged into the neighbouring rows",
+                waiting_ends as u64 + self.stray_ends,
+                self.stray_ends
+            ));
+        }
         let leftover: usize = self.waiting.values().map(Vec::len).sum();
         self.trailer.unplaced_records += leftover as u64;
         if leftover > 0 {

@@ -15,7 +15,7 @@ use super::Collector;
 use crate::counters::IterationCounters;
 use crate::driver::events::ScopeEvents;
 use crate::ledger::schema::LedgerLine;
-use crate::run::ScopeRecord;
+use crate::run::{IterationEnd, ScopeRecord};
 
 /// Where an iteration is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +221,35 @@ impl IterationState {
 }
 
 impl Collector {
+    /// Takes one iteration end: the open iteration's ends it, and then any that arrived early
+    /// for the iterations after it; an end for a later iteration waits for its predecessor's;
+    /// an end for an iteration already ended is counted for the trailer.
+    pub(super) fn take_end(&mut self, m: IterationEnd) {
+        let open = self.iterations.back().map_or(0, |it| it.index);
+        if m.index > open {
+            if self.early_ends.insert(m.index, m).is_some() {
+                self.stray_ends += 1;
+            }
+            return;
+        }
+        if m.index < open || self.iterations.is_empty() {
+            self.stray_ends += 1;
+            return;
+        }
+        let mut next = Some(m);
+        while let Some(m) = next {
+            self.end_iteration(
+                m.index,
+                m.host_end_ns,
+                m.cupti_end,
+                m.launches,
+                &m.open_scopes,
+                m.counters,
+            );
+            next = self.early_ends.remove(&(m.index + 1));
+        }
+    }
+
     /// `step()` ended iteration `index` at these times, with `launches` counted calls made
     /// since the start and the scopes in `open` still open on its thread; the next iteration
     /// opens, and what waited for the end is placed.

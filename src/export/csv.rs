@@ -125,7 +125,11 @@ impl CsvLayout {
             row.perturbed.to_string(),
             row.dropped_records.to_string(),
             row.missing_records.to_string(),
-            row.kernels.iter().map(|k| k.count).sum::<u64>().to_string(),
+            row.kernels
+                .iter()
+                .map(|k| k.count)
+                .fold(0, u64::saturating_add)
+                .to_string(),
         ];
         for &d in &self.devices {
             match row.devices.iter().find(|x| x.device_id == d) {
@@ -157,8 +161,8 @@ impl CsvLayout {
         let mut scopes: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for s in &row.scopes {
             let e = scopes.entry(s.path.as_str()).or_default();
-            e.0 += s.device_ns_inclusive;
-            e.1 += s.host_ns;
+            e.0 = e.0.saturating_add(s.device_ns_inclusive);
+            e.1 = e.1.saturating_add(s.host_ns);
         }
         for s in &self.scopes {
             match scopes.get(s.as_str()) {

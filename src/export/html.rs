@@ -145,7 +145,8 @@ fn parent_in(path: &str, paths: &BTreeSet<&str>) -> Option<String> {
 fn self_host_times(row: &IterationRow) -> (BTreeMap<String, f64>, f64) {
     let mut host: BTreeMap<&str, u64> = BTreeMap::new();
     for s in &row.scopes {
-        *host.entry(s.path.as_str()).or_default() += s.host_ns;
+        let e = host.entry(s.path.as_str()).or_default();
+        *e = e.saturating_add(s.host_ns);
     }
     let paths: BTreeSet<&str> = host.keys().copied().collect();
     let mut own: BTreeMap<String, f64> = host

@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ledger::reader::{parse_ledger, parse_line, read_raw_line, Ledger, Parsed};
+use crate::ledger::reader::{parse_ledger, parse_line, read_raw_line, IndexOrder, Ledger, Parsed};
 use crate::ledger::schema::{Header, IterationRow, LedgerLine, Trailer};
 
 /// One line after the header.
@@ -38,13 +38,14 @@ pub struct LedgerStream<R> {
     trailer_seen: bool,
     truncated_last_line: Option<usize>,
     failed: bool,
+    order: IndexOrder,
 }
 
 impl LedgerStream<BufReader<File>> {
     /// Opens `path` and reads its header.
     ///
     /// # Errors
-    /// [`Error::LedgerRead`]: the file cannot be opened (line 0), or its header is missing or
+    /// [`Error::LedgerRead`]: the file cannot be opened (line 0, which the message leaves out), or its header is missing or
     /// invalid (with its line).
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| Error::LedgerRead {
@@ -79,7 +80,7 @@ impl<R: BufRead> LedgerStream<R> {
                     return Err(Error::LedgerRead {
                         path: path.to_path_buf(),
                         line: n,
-                        message: format!("cannot read: {e}"),
+                        message: e.message(n),
                     })
                 }
             };
@@ -113,6 +114,7 @@ impl<R: BufRead> LedgerStream<R> {
                 trailer_seen: false,
                 truncated_last_line: None,
                 failed: false,
+                order: IndexOrder::default(),
             });
         }
     }
@@ -178,7 +180,7 @@ impl<R: BufRead> LedgerStream<R> {
                     return Ok(None);
                 }
                 Ok(Some(l)) => l,
-                Err(e) => return Err(self.err(format!("cannot read: {e}"))),
+                Err(e) => return Err(self.err(e.message(self.line))),
             };
             if line.is_blank() {
                 continue;
@@ -197,7 +199,11 @@ impl<R: BufRead> LedgerStream<R> {
             };
             return match parsed {
                 LedgerLine::Header(_) => Err(self.err("a second header line".into())),
-                LedgerLine::Iteration(row) => Ok(Some(StreamItem::Row(self.line, Box::new(row)))),
+                LedgerLine::Iteration(row) => {
+                    let line = self.line;
+                    self.order.check(row.index, line).map_err(|m| self.err(m))?;
+                    Ok(Some(StreamItem::Row(line, Box::new(row))))
+                }
                 LedgerLine::Trailer(t) => {
                     self.trailer_seen = true;
                     Ok(Some(StreamItem::Trailer(self.line, Box::new(t))))

@@ -227,10 +227,13 @@ fn device_summaries(used: &[&IterationRow]) -> Vec<DeviceSummary> {
             a.gap = a.gap.max(d.largest_gap_ns);
         }
     }
-    let total_wall: u64 = used.iter().map(|r| r.host_wall_ns).sum();
+    let total_wall: u64 = used
+        .iter()
+        .map(|r| r.host_wall_ns)
+        .fold(0, u64::saturating_add);
     by.into_iter()
         .filter_map(|(device_id, a)| {
-            let busy_total: u64 = a.busy.iter().sum();
+            let busy_total: u64 = a.busy.iter().fold(0, |s, &b| s.saturating_add(b));
             Some(DeviceSummary {
                 device_id,
                 iterations: a.busy.len(),
@@ -408,11 +411,11 @@ fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<S
             row_warnings.entry(x.as_str()).or_default().push(r.index);
         }
         if r.dropped_records > 0 {
-            dropped += r.dropped_records;
+            dropped = dropped.saturating_add(r.dropped_records);
             dropped_at.push(r.index);
         }
         if r.missing_records > 0 {
-            missing += r.missing_records;
+            missing = missing.saturating_add(r.missing_records);
             missing_at.push(r.index);
         }
     }

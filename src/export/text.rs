@@ -4,9 +4,28 @@
 
 use std::fmt::Write as _;
 
+/// Most characters of one name, path or warning an export shows: a ledger line may hold a name
+/// of many megabytes, which would otherwise be copied into every table and chart that names it.
+pub(crate) const MAX_SHOWN_CHARS: usize = 2000;
+
+/// `s` cut to [`MAX_SHOWN_CHARS`], and what the cut left out (`None` when nothing was cut).
+fn shown(s: &str) -> (&str, Option<usize>) {
+    match s.char_indices().nth(MAX_SHOWN_CHARS) {
+        Some((at, _)) => (&s[..at], Some(s.len() - at)),
+        None => (s, None),
+    }
+}
+
+/// The note that ends a cut text.
+fn cut_note(bytes: usize) -> String {
+    format!("… ({bytes} bytes not shown)")
+}
+
 /// Escapes `s` for HTML and SVG text and attribute values (`&`, `<`, `>`, `"`, `'`). Control
-/// characters other than tab and newline, which XML forbids, become U+FFFD.
+/// characters other than tab and newline, which XML forbids, become U+FFFD. Text longer than
+/// [`MAX_SHOWN_CHARS`] is cut, saying how much was left out.
 pub(crate) fn html_escape(s: &str) -> String {
+    let (s, cut) = shown(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -19,6 +38,9 @@ pub(crate) fn html_escape(s: &str) -> String {
             c if c.is_control() => out.push('\u{FFFD}'),
             c => out.push(c),
         }
+    }
+    if let Some(bytes) = cut {
+        out.push_str(&cut_note(bytes));
     }
     out
 }
@@ -38,8 +60,10 @@ pub(crate) fn csv_field(s: &str) -> String {
 /// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
 /// `<` and `>` as entities (no HTML tag survives), and backticks as `'`, because inside a code
 /// span the entities and backslash escapes would show literally. Every Markdown export, the
-/// experiment log included, escapes with this one function.
+/// experiment log included, escapes with this one function. Text longer than 2000 characters
+/// is cut, saying how much was left out.
 pub fn md_cell(s: &str) -> String {
+    let (s, cut) = shown(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -51,6 +75,9 @@ pub fn md_cell(s: &str) -> String {
             c if c.is_control() => out.push(' '),
             c => out.push(c),
         }
+    }
+    if let Some(bytes) = cut {
+        out.push_str(&cut_note(bytes));
     }
     out
 }

@@ -88,6 +88,7 @@ pub struct CounterRange {
     #[serde(default)]
     pub launch_index: Option<u64>,
     /// Metric name -> value, as evaluated by CUPTI.
+    #[serde(deserialize_with = "super::float::map_null_as_nan")]
     pub values: BTreeMap<String, f64>,
     /// Figures derived from the values.
     #[serde(default)]

@@ -4,9 +4,11 @@
 
 pub mod counters;
 pub mod environment;
+mod float;
 pub mod nvml;
 pub mod reader;
 pub mod schema;
+pub mod validate;
 pub(crate) mod writer;
 
 pub use environment::*;

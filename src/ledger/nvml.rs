@@ -31,6 +31,7 @@ pub enum EnergyMethod {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnergyEstimate {
     /// Energy, joules.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub joules: f64,
     /// How it was obtained.
     pub method: EnergyMethod,
@@ -55,6 +56,7 @@ pub struct ClockStats {
     /// Lowest sample, MHz.
     pub min_mhz: u32,
     /// Mean of the samples, MHz.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub mean_mhz: f64,
     /// Highest sample, MHz.
     pub max_mhz: u32,
@@ -66,8 +68,10 @@ pub struct ClockStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerStats {
     /// Mean of the samples, watts.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub mean_w: f64,
     /// Highest sample, watts.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub max_w: f64,
     /// Samples behind the figures.
     pub samples: u32,
@@ -151,6 +155,7 @@ pub struct DeviceRunEnergy {
     /// Iterations with an energy figure for this device.
     pub iterations: u64,
     /// Sum of those figures, joules.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub total_j: f64,
 }
 
@@ -164,6 +169,7 @@ pub struct RunEnergy {
     /// Iterations where at least one device's window was coarse.
     pub coarse_iterations: u64,
     /// Energy of the iterations with energy, all devices, joules.
+    #[serde(deserialize_with = "super::float::null_as_nan")]
     pub total_j: f64,
     /// Mean energy per iteration (all devices), joules.
     pub mean_j_per_iteration: Option<f64>,

@@ -11,7 +11,13 @@ use std::io::BufRead;
 use std::path::Path;
 
 use super::schema::{Header, IterationRow, LedgerLine, Trailer, SCHEMA_VERSION};
+use super::validate::{check_row, diagnose};
 use crate::error::{Error, Result};
+
+/// The longest line the reader accepts: a row with every activity of a large iteration recorded
+/// stays far below it, and input without newlines (`/dev/zero`, a binary file) stops here rather
+/// than growing until memory runs out.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// A ledger read from disk.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,13 +70,17 @@ pub fn parse_ledger(mut input: impl BufRead, path: &Path) -> Result<Ledger> {
     let mut truncated_last_line = None;
     let mut buf = Vec::new();
     let mut n = 0usize;
+    let mut order = IndexOrder::default();
     loop {
         n += 1;
-        let Some(line) =
-            read_raw_line(&mut input, &mut buf).map_err(|e| err(n, format!("cannot read: {e}")))?
+        let Some(mut line) =
+            read_raw_line(&mut input, &mut buf).map_err(|e| err(n, e.message(n)))?
         else {
             break;
         };
+        if header.is_none() {
+            line.strip_byte_order_mark();
+        }
         if line.is_blank() {
             continue;
         }
@@ -94,7 +104,10 @@ pub fn parse_ledger(mut input: impl BufRead, path: &Path) -> Result<Ledger> {
             (LedgerLine::Header(h), false) => header = Some(h),
             (LedgerLine::Header(_), true) => return Err(err(n, "a second header line".into())),
             (_, false) => return Err(err(n, "the first line must be the header".into())),
-            (LedgerLine::Iteration(row), true) => iterations.push(row),
+            (LedgerLine::Iteration(row), true) => {
+                order.check(row.index, n).map_err(|m| err(n, m))?;
+                iterations.push(row);
+            }
             (LedgerLine::Trailer(t), true) => trailer = Some(t),
         }
     }
@@ -123,18 +136,81 @@ impl RawLine {
     pub(crate) fn is_blank(&self) -> bool {
         !self.cut_char && self.text.trim().is_empty()
     }
+
+    /// Drops a UTF-8 byte-order mark that some editors put before the first line.
+    pub(crate) fn strip_byte_order_mark(&mut self) {
+        if let Some(rest) = self.text.strip_prefix('\u{feff}') {
+            self.text = rest.to_owned();
+        }
+    }
+}
+
+/// Why a line could not be read.
+#[derive(Debug)]
+pub(crate) enum LineError {
+    /// The input failed, or the line is not UTF-8.
+    Io(std::io::Error),
+    /// The line passed [`MAX_LINE_BYTES`] without a newline.
+    TooLong,
+}
+
+impl LineError {
+    /// The message of [`Error::LedgerRead`] at line `n`.
+    pub(crate) fn message(&self, n: usize) -> String {
+        match self {
+            LineError::Io(e) => format!("cannot read: {e}"),
+            LineError::TooLong => format!(
+                "line {n} is longer than {} MiB without a newline: not a ledger line (is this \
+                 a gpu-ledger ledger?)",
+                MAX_LINE_BYTES >> 20
+            ),
+        }
+    }
+}
+
+/// Checks that iteration indices rise from row to row: a repeated or earlier index (ledgers
+/// concatenated or edited) would be counted twice or out of order by every analysis.
+#[derive(Debug, Default)]
+pub(crate) struct IndexOrder {
+    last: Option<(u64, usize)>,
+}
+
+impl IndexOrder {
+    /// Row `index` at line `line`; the error is the message of [`Error::LedgerRead`].
+    pub(crate) fn check(&mut self, index: u64, line: usize) -> std::result::Result<(), String> {
+        if let Some((prev, at)) = self.last {
+            if index <= prev {
+                return Err(format!(
+                    "iteration index {index} does not follow {prev} (line {at}): a ledger holds \
+                     one run's rows in rising order; split a concatenated file at its second \
+                     run, or remove the repeated rows"
+                ));
+            }
+        }
+        self.last = Some((index, line));
+        Ok(())
+    }
 }
 
 /// Reads the next line into `buf` (reused between calls); `Ok(None)` at the end of the input.
 /// Strips `"\n"` or `"\r\n"` as [`BufRead::lines`] does, and fails as it does on invalid UTF-8,
 /// except for a last line without a newline that ends inside a UTF-8 character (a cut line).
+/// A line longer than [`MAX_LINE_BYTES`] is an error once that much is read.
 pub(crate) fn read_raw_line(
     input: &mut impl BufRead,
     buf: &mut Vec<u8>,
-) -> std::io::Result<Option<RawLine>> {
+) -> std::result::Result<Option<RawLine>, LineError> {
     buf.clear();
-    if input.read_until(b'\n', buf)? == 0 {
+    let limit = MAX_LINE_BYTES as u64 + 2;
+    if std::io::Read::take(&mut *input, limit)
+        .read_until(b'\n', buf)
+        .map_err(LineError::Io)?
+        == 0
+    {
         return Ok(None);
+    }
+    if buf.len() as u64 >= limit && buf.last() != Some(&b'\n') {
+        return Err(LineError::TooLong);
     }
     let terminated = buf.last() == Some(&b'\n');
     if terminated {
@@ -160,7 +236,7 @@ pub(crate) fn read_raw_line(
             terminated,
             cut_char: true,
         })),
-        Err(_) => Err(invalid()),
+        Err(_) => Err(LineError::Io(invalid())),
     }
 }
 
@@ -177,18 +253,17 @@ pub(crate) enum Parsed {
 pub(crate) fn parse_line(line: &RawLine) -> std::result::Result<Parsed, String> {
     match serde_json::from_str::<LedgerLine>(&line.text) {
         Ok(_) if line.cut_char => Err("cannot read: stream did not contain valid UTF-8".into()),
+        Ok(LedgerLine::Iteration(row)) => {
+            check_row(&row)?;
+            Ok(Parsed::Line(Box::new(LedgerLine::Iteration(row))))
+        }
         Ok(parsed) => Ok(Parsed::Line(Box::new(parsed))),
         Err(e) if e.is_eof() && !line.terminated => Ok(Parsed::CutLastLine),
-        Err(e) => {
-            let what = if e.is_eof() {
-                "truncated line (the run may have been killed while writing it)"
-            } else {
-                "invalid ledger line"
-            };
-            Err(format!(
-                "{what}: {e}; expected a JSON object with \"type\" header, iteration or trailer"
-            ))
-        }
+        Err(e) if e.is_eof() => Err(format!(
+            "truncated line (the run may have been killed while writing it): {e}; expected a \
+             JSON object with \"type\" header, iteration or trailer"
+        )),
+        Err(_) => Err(diagnose(&line.text)),
     }
 }
 
@@ -199,6 +274,11 @@ fn check_version(line: &str) -> std::result::Result<(), String> {
         .map_err(|e| format!("the first line is not JSON ({e}); is this a gpu-ledger file?"))?;
     if value.get("type").and_then(|t| t.as_str()) != Some("header") {
         return Err("the first line must be the header (\"type\":\"header\")".into());
+    }
+    if let Some(v @ serde_json::Value::String(_)) = value.get("schema_version") {
+        return Err(format!(
+            "schema_version must be a number, not {v}: write it as {SCHEMA_VERSION}"
+        ));
     }
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(SCHEMA_VERSION) => Ok(()),

@@ -80,9 +80,11 @@ pub(crate) struct Running {
     /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
     pub(crate) counters_path: u32,
     /// False once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
-    /// signal thread can shut down while the application still steps). `step()` holds the read
-    /// side while it sends, so no iteration end reaches the collector after `Finish`.
-    open: RwLock<bool>,
+    /// signal thread can shut down while the application still steps). `step()` holds it while
+    /// it counts, numbers and sends, so no iteration end reaches the collector after `Finish`,
+    /// and steps from several threads are taken one at a time: each ends one iteration, and the
+    /// collector receives the ends in index order.
+    open: Mutex<bool>,
     /// Warnings for the trailer that shutdown adds (the signal that ended the run).
     end_warnings: Mutex<Vec<String>>,
     /// The thread whose open scope calls on threads with no scope of their own are attributed
@@ -124,7 +126,7 @@ impl Running {
             calls: Arc::new(ApiCalls::default()),
             counters: Mutex::new(counters),
             counters_path,
-            open: RwLock::new(true),
+            open: Mutex::new(true),
             end_warnings: Mutex::new(Vec::new()),
             follow,
             stepping: AtomicU64::new(crate::thread_slot::thread_key()),
@@ -203,9 +205,9 @@ impl Running {
 
     /// Ends the open iteration and opens the next: the work of `Profiler::step`, whose thread
     /// has the scopes `open_scopes` open. Never blocks on the GPU; does nothing once shutdown
-    /// began.
+    /// began. Calls from several threads serialize: each ends exactly one iteration.
     pub(crate) fn step(&self, open_scopes: impl FnOnce() -> Vec<u32>) {
-        let open = self.open.read();
+        let open = self.open.lock();
         if !*open {
             return;
         }
@@ -249,7 +251,7 @@ impl Running {
         // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
         // application) would otherwise enter its next iteration's scopes as inert guards and then
         // end that iteration, a complete row with none of its scopes.
-        *self.open.write() = false;
+        *self.open.lock() = false;
         ENABLED.store(false, Ordering::SeqCst);
         self.end_warnings.lock().extend(end_warning);
         let host_end_ns = self.now_ns();

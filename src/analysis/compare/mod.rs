@@ -254,9 +254,24 @@ pub fn compare(
     let scopes = scope_changes(&sel_a.used, &sel_b.used);
     let families = family_changes(&sel_a.used, &sel_b.used, &opts.family_rules);
     let count = |f: fn(&IterationRow) -> u64| (mean_of(&sel_a.used, f), mean_of(&sel_b.used, f));
-    let (kernels_a, kernels_b) = count(|r| r.kernels.iter().map(|k| k.count).sum());
-    let (memcpy_a, memcpy_b) = count(|r| r.memcpy.iter().map(|k| k.count).sum());
-    let (memset_a, memset_b) = count(|r| r.memset.iter().map(|k| k.count).sum());
+    let (kernels_a, kernels_b) = count(|r| {
+        r.kernels
+            .iter()
+            .map(|k| k.count)
+            .fold(0, u64::saturating_add)
+    });
+    let (memcpy_a, memcpy_b) = count(|r| {
+        r.memcpy
+            .iter()
+            .map(|k| k.count)
+            .fold(0, u64::saturating_add)
+    });
+    let (memset_a, memset_b) = count(|r| {
+        r.memset
+            .iter()
+            .map(|k| k.count)
+            .fold(0, u64::saturating_add)
+    });
 
     let mut warnings = Vec::new();
     environment_warnings(a.header, b.header, &mut warnings);

@@ -282,8 +282,14 @@ pub(super) fn selection_warnings(
 }
 
 pub(super) fn record_warnings(name: &str, rows: &[&IterationRow], out: &mut Vec<String>) {
-    let dropped: u64 = rows.iter().map(|r| r.dropped_records).sum();
-    let missing: u64 = rows.iter().map(|r| r.missing_records).sum();
+    let dropped: u64 = rows
+        .iter()
+        .map(|r| r.dropped_records)
+        .fold(0, u64::saturating_add);
+    let missing: u64 = rows
+        .iter()
+        .map(|r| r.missing_records)
+        .fold(0, u64::saturating_add);
     if dropped > 0 || missing > 0 {
         out.push(format!(
             "{name}: {dropped} dropped and {missing} missing activity records in the kept iterations"
