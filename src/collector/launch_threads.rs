@@ -142,17 +142,18 @@ impl LaunchTally {
                 continue;
             };
             let thread = self.thread(calls, index);
-            if t.unscoped_ns > 0 {
-                unscoped_from.push(describe(&thread));
-            }
-            threads.push(LaunchThread {
+            let launched = LaunchThread {
                 name: thread.name,
                 tid: thread.tid,
                 kernels: t.kernels,
                 kernel_ns: t.kernel_ns,
                 copies: t.copies,
                 attribution: t.attribution,
-            });
+            };
+            if t.unscoped_ns > 0 {
+                unscoped_from.push(launched.label());
+            }
+            threads.push(launched);
         }
         let share = if kernel_ns == 0 {
             0.0
@@ -193,13 +194,5 @@ impl LaunchTally {
                 self.run_followed, self.run_kernels
             )
         })
-    }
-}
-
-/// A thread as a warning names it: `"name" (tid N)`.
-fn describe(t: &CallingThread) -> String {
-    match &t.name {
-        Some(name) => format!("\"{name}\" (tid {})", t.tid),
-        None => format!("tid {}", t.tid),
     }
 }

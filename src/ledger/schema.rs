@@ -195,6 +195,16 @@ pub struct LaunchThread {
     pub attribution: AttributionCounts,
 }
 
+impl LaunchThread {
+    /// The thread as warnings name it: `"name" (tid N)`, or `tid N` without a name.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(name) => format!("\"{name}\" (tid {})", self.tid),
+            None => format!("tid {}", self.tid),
+        }
+    }
+}
+
 /// One GPU activity of an iteration (kept only when activities are recorded).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivityEntry {

@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
-use super::{take_frame, Frame, THREAD};
+use super::{close_frame, Frame, THREAD};
 use crate::run::{ENABLED, GENERATION};
 
 /// The innermost scope open on a thread when it was captured, as a small `Copy + Send` value
@@ -139,24 +139,9 @@ pub struct ContextGuard {
 
 impl Drop for ContextGuard {
     fn drop(&mut self) {
-        if self.token == 0 {
-            return;
+        if self.token != 0 {
+            // A context records nothing of its own: taking its frame off is all.
+            close_frame(self.token, |_, _, _, _| {});
         }
-        let token = self.token;
-        let _ = THREAD.try_with(|t| {
-            let mut guard = t.borrow_mut();
-            let t = &mut *guard;
-            if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
-                return;
-            }
-            let Some((frame, _)) = take_frame(&mut t.stack, token) else {
-                return;
-            };
-            let Some(running) = t.running.take() else {
-                return;
-            };
-            t.release(&running, &frame);
-            t.running = Some(running);
-        });
     }
 }

@@ -574,29 +574,39 @@ impl Drop for ScopeGuard<'_> {
         if self.token == 0 {
             return;
         }
-        let token = self.token;
-        let _ = THREAD.try_with(|t| {
-            let mut guard = t.borrow_mut();
-            let t = &mut *guard;
-            if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
-                return; // the run this guard belonged to has finished
-            }
-            let Some((frame, out_of_order)) = take_frame(&mut t.stack, token) else {
-                return;
-            };
-            // Moved out and back, as in `enter`.
-            let Some(running) = t.running.take() else {
-                return;
-            };
-            t.release(&running, &frame);
-            let end_ns = t.clock(&running);
+        let stream = self.stream;
+        close_frame(self.token, |t, running, frame, out_of_order| {
+            let end_ns = t.clock(running);
             let end_event = t
-                .record_event(&running, frame.start_event.as_ref().and(self.stream))
+                .record_event(running, frame.start_event.as_ref().and(stream))
                 .map(|e| (e, false));
             t.send_closed(frame, end_ns, end_event, out_of_order);
-            t.running = Some(running);
         });
     }
+}
+
+/// Takes guard `token`'s frame off the calling thread's stack and hands the thread's calls back
+/// to the frame below, then runs `then` with the frame and whether it was dropped out of order;
+/// nothing when the run the guard belonged to has finished.
+#[inline]
+fn close_frame(token: u64, then: impl FnOnce(&mut ThreadScopes, &Running, Frame, bool)) {
+    let _ = THREAD.try_with(|t| {
+        let mut guard = t.borrow_mut();
+        let t = &mut *guard;
+        if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
+            return; // the run this guard belonged to has finished
+        }
+        let Some((frame, out_of_order)) = take_frame(&mut t.stack, token) else {
+            return;
+        };
+        // Moved out and back, as in `enter`.
+        let Some(running) = t.running.take() else {
+            return;
+        };
+        t.release(&running, &frame);
+        then(t, &running, frame, out_of_order);
+        t.running = Some(running);
+    });
 }
 
 /// Takes the frame of guard `token` off the stack: the innermost, or one below it (a guard
