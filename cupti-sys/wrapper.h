@@ -7,3 +7,5 @@
 #include <cupti_pmsampling.h>
 #include <cupti_pcsampling.h>
 #include <cupti_target.h>
+/* The parameters CUPTI's NVTX callbacks pass (needs the nvtx3 headers of nvidia-nvtx). */
+#include <generated_nvtx_meta.h>

@@ -154,6 +154,7 @@ pub const CUPTI_MAX_NVLINK_PORTS: u32 = 32;
 pub const CUPTI_DECOMPRESSED_BYTES_UNKNOWN: u32 = 0;
 pub const CUPTI_MAX_GPUS: u32 = 32;
 pub const CUPTI_STALL_REASON_STRING_SIZE: u32 = 128;
+pub type wchar_t = ::std::os::raw::c_int;
 pub type CUdevice_v1 = ::std::os::raw::c_int;
 pub type CUdevice = CUdevice_v1;
 #[repr(C)]
@@ -600,6 +601,8 @@ pub mod CUptiResult {
     pub const CUPTI_ERROR_UNKNOWN: Type = 999;
     pub const CUPTI_ERROR_FORCE_INT: Type = 2147483647;
 }
+pub type cudaStream_t = *mut CUstream_st;
+pub type cudaEvent_t = *mut CUevent_st;
 pub mod CUpti_ApiCallbackSite {
     pub type Type = ::std::os::raw::c_uint;
     pub const CUPTI_API_ENTER: Type = 0;
@@ -8892,6 +8895,727 @@ impl Default for CUpti_Device_GetChipName_Params {
         }
     }
 }
+pub type nvtxRangeId_t = u64;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRegistration_st {
+    _unused: [u8; 0],
+}
+pub type nvtxDomainRegistration = nvtxDomainRegistration_st;
+pub type nvtxDomainHandle_t = *mut nvtxDomainRegistration;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxStringRegistration_st {
+    _unused: [u8; 0],
+}
+pub type nvtxStringRegistration = nvtxStringRegistration_st;
+pub type nvtxStringHandle_t = *mut nvtxStringRegistration;
+pub mod nvtxMessageType_t {
+    pub type Type = ::std::os::raw::c_uint;
+    pub const NVTX_MESSAGE_UNKNOWN: Type = 0;
+    pub const NVTX_MESSAGE_TYPE_ASCII: Type = 1;
+    pub const NVTX_MESSAGE_TYPE_UNICODE: Type = 2;
+    pub const NVTX_MESSAGE_TYPE_REGISTERED: Type = 3;
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union nvtxMessageValue_t {
+    pub ascii: *const ::std::os::raw::c_char,
+    pub unicode: *const wchar_t,
+    pub registered: nvtxStringHandle_t,
+}
+impl Default for nvtxMessageValue_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct nvtxEventAttributes_v2 {
+    pub version: u16,
+    pub size: u16,
+    pub category: u32,
+    pub colorType: i32,
+    pub color: u32,
+    pub payloadType: i32,
+    pub reserved0: i32,
+    pub payload: nvtxEventAttributes_v2_payload_t,
+    pub messageType: i32,
+    pub message: nvtxMessageValue_t,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union nvtxEventAttributes_v2_payload_t {
+    pub ullValue: u64,
+    pub llValue: i64,
+    pub dValue: f64,
+    pub uiValue: u32,
+    pub iValue: i32,
+    pub fValue: f32,
+}
+impl Default for nvtxEventAttributes_v2_payload_t {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for nvtxEventAttributes_v2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxEventAttributes_t = nvtxEventAttributes_v2;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxSyncUser {
+    _unused: [u8; 0],
+}
+pub type nvtxSyncUser_t = *mut nvtxSyncUser;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct nvtxSyncUserAttributes_v0 {
+    pub version: u16,
+    pub size: u16,
+    pub messageType: i32,
+    pub message: nvtxMessageValue_t,
+}
+impl Default for nvtxSyncUserAttributes_v0 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxSyncUserAttributes_t = nvtxSyncUserAttributes_v0;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxMarkEx_params_st {
+    pub eventAttrib: *const nvtxEventAttributes_t,
+}
+impl Default for nvtxMarkEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxMarkEx_params = nvtxMarkEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxMarkA_params_st {
+    pub message: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxMarkA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxMarkA_params = nvtxMarkA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxMarkW_params_st {
+    pub message: *const wchar_t,
+}
+impl Default for nvtxMarkW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxMarkW_params = nvtxMarkW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangeStartEx_params_st {
+    pub eventAttrib: *const nvtxEventAttributes_t,
+}
+impl Default for nvtxRangeStartEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangeStartEx_params = nvtxRangeStartEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangeStartA_params_st {
+    pub message: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxRangeStartA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangeStartA_params = nvtxRangeStartA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangeStartW_params_st {
+    pub message: *const wchar_t,
+}
+impl Default for nvtxRangeStartW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangeStartW_params = nvtxRangeStartW_params_st;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct nvtxRangeEnd_params_st {
+    pub id: nvtxRangeId_t,
+}
+pub type nvtxRangeEnd_params = nvtxRangeEnd_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangePushEx_params_st {
+    pub eventAttrib: *const nvtxEventAttributes_t,
+}
+impl Default for nvtxRangePushEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangePushEx_params = nvtxRangePushEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangePushA_params_st {
+    pub message: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxRangePushA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangePushA_params = nvtxRangePushA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangePushW_params_st {
+    pub message: *const wchar_t,
+}
+impl Default for nvtxRangePushW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangePushW_params = nvtxRangePushW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxRangePop_params_st {
+    pub dummy: *mut ::std::os::raw::c_void,
+}
+impl Default for nvtxRangePop_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxRangePop_params = nvtxRangePop_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCategoryA_params_st {
+    pub category: u32,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCategoryA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCategoryA_params = nvtxNameCategoryA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCategoryW_params_st {
+    pub category: u32,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCategoryW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCategoryW_params = nvtxNameCategoryW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameOsThreadA_params_st {
+    pub threadId: u32,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameOsThreadA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameOsThreadA_params = nvtxNameOsThreadA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameOsThreadW_params_st {
+    pub threadId: u32,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameOsThreadW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameOsThreadW_params = nvtxNameOsThreadW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuDeviceA_params_st {
+    pub device: CUdevice,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCuDeviceA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuDeviceA_params = nvtxNameCuDeviceA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuDeviceW_params_st {
+    pub device: CUdevice,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCuDeviceW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuDeviceW_params = nvtxNameCuDeviceW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuContextA_params_st {
+    pub context: CUcontext,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCuContextA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuContextA_params = nvtxNameCuContextA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuContextW_params_st {
+    pub context: CUcontext,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCuContextW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuContextW_params = nvtxNameCuContextW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuStreamA_params_st {
+    pub stream: CUstream,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCuStreamA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuStreamA_params = nvtxNameCuStreamA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuStreamW_params_st {
+    pub stream: CUstream,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCuStreamW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuStreamW_params = nvtxNameCuStreamW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuEventA_params_st {
+    pub event: CUevent,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCuEventA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuEventA_params = nvtxNameCuEventA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCuEventW_params_st {
+    pub event: CUevent,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCuEventW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCuEventW_params = nvtxNameCuEventW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaDeviceA_params_st {
+    pub device: ::std::os::raw::c_int,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCudaDeviceA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaDeviceA_params = nvtxNameCudaDeviceA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaDeviceW_params_st {
+    pub device: ::std::os::raw::c_int,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCudaDeviceW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaDeviceW_params = nvtxNameCudaDeviceW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaStreamA_params_st {
+    pub stream: cudaStream_t,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCudaStreamA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaStreamA_params = nvtxNameCudaStreamA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaStreamW_params_st {
+    pub stream: cudaStream_t,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCudaStreamW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaStreamW_params = nvtxNameCudaStreamW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaEventA_params_st {
+    pub event: cudaEvent_t,
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxNameCudaEventA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaEventA_params = nvtxNameCudaEventA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxNameCudaEventW_params_st {
+    pub event: cudaEvent_t,
+    pub name: *const wchar_t,
+}
+impl Default for nvtxNameCudaEventW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxNameCudaEventW_params = nvtxNameCudaEventW_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainCreateA_params_st {
+    pub name: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxDomainCreateA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainCreateA_params = nvtxDomainCreateA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainDestroy_params_st {
+    pub domain: nvtxDomainHandle_t,
+}
+impl Default for nvtxDomainDestroy_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainDestroy_params = nvtxDomainDestroy_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainMarkEx_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub core: nvtxMarkEx_params,
+}
+impl Default for nvtxDomainMarkEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainMarkEx_params = nvtxDomainMarkEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRangeStartEx_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub core: nvtxRangeStartEx_params,
+}
+impl Default for nvtxDomainRangeStartEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRangeStartEx_params = nvtxDomainRangeStartEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRangeEnd_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub core: nvtxRangeEnd_params,
+}
+impl Default for nvtxDomainRangeEnd_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRangeEnd_params = nvtxDomainRangeEnd_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRangePushEx_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub core: nvtxRangePushEx_params,
+}
+impl Default for nvtxDomainRangePushEx_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRangePushEx_params = nvtxDomainRangePushEx_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRangePop_params_st {
+    pub domain: nvtxDomainHandle_t,
+}
+impl Default for nvtxDomainRangePop_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRangePop_params = nvtxDomainRangePop_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxSyncUserCreate_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub attribs: *const nvtxSyncUserAttributes_t,
+}
+impl Default for nvtxSyncUserCreate_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxSyncUserCreate_params = nvtxSyncUserCreate_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxSyncUserCommon_params_st {
+    pub handle: nvtxSyncUser_t,
+}
+impl Default for nvtxSyncUserCommon_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxSyncUserCommon_params = nvtxSyncUserCommon_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRegisterStringA_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub string: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxDomainRegisterStringA_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRegisterStringA_params = nvtxDomainRegisterStringA_params_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct nvtxDomainRegisterStringW_params_st {
+    pub domain: nvtxDomainHandle_t,
+    pub string: *const ::std::os::raw::c_char,
+}
+impl Default for nvtxDomainRegisterStringW_params_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type nvtxDomainRegisterStringW_params = nvtxDomainRegisterStringW_params_st;
 pub struct Cupti {
     __library: ::libloading::Library,
     pub cuptiGetResultString: unsafe extern "C" fn(

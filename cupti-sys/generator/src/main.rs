@@ -27,6 +27,8 @@ fn generate_bindings(include: &Path, crate_dir: &Path) {
         // Only CUPTI's own API; CUDA types come along as far as CUPTI uses them.
         .allowlist_function("cupti.*")
         .allowlist_type("CUpti_.*|CUPTI_.*|CUptiResult")
+        // The parameter structs of CUPTI's NVTX callbacks and the NVTX types they carry.
+        .allowlist_type("nvtx.*_params|nvtxEventAttributes_v2|nvtxMessageType_t|nvtxDomainHandle_t|nvtxStringHandle_t")
         .allowlist_var("CUPTI_.*")
         .default_enum_style(bindgen::EnumVariation::ModuleConsts)
         .derive_default(true)
