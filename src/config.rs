@@ -60,6 +60,139 @@ impl Follow {
 /// Environment variable that sets the ledger path when the configuration does not.
 pub const LEDGER_PATH_ENV: &str = "GPU_LEDGER_PATH";
 
+/// Environment variable that overrides the configured level at start, so that one binary is
+/// measured with and without the profiler: `off` (nothing starts, no ledger is written),
+/// `scopes`, `timeline` or `counters` (which needs [`Config::counters`]).
+pub const LEVEL_ENV: &str = "GPU_LEDGER_LEVEL";
+
+/// What [`LEVEL_ENV`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LevelOverride {
+    /// Profile nothing.
+    Off,
+    /// Profile at this level instead of the configured one.
+    Level(Level),
+}
+
+/// Reads [`LEVEL_ENV`]'s `value`: `None` when unset or empty.
+///
+/// # Errors
+/// [`crate::Error::Config`] naming the value and the ones accepted.
+pub(crate) fn level_override(
+    value: Option<&std::ffi::OsStr>,
+) -> crate::Result<Option<LevelOverride>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let text = value.to_string_lossy();
+    let level = match text.trim().to_ascii_lowercase().as_str() {
+        "" => return Ok(None),
+        "off" => LevelOverride::Off,
+        "scopes" => LevelOverride::Level(Level::Scopes),
+        "timeline" => LevelOverride::Level(Level::Timeline),
+        "counters" => LevelOverride::Level(Level::Counters),
+        _ => {
+            return Err(crate::Error::Config(format!(
+                "{LEVEL_ENV}={text:?} is not a level: set it to off, scopes, timeline or \
+                 counters, or unset it to use the level the program configures"
+            )))
+        }
+    };
+    Ok(Some(level))
+}
+
+/// Applies [`LEVEL_ENV`] (read as `value`) to `config`: the level to run at (`None`: off) and
+/// where it came from, as the ledger header records it.
+///
+/// # Errors
+/// An unknown value, or `counters` asked of a program that configured no counters.
+pub(crate) fn apply_level_override(
+    config: &mut Config,
+    value: Option<&std::ffi::OsStr>,
+) -> crate::Result<Option<&'static str>> {
+    match level_override(value)? {
+        None => Ok(Some("configuration")),
+        Some(LevelOverride::Off) => Ok(None),
+        Some(LevelOverride::Level(Level::Counters)) if config.counters.is_none() => {
+            Err(crate::Error::Config(format!(
+                "{LEVEL_ENV}=counters, but the program configures no hardware counters: they \
+                 need a context and metrics (ProfilerBuilder::counters); set {LEVEL_ENV} to \
+                 timeline or scopes instead"
+            )))
+        }
+        Some(LevelOverride::Level(level)) => {
+            config.level = level;
+            if level != Level::Counters {
+                // The counters setup goes with the counters level only.
+                config.counters = None;
+            }
+            Ok(Some(LEVEL_ENV))
+        }
+    }
+}
+
+/// NVTX, both ways: gpu-ledger's scopes as NVTX ranges, and the NVTX ranges of libraries and
+/// of the application as scopes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nvtx {
+    /// Each scope also pushes an NVTX range of its name on its thread (and pops it as it ends),
+    /// so that Nsight Systems shows the scopes and `ncu --nvtx --nvtx-include "step/backward/"`
+    /// profiles one scope's kernels. With no NVTX tool attached a range is a call through a
+    /// null function pointer. Default on.
+    pub emit: bool,
+    /// NVTX push/pop ranges become scopes, nested under the scope open on their thread (at the
+    /// timeline and counters levels, through CUPTI's NVTX callbacks). Default off: it routes
+    /// every NVTX call of the process through CUPTI.
+    pub import: Option<NvtxImport>,
+}
+
+impl Default for Nvtx {
+    fn default() -> Self {
+        Nvtx {
+            emit: true,
+            import: None,
+        }
+    }
+}
+
+/// Which NVTX ranges become scopes ([`Nvtx::import`]).
+///
+/// NVTX finds its tool when a library makes its first NVTX call, through
+/// `NVTX_INJECTION64_PATH`: the profiler sets it to the CUPTI it loaded at start when it is
+/// unset. A library that made an NVTX call before the profiler started keeps no tool, so start
+/// the profiler first (or export `NVTX_INJECTION64_PATH` to the CUPTI library yourself). When
+/// it names another tool (Nsight Systems sets it), ranges are not imported and the header says
+/// so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvtxImport {
+    /// The NVTX domains whose ranges are imported (by name; the default domain is `default`);
+    /// empty: every domain.
+    pub domains: Vec<String>,
+    /// Most imported ranges open at once on a thread; deeper ones are not scopes (counted in
+    /// the trailer).
+    pub max_depth: u32,
+    /// An NVTX mark of this message ends the iteration as [`Profiler::step`](crate::Profiler::step)
+    /// does, for applications that mark their steps with NVTX.
+    pub step_marker: Option<String>,
+}
+
+impl Default for NvtxImport {
+    fn default() -> Self {
+        NvtxImport {
+            domains: Vec::new(),
+            max_depth: 8,
+            step_marker: None,
+        }
+    }
+}
+
+impl NvtxImport {
+    /// Whether ranges of the domain named `name` are imported.
+    pub(crate) fn imports(&self, name: &str) -> bool {
+        self.domains.is_empty() || self.domains.iter().any(|d| d == name)
+    }
+}
+
 /// Profiler configuration. Start from [`Config::default`] or
 /// [`Profiler::builder`](crate::Profiler::builder).
 #[derive(Debug, Clone)]
@@ -120,6 +253,8 @@ pub struct Config {
     /// is attributed to ([`Follow`]); default: the thread that calls `step()`. At the timeline and
     /// counters levels; it costs one atomic load per traced call on a thread with no open scope.
     pub follow: Follow,
+    /// NVTX ranges out of scopes, and scopes out of NVTX ranges ([`Nvtx`]).
+    pub nvtx: Nvtx,
 }
 
 impl Default for Config {
@@ -141,6 +276,7 @@ impl Default for Config {
             counters: None,
             flush_on_signal: false,
             follow: Follow::default(),
+            nvtx: Nvtx::default(),
         }
     }
 }
@@ -237,6 +373,16 @@ impl ProfilerBuilder {
         self.config.follow = follow;
         self
     }
+    /// Turns the NVTX range each scope pushes on or off (on by default). See [`Nvtx::emit`].
+    pub fn nvtx_emit(mut self, on: bool) -> Self {
+        self.config.nvtx.emit = on;
+        self
+    }
+    /// Imports NVTX ranges as scopes as `import` says (off by default). See [`Nvtx::import`].
+    pub fn nvtx_import(mut self, import: NvtxImport) -> Self {
+        self.config.nvtx.import = Some(import);
+        self
+    }
 }
 
 /// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
@@ -273,5 +419,7 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
         counter_iterations: None,
         record_activities: config.record_activities,
         follow: Some(config.follow.describe()),
+        level_source: None,
+        nvtx: None,
     }
 }

@@ -50,6 +50,8 @@ mod intervals;
 pub mod kernels;
 pub mod ledger;
 mod nvml;
+#[allow(unsafe_code)]
+mod nvtx;
 mod profiler;
 mod rank;
 mod run;
@@ -57,14 +59,20 @@ mod scope;
 #[allow(unsafe_code)]
 mod signals;
 mod thread_slot;
+#[cfg(feature = "tracing")]
+mod tracing_layer;
 
-pub use config::{Config, Follow, Level, ProfilerBuilder, LEDGER_PATH_ENV};
+pub use config::{
+    Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, LEDGER_PATH_ENV, LEVEL_ENV,
+};
 pub use driver::events::RawStream;
 pub use error::{Error, Result};
 pub use ledger::{read_ledger, Ledger};
 pub use profiler::{Profiler, RunSummary};
 pub use run::{COUNTERS_SCOPE, UNSCOPED};
 pub use scope::{ContextGuard, ScopeContext, ScopeGuard};
+#[cfg(feature = "tracing")]
+pub use tracing_layer::ScopeLayer;
 
 /// What gpu-ledger's own benchmarks, examples and GPU tests reach below the public API (feature
 /// `internals`, which they turn on). No stability promise: not for applications.

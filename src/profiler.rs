@@ -13,7 +13,10 @@ use cudarc::driver::CudaStream;
 
 use crate::clock::HostClock;
 use crate::collector;
-use crate::config::{config_record, resolve_ledger_path, Config, Level, ProfilerBuilder};
+use crate::config::{
+    apply_level_override, config_record, resolve_ledger_path, Config, Level, ProfilerBuilder,
+    LEVEL_ENV,
+};
 use crate::counters::window::CounterState;
 use crate::cupti;
 use crate::cupti::activity::{ActivityShared, ActivityStats, TimelineSession};
@@ -234,10 +237,22 @@ impl Profiler {
     /// `fail_open`, every error but an unwritable ledger and an invalid configuration
     /// ([`Error::Config`]: bad settings, unknown metric names) returns an inert profiler
     /// instead, and the ledger header says why.
-    pub fn start(config: Config) -> Result<Profiler> {
+    pub fn start(mut config: Config) -> Result<Profiler> {
         let path = resolve_ledger_path(config.ledger_path.clone());
         let slot = Slot::new();
-        match start_inner(&config, &path, &slot) {
+        let env_level = std::env::var_os(LEVEL_ENV);
+        let Some(level_source) = apply_level_override(&mut config, env_level.as_deref())? else {
+            let reason = format!("profiling off ({LEVEL_ENV}=off): no ledger is written");
+            eprintln!("gpu-ledger: {reason}");
+            return Ok(Profiler {
+                running: None,
+                slot,
+                signals: None,
+                ledger_path: path,
+                disabled_reason: Some(reason),
+            });
+        };
+        match start_inner(&config, &path, &slot, level_source) {
             Ok((inner, warnings, signals)) => {
                 for w in &warnings {
                     eprintln!("gpu-ledger: warning: {w}");
@@ -259,7 +274,7 @@ impl Profiler {
             Err(e) if config.fail_open => {
                 let reason = format!("profiling disabled (fail_open): {e}");
                 eprintln!("gpu-ledger: {reason}");
-                write_disabled_ledger(&config, &path, &reason)?;
+                write_disabled_ledger(&config, &path, &reason, level_source)?;
                 Ok(Profiler {
                     running: None,
                     slot,
@@ -380,14 +395,22 @@ fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<E
     (trailer, first_err)
 }
 
-fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<()> {
+fn write_disabled_ledger(
+    config: &Config,
+    path: &Path,
+    reason: &str,
+    level_source: &str,
+) -> Result<()> {
     let writer = LedgerWriter::create(path)?;
     let header = Header {
         schema_version: SCHEMA_VERSION,
         gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
         start_unix_ns: crate::clock::unix_ns(),
         start_cupti_ns: None,
-        config: config_record(config),
+        config: ConfigRecord {
+            level_source: Some(level_source.to_string()),
+            ..config_record(config)
+        },
         environment: crate::env::environment(None, std::time::SystemTime::now()),
         rank: crate::rank::from_env(),
         warnings: vec![reason.to_string()],
@@ -410,7 +433,12 @@ fn write_disabled_ledger(config: &Config, path: &Path, reason: &str) -> Result<(
 
 type Started = (Inner, Vec<String>, Option<crate::signals::Watch>);
 
-fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started> {
+fn start_inner(
+    config: &Config,
+    path: &Path,
+    slot: &Arc<Slot>,
+    level_source: &str,
+) -> Result<Started> {
     if config.buffer_bytes < 1024 || config.buffers == 0 {
         return Err(Error::Config(
             "buffers must be at least 1 and buffer_bytes at least 1024".into(),
@@ -473,6 +501,10 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
             }
         }
     }
+    let nvtx_state = NvtxState::decide(config, cupti)?;
+    if let Some(w) = nvtx_state.warning() {
+        warnings.push(w);
+    }
     let writer = LedgerWriter::create(path)?;
     let origin = Instant::now();
     let start_time = std::time::SystemTime::now();
@@ -483,7 +515,12 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         cupti,
         counter_state,
         config.follow.clone(),
+        nvtx_state.run(),
     );
+    if let NvtxImportState::On(import) = &nvtx_state.import {
+        let importer = cupti::nvtx::NvtxImporter::new(import.clone(), scope::on_nvtx);
+        let _ = running.calls().nvtx.set(importer);
+    }
     let mut session = None;
     let mut activity = None;
     if let Some(lib) = cupti {
@@ -526,6 +563,8 @@ fn start_inner(config: &Config, path: &Path, slot: &Arc<Slot>) -> Result<Started
         start_cupti_ns,
         config: ConfigRecord {
             counter_iterations,
+            level_source: Some(level_source.to_string()),
+            nvtx: Some(nvtx_state.describe()),
             ..config_record(config)
         },
         environment,
@@ -603,5 +642,101 @@ fn start_nvml(
             warnings.push(format!("NVML sampling is off: {e}"));
             None
         }
+    }
+}
+
+/// What a run does with NVTX, decided at start.
+struct NvtxState {
+    emit: bool,
+    import: NvtxImportState,
+}
+
+enum NvtxImportState {
+    Off,
+    On(crate::config::NvtxImport),
+    /// Asked for, but NVTX cannot reach gpu-ledger: why.
+    Unavailable(String),
+}
+
+impl NvtxState {
+    /// Whether NVTX ranges can be imported (CUPTI runs, and NVTX's tool is, or can be made,
+    /// that CUPTI); sets `NVTX_INJECTION64_PATH` to the CUPTI library when it is unset.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an import that allows no range.
+    fn decide(config: &Config, cupti: Option<&'static cupti::LoadedCupti>) -> Result<Self> {
+        use cupti::nvtx::{injection, Injection, INJECTION_ENV};
+        let import = match (&config.nvtx.import, cupti) {
+            (None, _) => NvtxImportState::Off,
+            (Some(i), _) if i.max_depth == 0 => {
+                return Err(Error::Config(
+                    "NvtxImport::max_depth is 0, which imports no NVTX range: give the depth of \
+                     nested ranges to import (8 by default), or leave Nvtx::import unset"
+                        .into(),
+                ))
+            }
+            (Some(_), None) => NvtxImportState::Unavailable(
+                "NVTX ranges are not imported at Level::Scopes: CUPTI's NVTX callbacks bring \
+                 them, at the timeline and counters levels"
+                    .into(),
+            ),
+            (Some(i), Some(lib)) => {
+                match injection(std::env::var_os(INJECTION_ENV).as_deref(), &lib.path) {
+                    Injection::Set => {
+                        std::env::set_var(INJECTION_ENV, &lib.path);
+                        NvtxImportState::On(i.clone())
+                    }
+                    Injection::AlreadyCupti => NvtxImportState::On(i.clone()),
+                    Injection::OtherTool(tool) => NvtxImportState::Unavailable(format!(
+                        "NVTX ranges are not imported: {INJECTION_ENV} names another NVTX tool \
+                         ({tool}), which receives them instead (scopes' ranges go to it too)"
+                    )),
+                }
+            }
+        };
+        Ok(NvtxState {
+            emit: config.nvtx.emit,
+            import,
+        })
+    }
+
+    fn run(&self) -> crate::run::NvtxRun {
+        crate::run::NvtxRun {
+            emit: self.emit,
+            import_depth: match &self.import {
+                NvtxImportState::On(i) => Some(i.max_depth),
+                _ => None,
+            },
+        }
+    }
+
+    fn warning(&self) -> Option<String> {
+        match &self.import {
+            NvtxImportState::Unavailable(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// As the ledger header records it.
+    fn describe(&self) -> String {
+        let emit = if self.emit { "on" } else { "off" };
+        let import = match &self.import {
+            NvtxImportState::Off => "off".to_string(),
+            NvtxImportState::On(i) => {
+                let domains = if i.domains.is_empty() {
+                    "all domains".to_string()
+                } else {
+                    format!("domains {}", i.domains.join(", "))
+                };
+                let marker = i
+                    .step_marker
+                    .as_ref()
+                    .map(|m| format!(", step marker {m:?}"))
+                    .unwrap_or_default();
+                format!("on ({domains}, depth {}{marker})", i.max_depth)
+            }
+            NvtxImportState::Unavailable(why) => format!("not available: {why}"),
+        };
+        format!("ranges out of scopes: {emit}; ranges in as scopes: {import}")
     }
 }

@@ -615,3 +615,91 @@ fn concurrent_steps_each_end_one_iteration_and_no_row_is_lost() {
         );
     }
 }
+
+/// Path -> calls over the ledger's rows.
+fn scope_calls(path: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let mut table = std::collections::BTreeMap::new();
+    for row in read_ledger(path).unwrap().iterations {
+        for s in row.scopes {
+            *table.entry(s.path).or_insert(0) += s.calls;
+        }
+    }
+    table
+}
+
+/// Installs the scope layer as the global `tracing` subscriber once for this test binary.
+fn install_scope_layer() {
+    use tracing_subscriber::layer::SubscriberExt;
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let subscriber = tracing_subscriber::registry().with(gpu_ledger::ScopeLayer::new());
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    });
+}
+
+#[test]
+fn tracing_spans_give_the_same_scopes_as_guards_including_a_span_entered_on_another_thread() {
+    install_scope_layer();
+    let run = |spans: bool| {
+        let (_g, _dir, path, profiler) = serial_run();
+        for _ in 0..3 {
+            if spans {
+                let _step = tracing::info_span!("step").entered();
+                {
+                    let _fwd = tracing::info_span!("forward").entered();
+                }
+                let _bwd = tracing::info_span!("backward").entered();
+                // Created inside `backward`, entered on another thread.
+                let worker = tracing::info_span!("allreduce");
+                std::thread::spawn(move || {
+                    let _in = worker.enter();
+                })
+                .join()
+                .unwrap();
+            } else {
+                let _step = Profiler::scope("step");
+                {
+                    let _fwd = Profiler::scope("forward");
+                }
+                let _bwd = Profiler::scope("backward");
+                let handed = Profiler::context();
+                std::thread::spawn(move || {
+                    let _in = handed.enter();
+                    let _s = Profiler::scope("allreduce");
+                })
+                .join()
+                .unwrap();
+            }
+            profiler.step();
+        }
+        profiler.finish().unwrap();
+        scope_calls(&path)
+    };
+    let guards = run(false);
+    let spans = run(true);
+    assert_eq!(
+        guards.get("step/backward/allreduce"),
+        Some(&3),
+        "{guards:?}"
+    );
+    assert_eq!(spans, guards);
+}
+
+#[test]
+fn spans_entered_with_no_profiler_running_record_nothing_and_do_not_disturb_a_later_run() {
+    install_scope_layer();
+    {
+        let _outside = tracing::info_span!("before").entered();
+    }
+    let (_g, _dir, path, profiler) = serial_run();
+    let outer = tracing::info_span!("outer").entered();
+    {
+        let _inner = tracing::info_span!("inner").entered();
+    }
+    drop(outer);
+    profiler.step();
+    profiler.finish().unwrap();
+    let table = scope_calls(&path);
+    assert_eq!(table.get("outer/inner"), Some(&1), "{table:?}");
+    assert!(!table.keys().any(|k| k.contains("before")), "{table:?}");
+}

@@ -43,6 +43,7 @@ impl OfflineCollector {
             None,
             None,
             crate::config::Follow::default(),
+            crate::run::NvtxRun::default(),
         );
         let collector = Collector::new(CollectorSetup {
             running,

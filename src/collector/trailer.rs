@@ -131,6 +131,14 @@ impl Collector {
                 "{lost} API calls made by exiting threads could not be captured; their GPU records were placed by time and counted in the unscoped path"
             ));
         }
+        let too_deep = self.running.nvtx_too_deep.load(std::sync::atomic::Ordering::Relaxed);
+        if too_deep > 0 {
+            let depth = self.running.nvtx_depth.unwrap_or(0);
+            self.trailer.warnings.push(format!(
+                "{too_deep} NVTX ranges were not imported as scopes: their thread already had \
+                 {depth} imported ranges open; raise NvtxImport::max_depth to import them"
+            ));
+        }
         let event_failures = self.running.events.failures();
         if event_failures > 0 {
             self.trailer.warnings.push(format!(

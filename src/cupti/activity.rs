@@ -189,7 +189,7 @@ pub(crate) struct TimelineSession {
     subscription: Option<Subscription>,
     shared: Arc<ActivityShared>,
     /// Kept alive here: CUPTI's callback holds a pointer to it until unsubscribe.
-    _calls: Arc<ApiCalls>,
+    calls: Arc<ApiCalls>,
 }
 
 impl TimelineSession {
@@ -212,7 +212,7 @@ impl TimelineSession {
             lib,
             subscription: Some(subscription),
             shared,
-            _calls: calls,
+            calls,
         };
         // On any failure below, Drop undoes what was done.
         // The pool hands out zeroed buffers (see `pool`): CUPTI need not zero them on the
@@ -241,6 +241,11 @@ impl TimelineSession {
                 if classify_api(name).is_some() {
                     cupti::enable_callback(self.lib, sub, domain, *cbid, enable)?;
                 }
+            }
+        }
+        if self.calls.nvtx.get().is_some() {
+            for cbid in super::nvtx::CALLBACKS {
+                cupti::enable_callback(self.lib, sub, d::CUPTI_CB_DOMAIN_NVTX, cbid, enable)?;
             }
         }
         Ok(())

@@ -125,6 +125,9 @@ pub(crate) struct ApiCalls {
     /// The scope path open now on the followed thread (`Config::follow`), which a call on a
     /// thread with no scope of its own is attributed to; 0: none.
     pub followed: AtomicU32,
+    /// NVTX ranges imported as scopes, when [`crate::config::Nvtx::import`] is on and NVTX
+    /// reaches CUPTI.
+    pub nvtx: std::sync::OnceLock<super::nvtx::NvtxImporter>,
     session: u64,
     /// Each calling thread's ring, in the order of their first call (a thread's index).
     slots: parking_lot::Mutex<Vec<(Arc<ThreadSlot<CapturedCall>>, CallingThread)>>,
@@ -138,6 +141,7 @@ impl Default for ApiCalls {
             iteration: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             followed: AtomicU32::new(0),
+            nvtx: std::sync::OnceLock::new(),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
             classes: ApiClasses::default(),
@@ -286,7 +290,8 @@ pub(crate) fn set_scope_path(path_id: u32) {
 }
 
 /// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
-/// ([`classify_api`](super::functions::classify_api)). Nothing here can panic, and nothing allocates but a thread's first call.
+/// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
+/// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates but a thread's first call.
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
@@ -296,7 +301,18 @@ pub(crate) unsafe extern "C" fn capture_api_call(
     if userdata.is_null() || cbdata.is_null() {
         return;
     }
-    // SAFETY: for the driver and runtime API domains, the only ones enabled, CUPTI passes a
+    if domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX {
+        // SAFETY: userdata is the session's ApiCalls, alive until unsubscribe; for the NVTX
+        // domain CUPTI passes a CUpti_NvtxData for callback id `cbid`, valid for the call.
+        unsafe {
+            let calls = &*(userdata as *const ApiCalls);
+            if let Some(importer) = calls.nvtx.get() {
+                importer.on_callback(cbid, &*(cbdata as *const sys::CUpti_NvtxData));
+            }
+        }
+        return;
+    }
+    // SAFETY: for the driver and runtime API domains, the other ones enabled, CUPTI passes a
     // CUpti_CallbackData, valid for the callback; userdata is the session's ApiCalls, alive
     // until unsubscribe. correlationData points to CUPTI's u64 slot for this call (the same at
     // entry and exit); at exit functionReturnValue, when set, points to the call's CUresult or

@@ -19,6 +19,7 @@ pub(crate) mod activity;
 pub(crate) mod calls;
 pub(crate) mod functions;
 pub(crate) mod loader;
+pub(crate) mod nvtx;
 pub(crate) mod pool;
 pub(crate) mod range_profiler;
 pub(crate) mod record;

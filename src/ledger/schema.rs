@@ -81,6 +81,13 @@ pub struct ConfigRecord {
     /// thread`, `threads a, b`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<String>,
+    /// Where the level came from: `configuration` (the program's builder) or `GPU_LEDGER_LEVEL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_source: Option<String>,
+    /// NVTX both ways: whether scopes push NVTX ranges, and whether NVTX ranges are imported
+    /// as scopes (with the domains, depth and step marker, or why not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvtx: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.

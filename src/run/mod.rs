@@ -93,6 +93,21 @@ pub(crate) struct Running {
     /// With [`Follow::SteppingThread`], the key (`crate::thread_slot::thread_key`) of the thread
     /// that called `step()` last, or started the run.
     pub(crate) stepping: AtomicU64,
+    /// Scopes push NVTX ranges ([`crate::config::Nvtx::emit`]).
+    pub(crate) nvtx_emit: bool,
+    /// Most imported NVTX ranges open at once on a thread, when ranges are imported.
+    pub(crate) nvtx_depth: Option<u32>,
+    /// NVTX ranges not made scopes because the thread already had `nvtx_depth` open.
+    pub(crate) nvtx_too_deep: AtomicU64,
+}
+
+/// What a run does with NVTX, as start decided it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct NvtxRun {
+    /// Scopes push NVTX ranges.
+    pub(crate) emit: bool,
+    /// Imported ranges' depth limit, when NVTX ranges are imported.
+    pub(crate) import_depth: Option<u32>,
 }
 
 impl Running {
@@ -105,6 +120,7 @@ impl Running {
         cupti: Option<&'static LoadedCupti>,
         counters: Option<CounterState>,
         follow: Follow,
+        nvtx: NvtxRun,
     ) -> (Arc<Running>, Inbox) {
         let (ends_tx, ends) = crossbeam_channel::unbounded();
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
@@ -130,6 +146,9 @@ impl Running {
             end_warnings: Mutex::new(Vec::new()),
             follow,
             stepping: AtomicU64::new(crate::thread_slot::thread_key()),
+            nvtx_emit: nvtx.emit,
+            nvtx_depth: nvtx.import_depth,
+            nvtx_too_deep: AtomicU64::new(0),
         });
         (running, Inbox { ends, finish })
     }

@@ -102,6 +102,8 @@ impl ScopeContext {
                     range_pass: 0,
                     handoff: true,
                     context: true,
+                    emitted: false,
+                    imported: false,
                 });
                 let raw = t.innermost_raw();
                 t.point_calls(&running, raw);

@@ -39,6 +39,10 @@ struct Frame {
     handoff: bool,
     /// An entered [`ScopeContext`], not a scope: it is neither timed nor recorded.
     context: bool,
+    /// The scope pushed an NVTX range, which its end pops.
+    emitted: bool,
+    /// An NVTX range imported as a scope, not a guard of the application's.
+    imported: bool,
 }
 
 /// The event a scope timed on a stream began with (its guard holds the stream).
@@ -87,6 +91,13 @@ struct ThreadScopes {
     /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
     /// found by its address, without hashing its text.
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
+    /// Scopes push NVTX ranges ([`Running::nvtx_emit`]).
+    nvtx_emit: bool,
+    /// Path id -> the scope's name NUL-terminated, for its NVTX range.
+    nvtx_names: Vec<Option<std::ffi::CString>>,
+    /// NVTX ranges open on this thread that were imported, innermost last: (domain handle,
+    /// token of the scope it opened, 0 when it opened none).
+    imported: Vec<(usize, u64)>,
 }
 
 /// Slots of [`RecentNames`], a power of two.
@@ -190,6 +201,9 @@ impl ThreadScopes {
         self.cache.clear();
         self.static_cache.clear();
         self.recent = RecentNames::default();
+        self.nvtx_emit = self.running.as_ref().is_some_and(|r| r.nvtx_emit);
+        self.nvtx_names.clear();
+        self.imported.clear();
         // Events of the earlier run's pool, which destroys them.
         self.events = LocalEvents::default();
     }
@@ -211,18 +225,40 @@ impl ThreadScopes {
         id
     }
 
-    /// Path id of a name made at run time (`Profiler::scope(format!(..))`) below `parent`.
+    /// Path id of a name made at run time (`Profiler::scope(format!(..))`, an NVTX range's
+    /// message) below `parent`; the name is copied only the first time.
     #[inline(never)]
-    fn owned_path(&mut self, running: &Running, parent: u32, name: Cow<'static, str>) -> u32 {
+    fn owned_path(&mut self, running: &Running, parent: u32, name: &str) -> u32 {
         let children = self.cache.entry(parent).or_default();
-        match children.get(name.as_ref()) {
+        match children.get(name) {
             Some(id) => *id,
             None => {
-                let id = running.paths.intern(parent, &name);
-                children.insert(name, id);
+                let id = running.paths.intern(parent, name);
+                children.insert(Cow::Owned(name.to_owned()), id);
                 id
             }
         }
+    }
+
+    /// Pushes the NVTX range of scope `path_id` named `name`.
+    #[inline]
+    fn nvtx_push(&mut self, path_id: u32, name: &str) {
+        match self.nvtx_names.get(path_id as usize) {
+            Some(Some(n)) => crate::nvtx::push(n),
+            _ => self.nvtx_push_new(path_id as usize, name),
+        }
+    }
+
+    /// [`Self::nvtx_push`] of a path whose name is not NUL-terminated yet.
+    #[cold]
+    #[inline(never)]
+    fn nvtx_push_new(&mut self, index: usize, name: &str) {
+        if self.nvtx_names.len() <= index {
+            self.nvtx_names.resize(index + 1, None);
+        }
+        let n = crate::nvtx::range_name(name);
+        crate::nvtx::push(&n);
+        self.nvtx_names[index] = Some(n);
     }
 }
 
@@ -387,6 +423,9 @@ impl ThreadScopes {
     /// API calls back to the innermost frame still open, before the scope's end is read.
     #[inline]
     fn release(&mut self, running: &Running, frame: &Frame) {
+        if frame.emitted {
+            crate::nvtx::pop();
+        }
         self.point_calls(running, self.innermost_raw());
         if frame.range_pass != 0 {
             counter_pop(running, frame.range_pass);
@@ -477,19 +516,44 @@ impl ThreadScopes {
         start: Start,
         stream: Option<StreamRef<'s>>,
     ) -> ScopeGuard<'s> {
-        let range_pass = if crate::counters::window::ranges_on() {
-            counter_push(running, &name)
-        } else {
-            0
-        };
         let parent = self.innermost();
         let path_id = match name {
             Cow::Borrowed(s) => match self.recent.get(parent, s.as_ptr() as usize, s.len()) {
                 Some(id) => id,
                 None => self.static_path(running, parent, s),
             },
-            Cow::Owned(_) => self.owned_path(running, parent, name),
+            Cow::Owned(ref s) => self.owned_path(running, parent, s),
         };
+        let token = self.open_path(running, path_id, &name, start, stream, false);
+        ScopeGuard {
+            token,
+            stream,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Opens scope `path_id` (named `name`) below the innermost open one, as
+    /// [`open`](Self::open) does, or as an imported NVTX range (which pushes no NVTX range of
+    /// its own); returns its frame's token.
+    #[inline]
+    fn open_path(
+        &mut self,
+        running: &Running,
+        path_id: u32,
+        name: &str,
+        start: Start,
+        stream: Option<StreamRef<'_>>,
+        imported: bool,
+    ) -> u64 {
+        let range_pass = if crate::counters::window::ranges_on() {
+            counter_push(running, name)
+        } else {
+            0
+        };
+        let emitted = self.nvtx_emit && !imported;
+        if emitted {
+            self.nvtx_push(path_id, name);
+        }
         let handoff = self.stack.last().is_some_and(|f| f.handoff);
         self.point_calls(
             running,
@@ -520,12 +584,10 @@ impl ThreadScopes {
             range_pass,
             handoff,
             context: false,
+            emitted,
+            imported,
         });
-        ScopeGuard {
-            token,
-            stream,
-            _not_send: PhantomData,
-        }
+        token
     }
 
     /// Hands a closed scope's record (its frame taken off the stack and [`release`]d, ended at
@@ -590,23 +652,27 @@ impl Drop for ScopeGuard<'_> {
 /// nothing when the run the guard belonged to has finished.
 #[inline]
 fn close_frame(token: u64, then: impl FnOnce(&mut ThreadScopes, &Running, Frame, bool)) {
-    let _ = THREAD.try_with(|t| {
-        let mut guard = t.borrow_mut();
-        let t = &mut *guard;
-        if t.running.is_none() || t.generation != GENERATION.load(Ordering::Acquire) {
+    let _ = THREAD.try_with(|t| t.borrow_mut().close(token, then));
+}
+
+impl ThreadScopes {
+    /// [`close_frame`] on this thread's state.
+    #[inline]
+    fn close(&mut self, token: u64, then: impl FnOnce(&mut ThreadScopes, &Running, Frame, bool)) {
+        if self.running.is_none() || self.generation != GENERATION.load(Ordering::Acquire) {
             return; // the run this guard belonged to has finished
         }
-        let Some((frame, out_of_order)) = take_frame(&mut t.stack, token) else {
+        let Some((frame, out_of_order)) = take_frame(&mut self.stack, token) else {
             return;
         };
         // Moved out and back, as in `enter`.
-        let Some(running) = t.running.take() else {
+        let Some(running) = self.running.take() else {
             return;
         };
-        t.release(&running, &frame);
-        then(t, &running, frame, out_of_order);
-        t.running = Some(running);
-    });
+        self.release(&running, &frame);
+        then(self, &running, frame, out_of_order);
+        self.running = Some(running);
+    }
 }
 
 /// Takes the frame of guard `token` off the stack: the innermost, or one below it (a guard
@@ -640,7 +706,7 @@ pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
             {
                 t.stack
                     .iter()
-                    .filter(|f| !f.context)
+                    .filter(|f| !f.context && !f.imported)
                     .map(|f| f.path_id)
                     .collect()
             } else {
@@ -677,7 +743,9 @@ pub(crate) fn on_step(running: &Running) -> Vec<u32> {
 }
 
 mod context;
+mod imported;
 pub use context::{ContextGuard, ScopeContext};
+pub(crate) use imported::on_nvtx;
 
 #[cfg(test)]
 mod tests {

@@ -116,6 +116,8 @@ pub fn header(driver: &str) -> Header {
             counter_iterations: None,
             record_activities: false,
             follow: None,
+            level_source: None,
+            nvtx: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
