@@ -7,6 +7,9 @@
 //!   step (`step/forward`);
 //! - `scope/scopes_nested_owned_name`: nested, with a `String` name built per call
 //!   (`Profiler::scope(format!(..))`-style callers; the `String` is part of the cost);
+//! - `scope/scopes_nested_no_nvtx`: nested, with the scope's NVTX range off
+//!   (`ProfilerBuilder::nvtx_emit(false)`); the summary prints the difference, alternated runs,
+//!   against the 20 ns allowed for NVTX emission with no NVTX tool attached;
 //! - `step/scopes_level`: `profiler.step()` at `Level::Scopes`, the per-iteration cost on the
 //!   stepping thread (no target; in a GPU-bound step with a synchronize it sits on the critical
 //!   path between the synchronize and the next launch).
@@ -85,9 +88,15 @@ fn check_memory() {
 
 /// A Scopes-level profiler writing to a temporary ledger, with nothing else running (no NVML).
 fn scopes_profiler(dir: &tempfile::TempDir) -> Profiler {
+    scopes_profiler_nvtx(dir, true)
+}
+
+/// [`scopes_profiler`] with its scopes' NVTX ranges on or off.
+fn scopes_profiler_nvtx(dir: &tempfile::TempDir, nvtx: bool) -> Profiler {
     Profiler::builder()
         .level(Level::Scopes)
         .nvml(false)
+        .nvtx_emit(nvtx)
         .settle(Duration::from_millis(200))
         .ledger_path(dir.path().join("bench.jsonl"))
         .start()
@@ -224,6 +233,13 @@ fn bench_scopes(c: &mut Criterion) {
     });
     group.finish();
     profiler.finish().expect("the scopes profiler finishes");
+    let mut group = c.benchmark_group("scope");
+    let profiler = scopes_profiler_nvtx(&dir, false);
+    group.bench_function("scopes_nested_no_nvtx", |b| {
+        b.iter_custom(|iters| timed_scopes(&profiler, Shape::Nested, iters))
+    });
+    group.finish();
+    profiler.finish().expect("the scopes profiler finishes");
 }
 
 criterion_group!(benches, bench_scopes);
@@ -269,6 +285,20 @@ fn summary() {
     let step = medians(30_000, |n| timed_steps(&profiler, n));
     let sparse_step = sparse_step_ns(&profiler, Duration::from_millis(1), 500);
     let trailer = profiler.finish().ok().map(|s| s.trailer);
+    // NVTX emission with no NVTX tool attached: nested scopes with their ranges on and off,
+    // alternated, each on a profiler of its own.
+    let (mut nvtx_on, mut nvtx_off) = (Vec::new(), Vec::new());
+    for round in 0..4 {
+        let on = round % 2 == 0;
+        let p = scopes_profiler_nvtx(&dir, on);
+        let m = medians(MAX_SCOPES_RUN, |n| timed_scopes(&p, Shape::Nested, n));
+        p.finish().expect("the scopes profiler finishes");
+        if on {
+            nvtx_on.push(m)
+        } else {
+            nvtx_off.push(m)
+        }
+    }
     println!();
     println!(
         "scope overhead summary (median of {SAMPLES} runs; enter + drop on the calling thread)"
@@ -313,6 +343,27 @@ fn summary() {
         "",
         100.0,
         verdict(owned_share <= 100.0)
+    );
+    for (label, runs) in [
+        ("  NVTX ranges on", &nvtx_on),
+        ("  NVTX ranges off", &nvtx_off),
+    ] {
+        let figures: Vec<String> = runs.iter().map(|m| format!("{:.1}", judged(*m))).collect();
+        println!(
+            "{label:<44} {} ns (nested scope, alternated runs)",
+            figures.join(" / ")
+        );
+    }
+    let best =
+        |runs: &[(f64, Option<f64>)]| runs.iter().map(|m| judged(*m)).fold(f64::MAX, f64::min);
+    let nvtx_cost = best(&nvtx_on) - best(&nvtx_off);
+    println!(
+        "{:<44} {:>7.1} ns {:>12} {:>5.0} ns {:>8}",
+        "  NVTX emission per scope (on minus off)",
+        nvtx_cost,
+        "",
+        20.0,
+        verdict(nvtx_cost <= 20.0)
     );
     println!(
         "{:<44} {:>7.1} ns {:>9} ns {:>8} {:>8}",

@@ -100,14 +100,23 @@ fn run(iterations: u64, ledger: &str) -> Result<(), Box<dyn std::error::Error>> 
         return Ok(());
     }
     let ledger = read_ledger(&summary.ledger_path)?;
-    println!("nvtx: {}", ledger.header.config.nvtx.as_deref().unwrap_or("-"));
+    println!(
+        "nvtx: {}",
+        ledger.header.config.nvtx.as_deref().unwrap_or("-")
+    );
     let config = &ledger.header.config;
     let source = config.level_source.as_deref().unwrap_or("-");
     println!("level: {} (from {source})", config.level);
-    println!("{:>9}  {:<28} {:>5} {:>7}", "iteration", "scope", "calls", "kernels");
+    println!(
+        "{:>9}  {:<28} {:>5} {:>7}",
+        "iteration", "scope", "calls", "kernels"
+    );
     for row in &ledger.iterations {
         for s in &row.scopes {
-            println!("{:>9}  {:<28} {:>5} {:>7}", row.index, s.path, s.calls, s.kernels);
+            println!(
+                "{:>9}  {:<28} {:>5} {:>7}",
+                row.index, s.path, s.calls, s.kernels
+            );
         }
     }
     for w in ledger.trailer.iter().flat_map(|t| &t.warnings) {

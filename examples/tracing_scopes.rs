@@ -75,10 +75,23 @@ fn run(iterations: u64) -> Result<bool, Box<dyn std::error::Error>> {
         ops: TrainOps::new(&ctx)?,
     };
     let dir = tempfile::tempdir()?;
-    let guards = profile(&mut gpu, Instrumentation::Guards, iterations, &dir.path().join("guards.jsonl"))?;
-    let spans = profile(&mut gpu, Instrumentation::Spans, iterations, &dir.path().join("spans.jsonl"))?;
+    let guards = profile(
+        &mut gpu,
+        Instrumentation::Guards,
+        iterations,
+        &dir.path().join("guards.jsonl"),
+    )?;
+    let spans = profile(
+        &mut gpu,
+        Instrumentation::Spans,
+        iterations,
+        &dir.path().join("spans.jsonl"),
+    )?;
     println!("{:<28} {:>14} {:>14}", "scope", "guards", "tracing spans");
-    for path in guards.keys().chain(spans.keys().filter(|p| !guards.contains_key(*p))) {
+    for path in guards
+        .keys()
+        .chain(spans.keys().filter(|p| !guards.contains_key(*p)))
+    {
         let cell = |t: &Table| {
             t.get(path)
                 .map_or("-".to_string(), |(c, k)| format!("{c} calls {k} k"))

@@ -159,8 +159,9 @@ impl Default for Nvtx {
 ///
 /// NVTX finds its tool when a library makes its first NVTX call, through
 /// `NVTX_INJECTION64_PATH`: the profiler sets it to the CUPTI it loaded at start when it is
-/// unset. A library that made an NVTX call before the profiler started keeps no tool, so start
-/// the profiler first (or export `NVTX_INJECTION64_PATH` to the CUPTI library yourself). When
+/// unset, and it stays set for the rest of the process (child processes inherit it). A library
+/// that made an NVTX call before the profiler started keeps no tool, so start the profiler first
+/// (or export `NVTX_INJECTION64_PATH` to the CUPTI library yourself). When
 /// it names another tool (Nsight Systems sets it), ranges are not imported and the header says
 /// so.
 #[derive(Debug, Clone, PartialEq, Eq)]

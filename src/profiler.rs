@@ -666,34 +666,33 @@ impl NvtxState {
     /// [`Error::Config`] for an import that allows no range.
     fn decide(config: &Config, cupti: Option<&'static cupti::LoadedCupti>) -> Result<Self> {
         use cupti::nvtx::{injection, Injection, INJECTION_ENV};
-        let import = match (&config.nvtx.import, cupti) {
-            (None, _) => NvtxImportState::Off,
-            (Some(i), _) if i.max_depth == 0 => {
-                return Err(Error::Config(
+        let import =
+            match (&config.nvtx.import, cupti) {
+                (None, _) => NvtxImportState::Off,
+                (Some(i), _) if i.max_depth == 0 => return Err(Error::Config(
                     "NvtxImport::max_depth is 0, which imports no NVTX range: give the depth of \
                      nested ranges to import (8 by default), or leave Nvtx::import unset"
                         .into(),
-                ))
-            }
-            (Some(_), None) => NvtxImportState::Unavailable(
-                "NVTX ranges are not imported at Level::Scopes: CUPTI's NVTX callbacks bring \
+                )),
+                (Some(_), None) => NvtxImportState::Unavailable(
+                    "NVTX ranges are not imported at Level::Scopes: CUPTI's NVTX callbacks bring \
                  them, at the timeline and counters levels"
-                    .into(),
-            ),
-            (Some(i), Some(lib)) => {
-                match injection(std::env::var_os(INJECTION_ENV).as_deref(), &lib.path) {
-                    Injection::Set => {
-                        std::env::set_var(INJECTION_ENV, &lib.path);
-                        NvtxImportState::On(i.clone())
-                    }
-                    Injection::AlreadyCupti => NvtxImportState::On(i.clone()),
-                    Injection::OtherTool(tool) => NvtxImportState::Unavailable(format!(
+                        .into(),
+                ),
+                (Some(i), Some(lib)) => {
+                    match injection(std::env::var_os(INJECTION_ENV).as_deref(), &lib.path) {
+                        Injection::Set => {
+                            std::env::set_var(INJECTION_ENV, &lib.path);
+                            NvtxImportState::On(i.clone())
+                        }
+                        Injection::AlreadyCupti => NvtxImportState::On(i.clone()),
+                        Injection::OtherTool(tool) => NvtxImportState::Unavailable(format!(
                         "NVTX ranges are not imported: {INJECTION_ENV} names another NVTX tool \
                          ({tool}), which receives them instead (scopes' ranges go to it too)"
                     )),
+                    }
                 }
-            }
-        };
+            };
         Ok(NvtxState {
             emit: config.nvtx.emit,
             import,

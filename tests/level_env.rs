@@ -34,7 +34,9 @@ fn the_level_variable_overrides_the_builder_names_bad_values_and_off_writes_noth
     // header says where the level came from.
     let path = dir.path().join("scopes.jsonl");
     std::env::set_var(LEVEL_ENV, " Scopes ");
-    let profiler = builder(&path).start().expect("the scopes level needs no GPU");
+    let profiler = builder(&path)
+        .start()
+        .expect("the scopes level needs no GPU");
     {
         let _s = Profiler::scope("step");
     }
@@ -56,14 +58,20 @@ fn the_level_variable_overrides_the_builder_names_bad_values_and_off_writes_noth
         .expect_err("an unknown level is an error");
     let msg = err.to_string();
     assert!(matches!(err, Error::Config(_)), "{msg}");
-    assert!(msg.contains("\"fast\"") && msg.contains("off, scopes, timeline or counters"), "{msg}");
+    assert!(
+        msg.contains("\"fast\"") && msg.contains("off, scopes, timeline or counters"),
+        "{msg}"
+    );
 
     // counters asked of a program with no counters setup: an error naming the fix.
     std::env::set_var(LEVEL_ENV, "counters");
     let err = builder(&dir.path().join("c.jsonl"))
         .start()
         .expect_err("counters need a setup");
-    assert!(err.to_string().contains("ProfilerBuilder::counters"), "{err}");
+    assert!(
+        err.to_string().contains("ProfilerBuilder::counters"),
+        "{err}"
+    );
 
     // Unset: the builder's level, recorded as the configuration's.
     std::env::remove_var(LEVEL_ENV);

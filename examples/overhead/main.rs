@@ -24,7 +24,10 @@
 //!   `tl-noscope` (the workload code without its scope guards: what the scopes cost at the
 //!   timeline level) and `tl-fewsteps`
 //!   (`profiler.step()` [`FEW_STEPS`] times less often: what `step()` costs on the critical path
-//!   between a step's synchronize and the next step's first launch).
+//!   between a step's synchronize and the next step's first launch);
+//! - `scopes-nonvtx` and `tl-nonvtx` (named in `--configs`): the scopes and timeline levels
+//!   without the NVTX range each scope pushes (`ProfilerBuilder::nvtx_emit(false)`), for what
+//!   NVTX emission costs with no NVTX tool attached.
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
@@ -140,7 +143,7 @@ struct Args {
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, tl-noscope, tl-fewsteps); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -464,10 +467,14 @@ enum Config {
     TimelineNoScopes,
     /// The timeline level, `step()` [`FEW_STEPS`] times less often.
     TimelineFewSteps,
+    /// The scopes level without the NVTX range each scope pushes.
+    ScopesNoNvtx,
+    /// The timeline level without the NVTX range each scope pushes.
+    TimelineNoNvtx,
 }
 
 impl Config {
-    const ALL: [Config; 7] = [
+    const ALL: [Config; 9] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
@@ -475,6 +482,8 @@ impl Config {
         Config::Raw,
         Config::TimelineNoScopes,
         Config::TimelineFewSteps,
+        Config::ScopesNoNvtx,
+        Config::TimelineNoNvtx,
     ];
     fn label(self) -> &'static str {
         match self {
@@ -485,13 +494,20 @@ impl Config {
             Config::Raw => "raw-cupti",
             Config::TimelineNoScopes => "tl-noscope",
             Config::TimelineFewSteps => "tl-fewsteps",
+            Config::ScopesNoNvtx => "scopes-nonvtx",
+            Config::TimelineNoNvtx => "tl-nonvtx",
         }
     }
     /// Whether the workload code contains its scope guards.
     fn scoped(self) -> bool {
         matches!(
             self,
-            Config::Disabled | Config::Scopes | Config::Timeline | Config::TimelineFewSteps
+            Config::Disabled
+                | Config::Scopes
+                | Config::Timeline
+                | Config::TimelineFewSteps
+                | Config::ScopesNoNvtx
+                | Config::TimelineNoNvtx
         )
     }
     /// Calls of `profiler.step()` are made every this many of the workload's iterations.
@@ -586,8 +602,11 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
     let level = match config {
         Config::None | Config::Disabled => return Ok(Active::Nothing),
         Config::Raw => return Ok(Active::Raw(RawSession::start(lib)?)),
-        Config::Scopes => Level::Scopes,
-        Config::Timeline | Config::TimelineNoScopes | Config::TimelineFewSteps => Level::Timeline,
+        Config::Scopes | Config::ScopesNoNvtx => Level::Scopes,
+        Config::Timeline
+        | Config::TimelineNoScopes
+        | Config::TimelineFewSteps
+        | Config::TimelineNoNvtx => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -597,6 +616,10 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         )
         .flush_interval(std::time::Duration::from_millis(args.flush_ms))
         .ledger_path(ledger)
+        .nvtx_emit(!matches!(
+            config,
+            Config::ScopesNoNvtx | Config::TimelineNoNvtx
+        ))
         .start()?;
     Ok(Active::Profiler(profiler))
 }

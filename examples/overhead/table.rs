@@ -480,6 +480,30 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             p.verdict(0.1)
         );
     }
+    // NVTX emission with no NVTX tool attached: each level against itself without its scopes'
+    // ranges, on (b)'s scope per launch, in wall and in the launching thread's CPU time.
+    for (on, off) in [
+        (Config::Scopes, Config::ScopesNoNvtx),
+        (Config::Timeline, Config::TimelineNoNvtx),
+    ] {
+        let pair = (on, off);
+        let w = Workload::ScopedLaunch;
+        if let Some(p) = paired(series, configs, w, pair, difference) {
+            println!(
+                "  {}, (b), paired by round: NVTX ranges on - off {}; target ≤ 20 ns: {}",
+                on.label(),
+                p.describe(1e3, 0, " ns per scope"),
+                p.verdict(0.02)
+            );
+        }
+        if let Some(p) = paired_by(series, configs, w, pair, difference, |s| &s.cpu_per_unit_us) {
+            println!(
+                "  {}, (b), paired by round, launching thread's CPU time: NVTX ranges on - off {}",
+                on.label(),
+                p.describe(1e3, 0, " ns per scope")
+            );
+        }
+    }
     if let Some(b) = added(Workload::ScopedLaunch, Config::Disabled) {
         println!(
             "  disabled, (b): added {:.0} ns per scope (target ≤ 5 ns; below this run's noise, see \

@@ -131,7 +131,10 @@ impl Collector {
                 "{lost} API calls made by exiting threads could not be captured; their GPU records were placed by time and counted in the unscoped path"
             ));
         }
-        let too_deep = self.running.nvtx_too_deep.load(std::sync::atomic::Ordering::Relaxed);
+        let too_deep = self
+            .running
+            .nvtx_too_deep
+            .load(std::sync::atomic::Ordering::Relaxed);
         if too_deep > 0 {
             let depth = self.running.nvtx_depth.unwrap_or(0);
             self.trailer.warnings.push(format!(

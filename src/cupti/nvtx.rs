@@ -26,7 +26,10 @@ pub(crate) const DEFAULT_DOMAIN: &str = "default";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NvtxEvent<'a> {
     /// A push/pop range opened on the calling thread, in `domain` (0: the default domain).
-    Push { domain: usize, message: Cow<'a, str> },
+    Push {
+        domain: usize,
+        message: Cow<'a, str>,
+    },
     /// The innermost range of `domain` on the calling thread ended.
     Pop { domain: usize },
     /// An instantaneous mark.
@@ -392,7 +395,9 @@ mod tests {
         call(
             &imp,
             c::CUPTI_CBID_NVTX_nvtxRangePushEx,
-            &sys::nvtxRangePushEx_params { eventAttrib: &attrs },
+            &sys::nvtxRangePushEx_params {
+                eventAttrib: &attrs,
+            },
             None,
         );
         call(
@@ -405,7 +410,12 @@ mod tests {
         );
         assert_eq!(
             seen(),
-            ["push 0x0 forward", "push 0x0 rückwärts", "push 0x0 gemm", "pop 0x0"]
+            [
+                "push 0x0 forward",
+                "push 0x0 rückwärts",
+                "push 0x0 gemm",
+                "pop 0x0"
+            ]
         );
     }
 
@@ -441,7 +451,9 @@ mod tests {
                 c::CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
                 &sys::nvtxDomainRangePushEx_params {
                     domain: handle as sys::nvtxDomainHandle_t,
-                    core: sys::nvtxRangePushEx_params { eventAttrib: &attrs },
+                    core: sys::nvtxRangePushEx_params {
+                        eventAttrib: &attrs,
+                    },
                 },
                 None,
             );
@@ -459,7 +471,9 @@ mod tests {
             call(
                 &imp,
                 c::CUPTI_CBID_NVTX_nvtxMarkA,
-                &sys::nvtxMarkA_params { message: m.as_ptr() },
+                &sys::nvtxMarkA_params {
+                    message: m.as_ptr(),
+                },
                 None,
             );
         }

@@ -78,3 +78,72 @@ fn pop(domain: usize) {
         });
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{NvtxRun, Running};
+    use std::borrow::Cow;
+
+    fn push(message: &'static str) {
+        on_nvtx(NvtxEvent::Push {
+            domain: 0,
+            message: Cow::Borrowed(message),
+        });
+    }
+
+    fn pop(domain: usize) {
+        on_nvtx(NvtxEvent::Pop { domain });
+    }
+
+    #[test]
+    fn imported_ranges_nest_under_the_open_scope_stop_at_the_depth_limit_and_skip_own_ranges() {
+        let claim = crate::run::claim().expect("no other run in the unit tests");
+        let (running, _inbox) = Running::new(
+            crate::clock::HostClock::monotonic(std::time::Instant::now()),
+            None,
+            None,
+            crate::config::Follow::Off,
+            NvtxRun {
+                emit: true,
+                import_depth: Some(2),
+            },
+        );
+        claim.publish(&running);
+        {
+            let _step = crate::Profiler::scope("step");
+            push("attention");
+            push("softmax");
+            push("too-deep"); // a third imported range: over the limit of 2
+            pop(0);
+            pop(0);
+            // A pop of another domain finds no range of its own and ends nothing.
+            pop(0x40);
+            // A range pushed while the thread's scope state is borrowed is one of gpu-ledger's
+            // own scopes' ranges coming back through CUPTI: not a scope.
+            THREAD.with(|t| {
+                let _held = t.borrow_mut();
+                push("own");
+            });
+            pop(0);
+        }
+        // A pop with no imported range open (its push came before the run) does nothing.
+        pop(0);
+        let mut closed = Vec::new();
+        running.drain_scopes(&mut closed);
+        let close = running.close(None, Vec::new);
+        drop(close);
+        crate::run::retire();
+        let paths: Vec<String> = closed
+            .iter()
+            .map(|s| running.paths.path(s.path_id))
+            .filter(|p| p.starts_with("step"))
+            .collect();
+        assert_eq!(
+            paths,
+            ["step/attention/softmax", "step/attention", "step"],
+            "closed innermost first"
+        );
+        assert_eq!(running.nvtx_too_deep.load(Ordering::Relaxed), 1);
+    }
+}

@@ -19,6 +19,7 @@ mod faults;
 mod kernels_suite;
 mod multi_gpu;
 mod nvml;
+mod nvtx;
 mod timeline;
 
 /// One profiler per process: GPU tests take turns.
