@@ -244,6 +244,70 @@ fn bench_scopes(c: &mut Criterion) {
 
 criterion_group!(benches, bench_scopes);
 
+/// Nested scopes' (wall, CPU) medians per scope with their NVTX ranges on and off: NVTX
+/// emission with no NVTX tool attached, in alternated runs, each on a profiler of its own.
+struct NvtxRuns {
+    on: Vec<(f64, Option<f64>)>,
+    off: Vec<(f64, Option<f64>)>,
+}
+
+/// Most scopes in one run of the NVTX comparison: each chunk of scopes is followed by a pause
+/// for the collector, so a shorter run keeps six profilers' runs to about a minute.
+const NVTX_SCOPES_RUN: u64 = 600_000;
+
+fn nvtx_runs(dir: &tempfile::TempDir) -> NvtxRuns {
+    let mut runs = NvtxRuns {
+        on: Vec::new(),
+        off: Vec::new(),
+    };
+    for round in 0..6 {
+        let on = round % 2 == 0;
+        let p = scopes_profiler_nvtx(dir, on);
+        let m = medians(NVTX_SCOPES_RUN, |n| timed_scopes(&p, Shape::Nested, n));
+        p.finish().expect("the scopes profiler finishes");
+        if on {
+            runs.on.push(m);
+        } else {
+            runs.off.push(m);
+        }
+    }
+    runs
+}
+
+/// The smaller of a case's wall and CPU medians, as the summary judges it.
+fn judged((wall, cpu): (f64, Option<f64>)) -> f64 {
+    cpu.map_or(wall, |c| c.min(wall))
+}
+
+/// The NVTX lines of the summary: each run's figure, and the difference of the medians over
+/// runs against the 20 ns allowed.
+fn print_nvtx(runs: &NvtxRuns) {
+    let med = |v: &[(f64, Option<f64>)]| {
+        let mut x: Vec<f64> = v.iter().map(|m| judged(*m)).collect();
+        x.sort_by(f64::total_cmp);
+        x[x.len() / 2]
+    };
+    for (label, v) in [
+        ("  NVTX ranges on", &runs.on),
+        ("  NVTX ranges off", &runs.off),
+    ] {
+        let figures: Vec<String> = v.iter().map(|m| format!("{:.1}", judged(*m))).collect();
+        println!(
+            "{label:<44} {} ns (nested scope, alternated runs)",
+            figures.join(" / ")
+        );
+    }
+    let cost = med(&runs.on) - med(&runs.off);
+    println!(
+        "{:<44} {:>7.1} ns {:>12} {:>5.0} ns {:>8}",
+        "  NVTX emission per scope (median on - off)",
+        cost,
+        "",
+        20.0,
+        verdict(cost <= 20.0)
+    );
+}
+
 /// Wall time of one summary run: the thread CPU clock advances in scheduler ticks (1 to 4 ms), so
 /// a run must be long for it to be read to about 1 % (see [`common::thread_cpu_ns`]).
 const RUN: Duration = Duration::from_millis(300);
@@ -267,6 +331,12 @@ fn medians(max_run: u64, mut run: impl FnMut(u64) -> Duration) -> (f64, Option<f
 /// loaded machine; the thread's CPU time does not, but includes the untimed `step()` and pause
 /// after each chunk. The verdict uses the smaller.
 fn summary() {
+    // `nvtx-only` (as the benchmark filter): only the NVTX comparison, for a short run.
+    if std::env::args().any(|a| a == "nvtx-only") {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        print_nvtx(&nvtx_runs(&dir));
+        return;
+    }
     let disabled = medians(u64::MAX, |n| {
         let t0 = Instant::now();
         for _ in 0..n {
@@ -285,20 +355,7 @@ fn summary() {
     let step = medians(30_000, |n| timed_steps(&profiler, n));
     let sparse_step = sparse_step_ns(&profiler, Duration::from_millis(1), 500);
     let trailer = profiler.finish().ok().map(|s| s.trailer);
-    // NVTX emission with no NVTX tool attached: nested scopes with their ranges on and off,
-    // alternated, each on a profiler of its own.
-    let (mut nvtx_on, mut nvtx_off) = (Vec::new(), Vec::new());
-    for round in 0..4 {
-        let on = round % 2 == 0;
-        let p = scopes_profiler_nvtx(&dir, on);
-        let m = medians(MAX_SCOPES_RUN, |n| timed_scopes(&p, Shape::Nested, n));
-        p.finish().expect("the scopes profiler finishes");
-        if on {
-            nvtx_on.push(m)
-        } else {
-            nvtx_off.push(m)
-        }
-    }
+    let nvtx = nvtx_runs(&dir);
     println!();
     println!(
         "scope overhead summary (median of {SAMPLES} runs; enter + drop on the calling thread)"
@@ -307,7 +364,6 @@ fn summary() {
         "{:<44} {:>10} {:>12} {:>8} {:>8}",
         "case", "wall", "thread CPU", "target", ""
     );
-    let judged = |(wall, cpu): (f64, Option<f64>)| cpu.map_or(wall, |c: f64| c.min(wall));
     let rows = [
         ("disabled (no profiler running)", disabled, Some(5.0)),
         (
@@ -344,27 +400,7 @@ fn summary() {
         100.0,
         verdict(owned_share <= 100.0)
     );
-    for (label, runs) in [
-        ("  NVTX ranges on", &nvtx_on),
-        ("  NVTX ranges off", &nvtx_off),
-    ] {
-        let figures: Vec<String> = runs.iter().map(|m| format!("{:.1}", judged(*m))).collect();
-        println!(
-            "{label:<44} {} ns (nested scope, alternated runs)",
-            figures.join(" / ")
-        );
-    }
-    let best =
-        |runs: &[(f64, Option<f64>)]| runs.iter().map(|m| judged(*m)).fold(f64::MAX, f64::min);
-    let nvtx_cost = best(&nvtx_on) - best(&nvtx_off);
-    println!(
-        "{:<44} {:>7.1} ns {:>12} {:>5.0} ns {:>8}",
-        "  NVTX emission per scope (on minus off)",
-        nvtx_cost,
-        "",
-        20.0,
-        verdict(nvtx_cost <= 20.0)
-    );
+    print_nvtx(&nvtx);
     println!(
         "{:<44} {:>7.1} ns {:>9} ns {:>8} {:>8}",
         "profiler.step() at Level::Scopes",

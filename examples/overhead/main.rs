@@ -27,7 +27,11 @@
 //!   between a step's synchronize and the next step's first launch);
 //! - `scopes-nonvtx` and `tl-nonvtx` (named in `--configs`): the scopes and timeline levels
 //!   without the NVTX range each scope pushes (`ProfilerBuilder::nvtx_emit(false)`), for what
-//!   NVTX emission costs with no NVTX tool attached.
+//!   NVTX emission costs with no NVTX tool attached;
+//! - `tl-nvtxin` (named in `--configs`): the timeline level importing NVTX ranges as scopes. NVTX
+//!   finds its tool once per process, so run the example with `NVTX_INJECTION64_PATH` set to the
+//!   CUPTI library: NVTX then reaches CUPTI in every configuration, and `timeline` against
+//!   `tl-nvtxin` is what importing adds per scope (the callback that sees the scope's own range).
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
@@ -143,7 +147,7 @@ struct Args {
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -471,10 +475,12 @@ enum Config {
     ScopesNoNvtx,
     /// The timeline level without the NVTX range each scope pushes.
     TimelineNoNvtx,
+    /// The timeline level importing NVTX ranges as scopes.
+    TimelineNvtxIn,
 }
 
 impl Config {
-    const ALL: [Config; 9] = [
+    const ALL: [Config; 10] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
@@ -484,6 +490,7 @@ impl Config {
         Config::TimelineFewSteps,
         Config::ScopesNoNvtx,
         Config::TimelineNoNvtx,
+        Config::TimelineNvtxIn,
     ];
     fn label(self) -> &'static str {
         match self {
@@ -496,6 +503,7 @@ impl Config {
             Config::TimelineFewSteps => "tl-fewsteps",
             Config::ScopesNoNvtx => "scopes-nonvtx",
             Config::TimelineNoNvtx => "tl-nonvtx",
+            Config::TimelineNvtxIn => "tl-nvtxin",
         }
     }
     /// Whether the workload code contains its scope guards.
@@ -508,6 +516,7 @@ impl Config {
                 | Config::TimelineFewSteps
                 | Config::ScopesNoNvtx
                 | Config::TimelineNoNvtx
+                | Config::TimelineNvtxIn
         )
     }
     /// Calls of `profiler.step()` are made every this many of the workload's iterations.
@@ -606,7 +615,8 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         Config::Timeline
         | Config::TimelineNoScopes
         | Config::TimelineFewSteps
-        | Config::TimelineNoNvtx => Level::Timeline,
+        | Config::TimelineNoNvtx
+        | Config::TimelineNvtxIn => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -619,8 +629,13 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         .nvtx_emit(!matches!(
             config,
             Config::ScopesNoNvtx | Config::TimelineNoNvtx
-        ))
-        .start()?;
+        ));
+    let profiler = if config == Config::TimelineNvtxIn {
+        profiler.nvtx_import(gpu_ledger::NvtxImport::default())
+    } else {
+        profiler
+    }
+    .start()?;
     Ok(Active::Profiler(profiler))
 }
 

@@ -480,26 +480,30 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             p.verdict(0.1)
         );
     }
-    // NVTX emission with no NVTX tool attached: each level against itself without its scopes'
-    // ranges, on (b)'s scope per launch, in wall and in the launching thread's CPU time.
+    // NVTX emission with no NVTX tool attached (each level against itself without its scopes'
+    // ranges), and what importing NVTX ranges adds, on (b)'s scope per launch, in wall and in the
+    // launching thread's CPU time.
     for (on, off) in [
         (Config::Scopes, Config::ScopesNoNvtx),
         (Config::Timeline, Config::TimelineNoNvtx),
+        (Config::TimelineNvtxIn, Config::Timeline),
     ] {
         let pair = (on, off);
         let w = Workload::ScopedLaunch;
         if let Some(p) = paired(series, configs, w, pair, difference) {
             println!(
-                "  {}, (b), paired by round: NVTX ranges on - off {}; target ≤ 20 ns: {}",
+                "  {} - {}, (b), paired by round: {}; target ≤ 20 ns: {}",
                 on.label(),
+                off.label(),
                 p.describe(1e3, 0, " ns per scope"),
                 p.verdict(0.02)
             );
         }
         if let Some(p) = paired_by(series, configs, w, pair, difference, |s| &s.cpu_per_unit_us) {
             println!(
-                "  {}, (b), paired by round, launching thread's CPU time: NVTX ranges on - off {}",
+                "  {} - {}, (b), paired by round, launching thread's CPU time: {}",
                 on.label(),
+                off.label(),
                 p.describe(1e3, 0, " ns per scope")
             );
         }
