@@ -26,7 +26,7 @@ use common::{verdict, wall_and_cpu_medians, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, Criterion, Throughput};
 use cupti_sys as sys;
 use gpu_ledger::internals::{
-    decode, Attribution, CapturedCall, NameCache, OfflineCollector, Record,
+    decode, Attribution, CapturedCall, Layouts, NameCache, OfflineCollector, Record,
 };
 use gpu_ledger::ledger::schema::IterationRow;
 
@@ -150,7 +150,7 @@ fn decode_all(buf: &Buffer, names: &mut NameCache) -> u64 {
     for &rec in &buf.records {
         // SAFETY: `rec` points to a complete record of the kind its header says, inside storage
         // that outlives this call; the kernel names it points to are alive (`names()`).
-        let r = unsafe { decode(rec, names) };
+        let r = unsafe { decode(rec, names, &Layouts::BOUND) };
         kernels += u64::from(matches!(r, Record::Kernel(_)));
         black_box(&r);
     }
@@ -225,7 +225,7 @@ impl RealAttribution {
                 self.end_iteration(&mut on_row);
             }
             // SAFETY: as in `decode_all`.
-            let mut r = unsafe { decode(rec, &mut self.names) };
+            let mut r = unsafe { decode(rec, &mut self.names, &Layouts::BOUND) };
             let kernel = match &mut r {
                 Record::Kernel(k) => {
                     k.start += dt;

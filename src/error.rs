@@ -26,9 +26,10 @@ pub enum Error {
 
     /// libcupti could not be found or opened.
     #[error(
-        "CUPTI (libcupti.so.13) not found. Tried:\n{}\nFix: set GPU_LEDGER_CUPTI_PATH to the \
-         libcupti.so.13 file or its directory, set CUDA_HOME to a CUDA 13.0 toolkit, or \
-         `pip install nvidia-cuda-cupti==13.0.85` for the python3 on PATH",
+        "CUPTI (libcupti.so.13 or libcupti.so.12) not found. Tried:\n{}\nFix: set \
+         GPU_LEDGER_CUPTI_PATH to a libcupti of CUDA 12.6 to 13.5 (the file or its directory), \
+         set CUDA_HOME to such a toolkit, or `pip install nvidia-cuda-cupti` (CUDA 13) or \
+         `pip install nvidia-cuda-cupti-cu12` (CUDA 12) for the python3 on PATH",
         format_tried(.tried)
     )]
     CuptiNotFound {
@@ -36,20 +37,54 @@ pub enum Error {
         tried: Vec<(String, String)>,
     },
 
-    /// A libcupti was found but its API version is not the one the bindings were made for.
+    /// `GPU_LEDGER_CUPTI_PATH` names a library that cannot be used; no other is tried.
     #[error(
-        "CUPTI at {path} reports API version {found}, but gpu-ledger's bindings are for API \
-         version {expected} (CUDA 13.0): activity record layouts differ between versions, so it \
-         is refused. Point GPU_LEDGER_CUPTI_PATH at the libcupti.so.13 of a CUDA 13.0 toolkit, \
-         or `pip install nvidia-cuda-cupti==13.0.85`"
+        "GPU_LEDGER_CUPTI_PATH names {path}, which cannot be used: {why}. Fix: point it at the \
+         libcupti.so.13 or libcupti.so.12 of CUDA 12.6 to 13.5 (or the directory holding it), \
+         or unset it to let gpu-ledger search"
+    )]
+    CuptiPathUnusable {
+        /// The path the variable holds.
+        path: PathBuf,
+        /// Why each file it stands for could not be used.
+        why: String,
+    },
+
+    /// A libcupti was found but its release is outside the ones gpu-ledger can read.
+    #[error(
+        "CUPTI at {path} reports API version {found}: {reason}. gpu-ledger reads the activity \
+         records of {supported}, whose layouts its bindings hold. Fix: point \
+         GPU_LEDGER_CUPTI_PATH at a libcupti of one of those releases (`pip install \
+         nvidia-cuda-cupti==13.0.85`, or `nvidia-cuda-cupti-cu12==12.9.79` for a CUDA 12 \
+         driver)"
     )]
     CuptiVersionMismatch {
         /// The library that was refused.
         path: PathBuf,
         /// Version it reported.
         found: u32,
-        /// Version the bindings were generated from.
-        expected: u32,
+        /// Why it is refused (older than the oldest supported release, or newer than the
+        /// bindings).
+        reason: String,
+        /// The releases supported.
+        supported: String,
+    },
+
+    /// The CUPTI found needs a newer CUDA driver than the one installed.
+    #[error(
+        "CUPTI {release} at {path} needs a CUDA {major} driver, but the driver supports CUDA \
+         {driver}. Fix: use a CUPTI of the driver's CUDA major release (GPU_LEDGER_CUPTI_PATH; \
+         `pip install nvidia-cuda-cupti-cu12` for CUDA 12), or update the NVIDIA driver"
+    )]
+    CuptiNeedsNewerDriver {
+        /// The CUPTI release (`13.4`).
+        release: String,
+        /// Where it was loaded from.
+        path: PathBuf,
+        /// The CUDA major release the CUPTI belongs to.
+        major: u32,
+        /// The CUDA version the driver supports (`12.4`).
+        driver: String,
     },
 
     /// A CUPTI call failed.
@@ -142,5 +177,33 @@ fn hint_suffix(hint: &Option<&'static str>) -> String {
     match hint {
         Some(h) => format!(". Fix: {h}"),
         None => String::new(),
+    }
+}
+
+impl Error {
+    /// A copy of an error the CUPTI loader keeps for the rest of the process (each later caller
+    /// gets the same one); other errors, which the loader does not make, as their message.
+    pub(crate) fn clone_loader_error(&self) -> Error {
+        match self {
+            Error::CuptiNotFound { tried } => Error::CuptiNotFound {
+                tried: tried.clone(),
+            },
+            Error::CuptiPathUnusable { path, why } => Error::CuptiPathUnusable {
+                path: path.clone(),
+                why: why.clone(),
+            },
+            Error::CuptiVersionMismatch {
+                path,
+                found,
+                reason,
+                supported,
+            } => Error::CuptiVersionMismatch {
+                path: path.clone(),
+                found: *found,
+                reason: reason.clone(),
+                supported: supported.clone(),
+            },
+            other => Error::Config(other.to_string()),
+        }
     }
 }

@@ -223,7 +223,7 @@ impl Profiler {
     pub fn preflight(level: Level) -> Result<()> {
         crate::driver::device::require_driver()?;
         if level >= Level::Timeline {
-            cupti::api()?;
+            cupti_for_driver()?;
         }
         Ok(())
     }
@@ -467,7 +467,7 @@ fn start_inner(
         Level::Scopes => None,
         Level::Timeline | Level::Counters => {
             crate::driver::device::require_driver()?;
-            Some(cupti::api()?)
+            Some(cupti_for_driver()?)
         }
     };
     // The Range Profiler is set up before the timeline starts and before anything is recorded:
@@ -529,11 +529,17 @@ fn start_inner(
             sink: buffer_tx,
             stats: ActivityStats::default(),
         });
-        session = Some(TimelineSession::start(
-            lib,
-            shared.clone(),
-            running.calls().clone(),
-        )?);
+        let started = TimelineSession::start(lib, shared.clone(), running.calls().clone())?;
+        if !started.refused_callbacks().is_empty() {
+            warnings.push(format!(
+                "CUPTI {} refused the callback of {} traced functions ({}): their calls are \
+                 not captured, and their GPU records are placed by time",
+                lib.release.name,
+                started.refused_callbacks().len(),
+                started.refused_callbacks().join(", ")
+            ));
+        }
+        session = Some(started);
         activity = Some(shared);
     }
     let start_cupti_ns = running.cupti_now();
@@ -738,4 +744,30 @@ impl NvtxState {
         };
         format!("ranges out of scopes: {emit}; ranges in as scopes: {import}")
     }
+}
+
+/// The process's CUPTI, when the driver can serve its CUDA major release: a CUPTI of CUDA 13 on a
+/// driver of CUDA 12 cannot trace.
+///
+/// # Errors
+/// The loader's errors, and [`Error::CuptiNeedsNewerDriver`].
+fn cupti_for_driver() -> Result<&'static cupti::LoadedCupti> {
+    let lib = cupti::api()?;
+    let major: u32 = lib
+        .release
+        .name
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    let driver = crate::driver::device::driver_version()?;
+    if driver / 1000 < major {
+        return Err(Error::CuptiNeedsNewerDriver {
+            release: lib.release.name.to_string(),
+            path: lib.path.clone(),
+            major,
+            driver: format!("{}.{}", driver / 1000, driver % 1000 / 10),
+        });
+    }
+    Ok(lib)
 }

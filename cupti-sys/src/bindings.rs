@@ -9636,12 +9636,6 @@ pub struct Cupti {
         callback: CUpti_CallbackFunc,
         userdata: *mut ::std::os::raw::c_void,
     ) -> CUptiResult::Type,
-    pub cuptiSubscribe_v2: unsafe extern "C" fn(
-        subscriber: *mut CUpti_SubscriberHandle,
-        callback: CUpti_CallbackFunc,
-        userdata: *mut ::std::os::raw::c_void,
-        pParams: *mut CUpti_SubscriberParams,
-    ) -> CUptiResult::Type,
     pub cuptiUnsubscribe:
         unsafe extern "C" fn(subscriber: CUpti_SubscriberHandle) -> CUptiResult::Type,
     pub cuptiGetCallbackState: unsafe extern "C" fn(
@@ -9973,11 +9967,7 @@ pub struct Cupti {
         unsafe extern "C" fn(cbid: CUpti_CallbackId, enable: u8) -> CUptiResult::Type,
     pub cuptiActivityEnableRuntimeApi:
         unsafe extern "C" fn(cbid: CUpti_CallbackId, enable: u8) -> CUptiResult::Type,
-    pub cuptiActivityEnableHWTrace: unsafe extern "C" fn(enable: u8) -> CUptiResult::Type,
     pub cuptiActivityEnableAllocationSource: unsafe extern "C" fn(enable: u8) -> CUptiResult::Type,
-    pub cuptiActivityEnableAllSyncRecords: unsafe extern "C" fn(enable: u8) -> CUptiResult::Type,
-    pub cuptiActivityEnableCudaEventDeviceTimestamps:
-        unsafe extern "C" fn(enable: u8) -> CUptiResult::Type,
     pub cuptiProfilerInitialize:
         unsafe extern "C" fn(pParams: *mut CUpti_Profiler_Initialize_Params) -> CUptiResult::Type,
     pub cuptiProfilerDeInitialize:
@@ -10181,7 +10171,6 @@ impl Cupti {
         let cuptiGetVersion = __library.get(b"cuptiGetVersion\0").map(|sym| *sym)?;
         let cuptiSupportedDomains = __library.get(b"cuptiSupportedDomains\0").map(|sym| *sym)?;
         let cuptiSubscribe = __library.get(b"cuptiSubscribe\0").map(|sym| *sym)?;
-        let cuptiSubscribe_v2 = __library.get(b"cuptiSubscribe_v2\0").map(|sym| *sym)?;
         let cuptiUnsubscribe = __library.get(b"cuptiUnsubscribe\0").map(|sym| *sym)?;
         let cuptiGetCallbackState = __library.get(b"cuptiGetCallbackState\0").map(|sym| *sym)?;
         let cuptiEnableCallback = __library.get(b"cuptiEnableCallback\0").map(|sym| *sym)?;
@@ -10380,17 +10369,8 @@ impl Cupti {
         let cuptiActivityEnableRuntimeApi = __library
             .get(b"cuptiActivityEnableRuntimeApi\0")
             .map(|sym| *sym)?;
-        let cuptiActivityEnableHWTrace = __library
-            .get(b"cuptiActivityEnableHWTrace\0")
-            .map(|sym| *sym)?;
         let cuptiActivityEnableAllocationSource = __library
             .get(b"cuptiActivityEnableAllocationSource\0")
-            .map(|sym| *sym)?;
-        let cuptiActivityEnableAllSyncRecords = __library
-            .get(b"cuptiActivityEnableAllSyncRecords\0")
-            .map(|sym| *sym)?;
-        let cuptiActivityEnableCudaEventDeviceTimestamps = __library
-            .get(b"cuptiActivityEnableCudaEventDeviceTimestamps\0")
             .map(|sym| *sym)?;
         let cuptiProfilerInitialize = __library
             .get(b"cuptiProfilerInitialize\0")
@@ -10572,7 +10552,6 @@ impl Cupti {
             cuptiGetVersion,
             cuptiSupportedDomains,
             cuptiSubscribe,
-            cuptiSubscribe_v2,
             cuptiUnsubscribe,
             cuptiGetCallbackState,
             cuptiEnableCallback,
@@ -10663,10 +10642,7 @@ impl Cupti {
             cuptiActivityEnableDeviceGraph,
             cuptiActivityEnableDriverApi,
             cuptiActivityEnableRuntimeApi,
-            cuptiActivityEnableHWTrace,
             cuptiActivityEnableAllocationSource,
-            cuptiActivityEnableAllSyncRecords,
-            cuptiActivityEnableCudaEventDeviceTimestamps,
             cuptiProfilerInitialize,
             cuptiProfilerDeInitialize,
             cuptiProfilerCounterDataImageCalculateSize,
@@ -10769,15 +10745,6 @@ impl Cupti {
         userdata: *mut ::std::os::raw::c_void,
     ) -> CUptiResult::Type {
         (self.cuptiSubscribe)(subscriber, callback, userdata)
-    }
-    pub unsafe fn cuptiSubscribe_v2(
-        &self,
-        subscriber: *mut CUpti_SubscriberHandle,
-        callback: CUpti_CallbackFunc,
-        userdata: *mut ::std::os::raw::c_void,
-        pParams: *mut CUpti_SubscriberParams,
-    ) -> CUptiResult::Type {
-        (self.cuptiSubscribe_v2)(subscriber, callback, userdata, pParams)
     }
     pub unsafe fn cuptiUnsubscribe(&self, subscriber: CUpti_SubscriberHandle) -> CUptiResult::Type {
         (self.cuptiUnsubscribe)(subscriber)
@@ -11433,20 +11400,8 @@ impl Cupti {
     ) -> CUptiResult::Type {
         (self.cuptiActivityEnableRuntimeApi)(cbid, enable)
     }
-    pub unsafe fn cuptiActivityEnableHWTrace(&self, enable: u8) -> CUptiResult::Type {
-        (self.cuptiActivityEnableHWTrace)(enable)
-    }
     pub unsafe fn cuptiActivityEnableAllocationSource(&self, enable: u8) -> CUptiResult::Type {
         (self.cuptiActivityEnableAllocationSource)(enable)
-    }
-    pub unsafe fn cuptiActivityEnableAllSyncRecords(&self, enable: u8) -> CUptiResult::Type {
-        (self.cuptiActivityEnableAllSyncRecords)(enable)
-    }
-    pub unsafe fn cuptiActivityEnableCudaEventDeviceTimestamps(
-        &self,
-        enable: u8,
-    ) -> CUptiResult::Type {
-        (self.cuptiActivityEnableCudaEventDeviceTimestamps)(enable)
     }
     pub unsafe fn cuptiProfilerInitialize(
         &self,

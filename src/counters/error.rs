@@ -88,7 +88,9 @@ impl Unavailable {
             Error::NoDriver
             | Error::NoDevice(_)
             | Error::CuptiNotFound { .. }
-            | Error::CuptiVersionMismatch { .. } => Unavailable::NoCupti,
+            | Error::CuptiVersionMismatch { .. }
+            | Error::CuptiPathUnusable { .. }
+            | Error::CuptiNeedsNewerDriver { .. } => Unavailable::NoCupti,
             _ => Unavailable::Other,
         }
     }

@@ -101,10 +101,10 @@ impl LaunchSink for LaunchLog {
     }
 }
 
-fn cbids(table: &[(u32, &str)], class: ApiClass) -> Vec<u32> {
+fn cbids(table: &[(u32, &str)], size: u32, class: ApiClass) -> Vec<u32> {
     let mut v: Vec<u32> = table
         .iter()
-        .filter(|(_, name)| classify_api(name) == Some(class))
+        .filter(|(id, name)| *id < size && classify_api(name) == Some(class))
         .map(|(id, _)| *id)
         .collect();
     v.sort_unstable();
@@ -129,11 +129,13 @@ impl LaunchRecorder {
     /// [`crate::Error::CuptiBusy`] when another CUPTI subscriber exists; CUPTI loading errors.
     pub fn start() -> Result<Self> {
         let lib = cupti::api()?;
+        let r = lib.release.cbids;
         let log = Arc::new(LaunchLog {
-            driver_kernel: cbids(sys::DRIVER_API_CBIDS, ApiClass::KernelLaunch),
-            driver_graph: cbids(sys::DRIVER_API_CBIDS, ApiClass::GraphLaunch),
-            runtime_kernel: cbids(sys::RUNTIME_API_CBIDS, ApiClass::KernelLaunch),
-            runtime_graph: cbids(sys::RUNTIME_API_CBIDS, ApiClass::GraphLaunch),
+            // The loaded release's own ids.
+            driver_kernel: cbids(r.driver, r.driver_size, ApiClass::KernelLaunch),
+            driver_graph: cbids(r.driver, r.driver_size, ApiClass::GraphLaunch),
+            runtime_kernel: cbids(r.runtime, r.runtime_size, ApiClass::KernelLaunch),
+            runtime_graph: cbids(r.runtime, r.runtime_size, ApiClass::GraphLaunch),
             launches: Mutex::new(Vec::new()),
         });
         let subscription = LaunchSubscription::new(lib, log.clone())?;

@@ -163,8 +163,8 @@ impl FilledBuffer {
                 break;
             }
             // SAFETY: `rec` is a complete record handed out by cuptiActivityGetNextRecord, from
-            // the CUPTI whose version the loader checked against the bindings.
-            f(unsafe { decode(rec, names) });
+            // the CUPTI whose release the loader found, which writes its release's layouts.
+            f(unsafe { decode(rec, names, &lib.release.layouts) });
         }
         shared.pool.give_back(self.ptr);
     }
@@ -190,6 +190,8 @@ pub(crate) struct TimelineSession {
     shared: Arc<ActivityShared>,
     /// Kept alive here: CUPTI's callback holds a pointer to it until unsubscribe.
     calls: Arc<ApiCalls>,
+    /// Functions whose callback the CUPTI refused at start.
+    refused: Vec<&'static str>,
 }
 
 impl TimelineSession {
@@ -208,11 +210,12 @@ impl TimelineSession {
         // before dropping it); capture_api_call never unwinds.
         let subscription = unsafe { cupti::subscribe(lib, calls::capture_api_call, userdata) }?;
         *SHARED.write() = Some(shared.clone());
-        let session = TimelineSession {
+        let mut session = TimelineSession {
             lib,
             subscription: Some(subscription),
             shared,
             calls,
+            refused: Vec::new(),
         };
         // On any failure below, Drop undoes what was done.
         // The pool hands out zeroed buffers (see `pool`): CUPTI need not zero them on the
@@ -223,32 +226,68 @@ impl TimelineSession {
         for kind in KINDS {
             cupti::activity_enable(lib, kind)?;
         }
-        session.set_capture(true)?;
+        session.refused = session.set_capture(true)?;
         Ok(session)
     }
 
-    /// The API callback, for every function attribution traces ([`classify_api`]).
-    fn set_capture(&self, enable: bool) -> Result<()> {
+    /// The API callback, for every function attribution traces ([`classify_api`]), by the
+    /// loaded release's own callback ids. The functions whose callback the release refuses
+    /// (`CUPTI_ERROR_INVALID_PARAMETER`) are returned by name: their calls are not captured, and
+    /// their records are placed by time. Refusing them all is an error.
+    fn set_capture(&self, enable: bool) -> Result<Vec<&'static str>> {
         let Some(sub) = &self.subscription else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         use sys::CUpti_CallbackDomain as d;
-        for (domain, table) in [
-            (d::CUPTI_CB_DOMAIN_DRIVER_API, sys::DRIVER_API_CBIDS),
-            (d::CUPTI_CB_DOMAIN_RUNTIME_API, sys::RUNTIME_API_CBIDS),
+        let cbids = self.lib.release.cbids;
+        let mut refused = Vec::new();
+        let mut enabled = 0usize;
+        for (domain, table, size) in [
+            (
+                d::CUPTI_CB_DOMAIN_DRIVER_API,
+                cbids.driver,
+                cbids.driver_size,
+            ),
+            (
+                d::CUPTI_CB_DOMAIN_RUNTIME_API,
+                cbids.runtime,
+                cbids.runtime_size,
+            ),
         ] {
             for (cbid, name) in table {
-                if classify_api(name).is_some() {
-                    cupti::enable_callback(self.lib, sub, domain, *cbid, enable)?;
+                if *cbid >= size || classify_api(name).is_none() {
+                    continue;
+                }
+                match cupti::enable_callback(self.lib, sub, domain, *cbid, enable) {
+                    Ok(()) => enabled += 1,
+                    Err(crate::Error::Cupti { code, .. })
+                        if code == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER =>
+                    {
+                        refused.push(*name);
+                    }
+                    Err(e) => return Err(e),
                 }
             }
+        }
+        if enable && enabled == 0 {
+            return Err(crate::Error::Config(format!(
+                "CUPTI {} refused the callback of every traced function ({} of them, \
+                 CUPTI_ERROR_INVALID_PARAMETER): launches cannot be attributed",
+                self.lib.release.name,
+                refused.len()
+            )));
         }
         if self.calls.nvtx.get().is_some() {
             for cbid in super::nvtx::CALLBACKS {
                 cupti::enable_callback(self.lib, sub, d::CUPTI_CB_DOMAIN_NVTX, cbid, enable)?;
             }
         }
-        Ok(())
+        Ok(refused)
+    }
+
+    /// Functions whose callback the loaded CUPTI refused at start ([`Self::set_capture`]).
+    pub(crate) fn refused_callbacks(&self) -> &[&'static str] {
+        &self.refused
     }
 
     /// Disables tracing, flushes everything (forced) and releases CUPTI.
@@ -272,7 +311,7 @@ impl TimelineSession {
         for kind in KINDS {
             keep(cupti::activity_disable(self.lib, kind));
         }
-        keep(self.set_capture(false));
+        keep(self.set_capture(false).map(|_| ()));
         keep(cupti::flush_all(self.lib, true));
         // Best effort, as at start.
         let _ = cupti::declare_zeroed_buffers(self.lib, false);

@@ -135,7 +135,15 @@ pub(crate) struct ApiCalls {
 }
 
 impl Default for ApiCalls {
+    /// With the callback ids of the CUPTI the API bindings were generated from.
     fn default() -> Self {
+        ApiCalls::new(ApiClasses::default())
+    }
+}
+
+impl ApiCalls {
+    /// Shared state for a callback that classifies calls by `classes` (the loaded release's).
+    pub(crate) fn new(classes: ApiClasses) -> Self {
         ApiCalls {
             total: AtomicU64::new(0),
             iteration: AtomicU64::new(0),
@@ -144,7 +152,7 @@ impl Default for ApiCalls {
             nvtx: std::sync::OnceLock::new(),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
-            classes: ApiClasses::default(),
+            classes,
         }
     }
 }

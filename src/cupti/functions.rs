@@ -61,23 +61,34 @@ pub(crate) struct ApiClasses {
 }
 
 impl Default for ApiClasses {
+    /// The tables of the CUPTI the API bindings were generated from (13.0).
     fn default() -> Self {
-        fn table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
-            let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
-            let mut out = vec![None; max + 1];
-            for (id, name) in cbids {
-                out[*id as usize] = classify_api(name);
-            }
-            out.into_boxed_slice()
-        }
         ApiClasses {
-            driver: table(sys::DRIVER_API_CBIDS),
-            runtime: table(sys::RUNTIME_API_CBIDS),
+            driver: class_table(sys::DRIVER_API_CBIDS),
+            runtime: class_table(sys::RUNTIME_API_CBIDS),
         }
     }
 }
 
+/// Callback id -> class, for one API's `(id, name)` table.
+fn class_table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
+    let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
+    let mut out = vec![None; max + 1];
+    for (id, name) in cbids {
+        out[*id as usize] = classify_api(name);
+    }
+    out.into_boxed_slice()
+}
+
 impl ApiClasses {
+    /// The classes of one release's functions, by its own names for its callback ids.
+    pub(crate) fn for_release(cbids: &sys::ReleaseCbids) -> Self {
+        ApiClasses {
+            driver: class_table(cbids.driver),
+            runtime: class_table(cbids.runtime),
+        }
+    }
+
     /// The class of function `cbid` of the runtime (`runtime`) or driver API; `None` for
     /// functions not traced and unknown ids.
     #[inline]

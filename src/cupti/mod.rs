@@ -18,6 +18,7 @@
 pub(crate) mod activity;
 pub(crate) mod calls;
 pub(crate) mod functions;
+pub(crate) mod layouts;
 pub(crate) mod loader;
 pub(crate) mod nvtx;
 pub(crate) mod pool;

@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use cupti_sys as sys;
 use serde::Serialize;
 
+use super::layouts::Layouts;
 use crate::ledger::schema::LaunchShape;
 
-/// A kernel execution (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, `CUpti_ActivityKernel10`).
+/// A kernel execution (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, `CUpti_ActivityKernel9` to `13`
+/// by release).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelRecord {
     /// Kernel name as CUPTI reports it (mangled for C++ kernels), the process's one copy of it
@@ -40,8 +42,8 @@ pub struct KernelRecord {
     pub device_launched: bool,
 }
 
-/// A memory copy (`CUpti_ActivityMemcpy6`, or `CUpti_ActivityMemcpyPtoP4` for peer copies), or
-/// a memset (`CUpti_ActivityMemset4`): bytes moved or set on a stream.
+/// A memory copy (`CUpti_ActivityMemcpy5` to `7` by release, or `CUpti_ActivityMemcpyPtoP4` for
+/// peer copies), or a memset (`CUpti_ActivityMemset4` or `5`): bytes moved or set on a stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CopyRecord {
     /// Direction: `HtoD`, `DtoH`, `DtoD`, `HtoH`, `PtoP`, array kinds, or `unknown`; `memset`
@@ -247,99 +249,153 @@ fn dims(x: i32, y: i32, z: i32) -> [u32; 3] {
     [x.max(0) as u32, y.max(0) as u32, z.max(0) as u32]
 }
 
-/// Decodes one record.
+/// A kernel record of any struct version: the fields gpu-ledger reads have the same names and
+/// meaning in every version; `isDeviceLaunched` came with version 10.
+macro_rules! kernel_record {
+    ($r:expr, $names:expr, $device_launched:expr) => {{
+        let r = $r;
+        Record::Kernel(KernelRecord {
+            name: unsafe { $names.intern(r.name) },
+            start: r.start,
+            end: r.end,
+            device_id: r.deviceId,
+            context_id: r.contextId,
+            stream_id: r.streamId,
+            correlation_id: r.correlationId,
+            shape: LaunchShape {
+                grid: dims(r.gridX, r.gridY, r.gridZ),
+                block: dims(r.blockX, r.blockY, r.blockZ),
+                cluster: [r.clusterX, r.clusterY, r.clusterZ],
+                registers_per_thread: u32::from(r.registersPerThread),
+                static_shared_bytes: r.staticSharedMemory.max(0) as u32,
+                dynamic_shared_bytes: r.dynamicSharedMemory.max(0) as u32,
+                local_bytes_per_thread: r.localMemoryPerThread,
+            },
+            shared_executed_bytes: r.sharedMemoryExecuted,
+            local_bytes_total: r.localMemoryTotal_v2,
+            graph_id: r.graphId,
+            graph_node_id: r.graphNodeId,
+            device_launched: $device_launched(r),
+        })
+    }};
+}
+
+/// A copy or memset record of any struct version, as [`CopyRecord`].
+macro_rules! copy_record {
+    ($r:expr, $direction:expr) => {{
+        let r = $r;
+        CopyRecord {
+            direction: $direction,
+            bytes: r.bytes,
+            start: r.start,
+            end: r.end,
+            device_id: r.deviceId,
+            context_id: r.contextId,
+            stream_id: r.streamId,
+            correlation_id: r.correlationId,
+            graph_id: r.graphId,
+            graph_node_id: r.graphNodeId,
+        }
+    }};
+}
+
+/// A synchronization record of either struct version.
+macro_rules! sync_record {
+    ($r:expr) => {{
+        let r = $r;
+        Record::Sync(SyncRecord {
+            kind: sync_kind(r.type_),
+            start: r.start,
+            end: r.end,
+            correlation_id: r.correlationId,
+            context_id: r.contextId,
+            stream_id: r.streamId,
+        })
+    }};
+}
+
+/// Decodes one record written by a CUPTI whose record versions are `layouts`.
 ///
 /// # Safety
 /// `rec` points to a complete activity record handed out by `cuptiActivityGetNextRecord` for a
-/// buffer produced by the CUPTI version the bindings were generated from.
-pub unsafe fn decode(rec: *const sys::CUpti_Activity, names: &mut NameCache) -> Record {
+/// buffer produced by a CUPTI release that emits `layouts`
+/// ([`super::layouts::release`] of its API version).
+pub unsafe fn decode(
+    rec: *const sys::CUpti_Activity,
+    names: &mut NameCache,
+    layouts: &Layouts,
+) -> Record {
+    use super::layouts::{
+        KernelLayout as K, MemcpyLayout as C, MemsetLayout as S, SyncLayout as Y,
+    };
     use sys::CUpti_ActivityKind as k;
-    // SAFETY (whole function): every record starts with its kind, and CUPTI 13.0 writes the
-    // newest struct version of each kind, which is the one cast to below.
+    // SAFETY (whole function): every record starts with its kind, and the release writes the
+    // struct version `layouts` names for each kind, which is the one cast to below.
     let kind = unsafe { (*rec).kind };
     match kind {
         k::CUPTI_ACTIVITY_KIND_KERNEL | k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityKernel10) };
-            Record::Kernel(KernelRecord {
-                name: unsafe { names.intern(r.name) },
-                start: r.start,
-                end: r.end,
-                device_id: r.deviceId,
-                context_id: r.contextId,
-                stream_id: r.streamId,
-                correlation_id: r.correlationId,
-                shape: LaunchShape {
-                    grid: dims(r.gridX, r.gridY, r.gridZ),
-                    block: dims(r.blockX, r.blockY, r.blockZ),
-                    cluster: [r.clusterX, r.clusterY, r.clusterZ],
-                    registers_per_thread: u32::from(r.registersPerThread),
-                    static_shared_bytes: r.staticSharedMemory.max(0) as u32,
-                    dynamic_shared_bytes: r.dynamicSharedMemory.max(0) as u32,
-                    local_bytes_per_thread: r.localMemoryPerThread,
-                },
-                shared_executed_bytes: r.sharedMemoryExecuted,
-                local_bytes_total: r.localMemoryTotal_v2,
-                graph_id: r.graphId,
-                graph_node_id: r.graphNodeId,
-                device_launched: r.isDeviceLaunched != 0,
-            })
+            match layouts.kernel {
+                K::V9 => kernel_record!(
+                    unsafe { &*(rec as *const sys::CUpti_ActivityKernel9) },
+                    names,
+                    |_| false
+                ),
+                K::V10 => kernel_record!(
+                    unsafe { &*(rec as *const sys::CUpti_ActivityKernel10) },
+                    names,
+                    |r: &sys::CUpti_ActivityKernel10| r.isDeviceLaunched != 0
+                ),
+                K::V11 => kernel_record!(
+                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel11) },
+                    names,
+                    |r: &sys::r13_5::CUpti_ActivityKernel11| r.isDeviceLaunched != 0
+                ),
+                K::V12 => kernel_record!(
+                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel12) },
+                    names,
+                    |r: &sys::r13_5::CUpti_ActivityKernel12| r.isDeviceLaunched != 0
+                ),
+                K::V13 => kernel_record!(
+                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel13) },
+                    names,
+                    |r: &sys::r13_5::CUpti_ActivityKernel13| r.isDeviceLaunched != 0
+                ),
+            }
         }
-        k::CUPTI_ACTIVITY_KIND_MEMCPY => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy6) };
-            Record::Memcpy(CopyRecord {
-                direction: copy_direction(r.copyKind),
-                bytes: r.bytes,
-                start: r.start,
-                end: r.end,
-                device_id: r.deviceId,
-                context_id: r.contextId,
-                stream_id: r.streamId,
-                correlation_id: r.correlationId,
-                graph_id: r.graphId,
-                graph_node_id: r.graphNodeId,
-            })
-        }
-        k::CUPTI_ACTIVITY_KIND_MEMCPY2 => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpyPtoP4) };
-            Record::Memcpy(CopyRecord {
-                direction: "PtoP",
-                bytes: r.bytes,
-                start: r.start,
-                end: r.end,
-                device_id: r.deviceId,
-                context_id: r.contextId,
-                stream_id: r.streamId,
-                correlation_id: r.correlationId,
-                graph_id: r.graphId,
-                graph_node_id: r.graphNodeId,
-            })
-        }
-        k::CUPTI_ACTIVITY_KIND_MEMSET => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) };
-            Record::Memset(CopyRecord {
-                direction: "memset",
-                bytes: r.bytes,
-                start: r.start,
-                end: r.end,
-                device_id: r.deviceId,
-                context_id: r.contextId,
-                stream_id: r.streamId,
-                correlation_id: r.correlationId,
-                graph_id: r.graphId,
-                graph_node_id: r.graphNodeId,
-            })
-        }
-        k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => {
-            let r = unsafe { &*(rec as *const sys::CUpti_ActivitySynchronization2) };
-            Record::Sync(SyncRecord {
-                kind: sync_kind(r.type_),
-                start: r.start,
-                end: r.end,
-                correlation_id: r.correlationId,
-                context_id: r.contextId,
-                stream_id: r.streamId,
-            })
-        }
+        k::CUPTI_ACTIVITY_KIND_MEMCPY => Record::Memcpy(match layouts.memcpy {
+            C::V5 => {
+                let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy5) };
+                copy_record!(r, copy_direction(r.copyKind))
+            }
+            C::V6 => {
+                let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy6) };
+                copy_record!(r, copy_direction(r.copyKind))
+            }
+            C::V7 => {
+                let r = unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityMemcpy7) };
+                copy_record!(r, copy_direction(r.copyKind))
+            }
+        }),
+        k::CUPTI_ACTIVITY_KIND_MEMCPY2 => Record::Memcpy(copy_record!(
+            unsafe { &*(rec as *const sys::CUpti_ActivityMemcpyPtoP4) },
+            "PtoP"
+        )),
+        k::CUPTI_ACTIVITY_KIND_MEMSET => Record::Memset(match layouts.memset {
+            S::V4 => copy_record!(
+                unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) },
+                "memset"
+            ),
+            S::V5 => copy_record!(
+                unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityMemset5) },
+                "memset"
+            ),
+        }),
+        k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => match layouts.sync {
+            Y::V1 => sync_record!(unsafe { &*(rec as *const sys::CUpti_ActivitySynchronization) }),
+            Y::V2 => {
+                sync_record!(unsafe { &*(rec as *const sys::CUpti_ActivitySynchronization2) })
+            }
+        },
         k::CUPTI_ACTIVITY_KIND_MEMORY2 => {
             let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemory4) };
             Record::Memory(MemoryRecord {
@@ -450,6 +506,7 @@ mod tests {
             decode(
                 (&mut k as *mut sys::CUpti_ActivityKernel10).cast(),
                 &mut names,
+                &Layouts::BOUND,
             )
         };
         let Record::Kernel(r) = rec else {
@@ -480,6 +537,7 @@ mod tests {
             decode(
                 (&mut k as *mut sys::CUpti_ActivityKernel10).cast(),
                 &mut names,
+                &Layouts::BOUND,
             )
         };
         let Record::Kernel(r2) = again else { panic!() };
@@ -503,6 +561,7 @@ mod tests {
             decode(
                 (&mut m as *mut sys::CUpti_ActivityMemcpy6).cast(),
                 &mut names,
+                &Layouts::BOUND,
             )
         } {
             Record::Memcpy(c) => {
@@ -518,7 +577,7 @@ mod tests {
         };
         // SAFETY: complete memset record.
         assert!(
-            matches!(unsafe { decode((&mut s as *mut sys::CUpti_ActivityMemset4).cast(), &mut names) }, Record::Memset(r) if r.bytes == 64)
+            matches!(unsafe { decode((&mut s as *mut sys::CUpti_ActivityMemset4).cast(), &mut names, &Layouts::BOUND) }, Record::Memset(r) if r.bytes == 64)
         );
         // The timeline enables no API or external-correlation records (its callback captures the
         // calls); one that comes anyway is kept as a kind not decoded, never misread.
@@ -532,7 +591,13 @@ mod tests {
         };
         // SAFETY: complete API record.
         assert_eq!(
-            unsafe { decode((&mut a as *mut sys::CUpti_ActivityAPI).cast(), &mut names) },
+            unsafe {
+                decode(
+                    (&mut a as *mut sys::CUpti_ActivityAPI).cast(),
+                    &mut names,
+                    &Layouts::BOUND,
+                )
+            },
             Record::Other {
                 activity_kind: sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER
             }
@@ -547,6 +612,7 @@ mod tests {
                 decode(
                     (&mut other as *mut sys::CUpti_ActivityAPI).cast(),
                     &mut names,
+                    &Layouts::BOUND,
                 )
             },
             Record::Other { .. }

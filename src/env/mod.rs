@@ -36,6 +36,8 @@ pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) ->
     if let Some(lib) = cupti {
         env.cupti_api_version = Some(lib.api_version);
         env.cupti_path = Some(lib.path.display().to_string());
+        env.cupti_release = Some(lib.release.name.to_string());
+        env.cupti_features = lib.release.features();
     } else {
         env.missing.push("cupti: not loaded at this level".into());
     }

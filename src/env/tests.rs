@@ -31,11 +31,12 @@ fn explained(env: &Environment, path: &str) -> bool {
 }
 
 /// Items the profiler fills from CUDA, CUPTI and NVML, not `collect_host`.
-const FILLED_ELSEWHERE: [&str; 5] = [
+const FILLED_ELSEWHERE: [&str; 6] = [
     "driver_version",
     "cuda_driver_version",
     "cupti_api_version",
     "cupti_path",
+    "cupti_release",
     "nvml_version",
 ];
 

@@ -209,6 +209,14 @@ pub struct Environment {
     pub cupti_api_version: Option<u32>,
     /// Path of the libcupti that was loaded.
     pub cupti_path: Option<String>,
+    /// The CUPTI release the API version belongs to (`12.9`, `13.0`, ...), whose record layouts
+    /// and callback ids were used.
+    #[serde(default)]
+    pub cupti_release: Option<String>,
+    /// What the release gates, each with its reason (`kernel.device_launched off
+    /// (CUpti_ActivityKernel9 has no isDeviceLaunched ...)`), and the record versions read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cupti_features: Vec<String>,
     /// Host name.
     pub hostname: Option<String>,
     /// The process's command line.

@@ -139,7 +139,11 @@ impl Running {
             finish: finish_tx,
             thread_slots: Mutex::new(Vec::new()),
             step_ns: AtomicU64::new(0),
-            calls: Arc::new(ApiCalls::default()),
+            calls: Arc::new(cupti.map_or_else(ApiCalls::default, |lib| {
+                ApiCalls::new(crate::cupti::functions::ApiClasses::for_release(
+                    lib.release.cbids,
+                ))
+            })),
             counters: Mutex::new(counters),
             counters_path,
             open: Mutex::new(true),

@@ -132,6 +132,8 @@ pub fn header(driver: &str) -> Header {
             cuda_driver_version: Some(13000),
             cupti_api_version: Some(130000),
             cupti_path: Some("/usr/lib/libcupti.so".into()),
+            cupti_release: Some("13.0".into()),
+            cupti_features: Vec::new(),
             hostname: Some("gpu-host".into()),
             command_line: vec!["train".into()],
             missing: Vec::new(),
