@@ -618,4 +618,143 @@ mod tests {
             Record::Other { .. }
         ));
     }
+
+    use super::super::layouts::{KernelLayout, MemcpyLayout, MemsetLayout, SyncLayout};
+    use proptest::prelude::*;
+
+    /// The layouts with `kernel`, `memcpy`, `memset` and `sync` versions.
+    fn layouts(kernel: KernelLayout, memcpy: MemcpyLayout, memset: MemsetLayout, sync: SyncLayout) -> Layouts {
+        Layouts { kernel, memcpy, memset, sync }
+    }
+
+    /// Decodes `record` (a struct of one version, as CUPTI writes it) with `layouts`.
+    fn decode_as<T>(record: &mut T, layouts: &Layouts, names: &mut NameCache) -> Record {
+        // SAFETY: `record` is a complete record of the version `layouts` names for its kind,
+        // alive for the call; a kernel's name points to a live C string.
+        unsafe { decode((record as *mut T).cast(), names, layouts) }
+    }
+
+    /// A kernel record of every struct version decodes to the same fields.
+    macro_rules! kernel_case {
+        ($ty:ty, $layout:expr, $launched:expr, $start:expr, $len:expr, $corr:expr, $grid:expr, $stream:expr, $name:expr) => {{
+            let mut k: $ty = Default::default();
+            k.kind = sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            k.start = $start;
+            k.end = $start + $len;
+            k.correlationId = $corr;
+            k.streamId = $stream;
+            k.gridX = $grid;
+            k.gridY = 2;
+            k.gridZ = 1;
+            k.blockX = 128;
+            k.blockY = 1;
+            k.blockZ = 1;
+            k.clusterX = 2;
+            k.registersPerThread = 40;
+            k.localMemoryTotal_v2 = u64::from($corr) << 8;
+            k.graphId = $corr ^ 5;
+            k.graphNodeId = u64::from($stream) + 3;
+            k.name = $name.as_ptr();
+            let launched = $launched(&mut k);
+            let mut names = NameCache::default();
+            let l = layouts($layout, MemcpyLayout::V6, MemsetLayout::V4, SyncLayout::V2);
+            let Record::Kernel(r) = decode_as(&mut k, &l, &mut names) else {
+                panic!("{}: not a kernel", stringify!($ty));
+            };
+            prop_assert_eq!(r.name, $name.to_str().unwrap());
+            prop_assert_eq!((r.start, r.end, r.correlation_id, r.stream_id), ($start, $start + $len, $corr, $stream));
+            prop_assert_eq!(r.shape.grid, [$grid.max(0) as u32, 2, 1]);
+            prop_assert_eq!(r.shape.block, [128, 1, 1]);
+            prop_assert_eq!(r.shape.cluster, [2, 0, 0]);
+            prop_assert_eq!(r.shape.registers_per_thread, 40);
+            prop_assert_eq!(r.local_bytes_total, u64::from($corr) << 8);
+            prop_assert_eq!((r.graph_id, r.graph_node_id), ($corr ^ 5, u64::from($stream) + 3));
+            prop_assert_eq!(r.device_launched, launched, "{}", stringify!($ty));
+        }};
+    }
+
+    proptest! {
+        #[test]
+        fn kernel_records_of_every_release_decode_with_their_own_layout(
+            start in 0u64..(1 << 62), len in 0u64..(1 << 30), corr in any::<u32>(),
+            grid in 1i32..(1 << 20), stream in any::<u32>(), launched in any::<bool>(),
+        ) {
+            let name = CString::new("gemm_kernel").unwrap();
+            let flag = u8::from(launched);
+            kernel_case!(sys::CUpti_ActivityKernel9, KernelLayout::V9, |_: &mut sys::CUpti_ActivityKernel9| false, start, len, corr, grid, stream, name);
+            kernel_case!(sys::CUpti_ActivityKernel10, KernelLayout::V10, |k: &mut sys::CUpti_ActivityKernel10| { k.isDeviceLaunched = flag; launched }, start, len, corr, grid, stream, name);
+            kernel_case!(sys::r13_5::CUpti_ActivityKernel11, KernelLayout::V11, |k: &mut sys::r13_5::CUpti_ActivityKernel11| { k.isDeviceLaunched = flag; launched }, start, len, corr, grid, stream, name);
+            kernel_case!(sys::r13_5::CUpti_ActivityKernel12, KernelLayout::V12, |k: &mut sys::r13_5::CUpti_ActivityKernel12| { k.isDeviceLaunched = flag; launched }, start, len, corr, grid, stream, name);
+            kernel_case!(sys::r13_5::CUpti_ActivityKernel13, KernelLayout::V13, |k: &mut sys::r13_5::CUpti_ActivityKernel13| { k.isDeviceLaunched = flag; launched }, start, len, corr, grid, stream, name);
+        }
+
+        #[test]
+        fn copy_memset_and_sync_records_of_every_release_decode_with_their_own_layout(
+            bytes in any::<u64>(), start in 0u64..(1 << 62), corr in any::<u32>(), stream in any::<u32>(),
+        ) {
+            let mut names = NameCache::default();
+            macro_rules! copy_case {
+                ($ty:ty, $l:expr, $kind:expr, $direction:expr) => {{
+                    let mut c: $ty = Default::default();
+                    c.kind = $kind;
+                    c.bytes = bytes;
+                    c.start = start;
+                    c.end = start + 10;
+                    c.correlationId = corr;
+                    c.streamId = stream;
+                    c.graphId = 7;
+                    let r = match decode_as(&mut c, &$l, &mut names) {
+                        Record::Memcpy(r) | Record::Memset(r) => r,
+                        other => panic!("{}: {other:?}", stringify!($ty)),
+                    };
+                    prop_assert_eq!((r.bytes, r.start, r.end, r.correlation_id, r.stream_id, r.graph_id), (bytes, start, start + 10, corr, stream, 7), "{}", stringify!($ty));
+                    prop_assert_eq!(r.direction, $direction);
+                }};
+            }
+            use KernelLayout::V10 as K;
+            use sys::CUpti_ActivityKind as k;
+            let memcpy = |v| layouts(K, v, MemsetLayout::V4, SyncLayout::V2);
+            let memset = |v| layouts(K, MemcpyLayout::V6, v, SyncLayout::V2);
+            copy_case!(sys::CUpti_ActivityMemcpy5, memcpy(MemcpyLayout::V5), k::CUPTI_ACTIVITY_KIND_MEMCPY, "unknown");
+            copy_case!(sys::CUpti_ActivityMemcpy6, memcpy(MemcpyLayout::V6), k::CUPTI_ACTIVITY_KIND_MEMCPY, "unknown");
+            copy_case!(sys::r13_5::CUpti_ActivityMemcpy7, memcpy(MemcpyLayout::V7), k::CUPTI_ACTIVITY_KIND_MEMCPY, "unknown");
+            copy_case!(sys::CUpti_ActivityMemset4, memset(MemsetLayout::V4), k::CUPTI_ACTIVITY_KIND_MEMSET, "memset");
+            copy_case!(sys::r13_5::CUpti_ActivityMemset5, memset(MemsetLayout::V5), k::CUPTI_ACTIVITY_KIND_MEMSET, "memset");
+            macro_rules! sync_case {
+                ($ty:ty, $v:expr) => {{
+                    let mut y: $ty = Default::default();
+                    y.kind = k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+                    y.type_ = 3;
+                    y.start = start;
+                    y.end = start + 1;
+                    y.correlationId = corr;
+                    y.streamId = stream;
+                    let l = layouts(K, MemcpyLayout::V6, MemsetLayout::V4, $v);
+                    let Record::Sync(r) = decode_as(&mut y, &l, &mut names) else {
+                        panic!("{}: not a sync", stringify!($ty));
+                    };
+                    prop_assert_eq!((r.kind, r.start, r.correlation_id, r.stream_id), ("stream", start, corr, stream));
+                }};
+            }
+            sync_case!(sys::CUpti_ActivitySynchronization, SyncLayout::V1);
+            sync_case!(sys::CUpti_ActivitySynchronization2, SyncLayout::V2);
+        }
+    }
+
+    #[test]
+    fn record_versions_grow_and_keep_the_fields_gpu_ledger_reads_at_their_offsets() {
+        // A later version appends fields: what gpu-ledger reads sits where it sat in the first
+        // version it decodes, so a record of the wrong version would misread only the tail.
+        use std::mem::{offset_of, size_of};
+        macro_rules! same_offsets {
+            ($a:ty, $b:ty, [$($f:ident),*]) => {
+                $(assert_eq!(offset_of!($a, $f), offset_of!($b, $f), "{} in {} and {}", stringify!($f), stringify!($a), stringify!($b));)*
+                assert!(size_of::<$a>() <= size_of::<$b>());
+            };
+        }
+        same_offsets!(sys::CUpti_ActivityKernel9, sys::r13_5::CUpti_ActivityKernel13, [start, end, correlationId, name, gridX, graphId, graphNodeId, clusterX, localMemoryTotal_v2]);
+        same_offsets!(sys::CUpti_ActivityKernel10, sys::r13_5::CUpti_ActivityKernel11, [isDeviceLaunched]);
+        same_offsets!(sys::CUpti_ActivityMemcpy5, sys::r13_5::CUpti_ActivityMemcpy7, [bytes, start, end, correlationId, graphId, graphNodeId]);
+        same_offsets!(sys::CUpti_ActivityMemset4, sys::r13_5::CUpti_ActivityMemset5, [bytes, start, end, correlationId, graphId, graphNodeId]);
+    }
 }
