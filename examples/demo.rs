@@ -4,7 +4,9 @@
 //! their analytic values. Where counters cannot be read (permission, another tool), the timeline
 //! runs alone and the demo says why.
 //!
-//! `cargo run --release --example demo [-- ITERATIONS [LEDGER_PATH]]`
+//! `cargo run --release --example demo [-- ITERATIONS [LEDGER_PATH]] [--fail-open]`: with
+//! `--fail-open`, a machine where the profiler cannot start (no usable CUPTI) runs the loop
+//! unprofiled, and the ledger header says why.
 
 use std::process::ExitCode;
 
@@ -28,7 +30,9 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let fail_open = all.iter().any(|a| a == "--fail-open");
+    let mut args = all.into_iter().filter(|a| a != "--fail-open");
     let iterations: u64 = match args.next() {
         Some(a) => a
             .parse()
@@ -41,7 +45,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     // Fails with one clear line when there is no driver, GPU or CUPTI: checked before cudarc,
     // which would panic without a driver.
-    Profiler::preflight(gpu_ledger::Level::Counters)?;
+    // With --fail-open only the driver and GPU are required: the profiler's own start then
+    // decides, and runs inert with the reason in the ledger.
+    Profiler::preflight(if fail_open {
+        gpu_ledger::Level::Scopes
+    } else {
+        gpu_ledger::Level::Counters
+    })?;
 
     let n: u64 = 1 << 24; // 64 MiB per array
     let ctx = CudaContext::new(0)?;
@@ -78,7 +88,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let profiler = Profiler::builder()
         .counters(counters)
         .ledger_path(&ledger_path)
+        .fail_open(fail_open)
         .start()?;
+    if let Some(why) = profiler.disabled_reason() {
+        println!("gpu-ledger demo: running unprofiled: {why}");
+    }
     println!(
         "gpu-ledger demo: {}, {iterations} iterations of vector_add over {n} floats",
         ctx.name()?
