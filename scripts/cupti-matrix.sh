@@ -38,7 +38,7 @@ run_release() {
   local env=(env -u GPU_LEDGER_LEVEL -u NVTX_INJECTION64_PATH)
   [[ -n $lib ]] && env+=("GPU_LEDGER_CUPTI_PATH=$lib" "LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip=(--skip multi_gpu::) || skip=()
-  "${env[@]}" timeout 240 "$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip[@]}" > "$log" 2>&1
+  "${env[@]}" timeout 150 "$here/gpu-tests" --ignored --test-threads=1 --nocapture "${skip[@]}" > "$log" 2>&1
   local tests=$?
   "${env[@]}" timeout 60 "$here/demo" 20 "/tmp/matrix-$name.jsonl" >> "$log" 2>&1
   local demo=$?

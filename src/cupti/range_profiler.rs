@@ -32,14 +32,51 @@ macro_rules! struct_size {
     };
 }
 
-/// A zeroed parameter struct with `structSize` set as the header's `_STRUCT_SIZE` macro does.
+/// A zeroed parameter struct with `structSize` set as the header's `_STRUCT_SIZE` macro does,
+/// in zeroed storage longer than the struct ([`Padded`]).
 macro_rules! params {
-    ($t:ident, $last:ident) => {
-        sys::$t {
-            structSize: struct_size!(sys::$t, $last),
-            ..Default::default()
-        }
-    };
+    ($t:ident, $last:ident) => {{
+        let mut p = Padded::<sys::$t>::zeroed();
+        p.structSize = struct_size!(sys::$t, $last);
+        p
+    }};
+}
+
+/// A parameter struct followed by zeroed bytes. A later CUPTI release appends fields to its
+/// parameter structs, and CUPTI 13.4 reads some of them past the `structSize` an older caller
+/// passes (a heap corruption in `cuptiProfilerHostGetBaseMetrics` was seen with 13.0-sized
+/// structs): zeros there are the fields' defaults.
+#[repr(C)]
+pub(crate) struct Padded<T> {
+    params: T,
+    tail: [u64; 32],
+}
+
+impl<T> Padded<T> {
+    /// All bytes zero, the struct's padding and the tail included.
+    fn zeroed() -> Self {
+        // SAFETY: every CUPTI parameter struct is plain C data (integers, pointers, enums whose
+        // zero value is valid), for which all-zero bytes are a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// The struct, as CUPTI's functions take it.
+    fn as_mut_ptr(&mut self) -> *mut T {
+        &mut self.params
+    }
+}
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.params
+    }
+}
+
+impl<T> std::ops::DerefMut for Padded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.params
+    }
 }
 
 /// Size of the field a projection closure returns (used by `struct_size!`).
@@ -114,7 +151,7 @@ pub(crate) fn profiler_initialize(lib: &LoadedCupti) -> Result<()> {
     let r = DONE.get_or_init(|| {
         let mut p = params!(CUpti_Profiler_Initialize_Params, pPriv);
         // SAFETY: valid params struct with its size set.
-        let rc = unsafe { lib.api.cuptiProfilerInitialize(&mut p) };
+        let rc = unsafe { lib.api.cuptiProfilerInitialize(p.as_mut_ptr()) };
         if rc == sys::CUptiResult::CUPTI_SUCCESS {
             Ok(())
         } else {
@@ -159,7 +196,7 @@ pub(crate) fn device_supported(lib: &LoadedCupti, ctx: &CudaContext) -> Result<D
     // SAFETY: valid params struct with its size set; the device is a plain ordinal.
     trace_call("cuptiProfilerDeviceSupported");
     check(lib, "cuptiProfilerDeviceSupported", unsafe {
-        lib.api.cuptiProfilerDeviceSupported(&mut p)
+        lib.api.cuptiProfilerDeviceSupported(p.as_mut_ptr())
     })?;
     Ok(DeviceSupport {
         overall: p.isSupported,
@@ -179,7 +216,7 @@ pub(crate) fn chip_name(lib: &LoadedCupti, ordinal: usize) -> Result<String> {
     // SAFETY: params sized as the header says; CUPTI fills pChipName with a static string.
     trace_call("cuptiDeviceGetChipName");
     check(lib, "cuptiDeviceGetChipName", unsafe {
-        lib.api.cuptiDeviceGetChipName(&mut p)
+        lib.api.cuptiDeviceGetChipName(p.as_mut_ptr())
     })?;
     Ok(owned_str(p.pChipName))
 }
@@ -196,14 +233,14 @@ pub(crate) fn counter_availability(lib: &LoadedCupti, ctx: &CudaContext) -> Resu
     // SAFETY: null image pointer asks for the size; the context is alive (borrowed).
     trace_call("cuptiProfilerGetCounterAvailability");
     check(lib, "cuptiProfilerGetCounterAvailability", unsafe {
-        lib.api.cuptiProfilerGetCounterAvailability(&mut p)
+        lib.api.cuptiProfilerGetCounterAvailability(p.as_mut_ptr())
     })?;
     let mut image = vec![0u8; p.counterAvailabilityImageSize];
     p.pCounterAvailabilityImage = image.as_mut_ptr();
     // SAFETY: the buffer is writable for the size passed in the struct.
     trace_call("cuptiProfilerGetCounterAvailability");
     check(lib, "cuptiProfilerGetCounterAvailability", unsafe {
-        lib.api.cuptiProfilerGetCounterAvailability(&mut p)
+        lib.api.cuptiProfilerGetCounterAvailability(p.as_mut_ptr())
     })?;
     image.truncate(p.counterAvailabilityImageSize);
     Ok(image)
@@ -265,7 +302,7 @@ impl HostObject {
         // read them; CUPTI writes the object pointer.
         trace_call("cuptiProfilerHostInitialize");
         check(lib, "cuptiProfilerHostInitialize", unsafe {
-            lib.api.cuptiProfilerHostInitialize(&mut p)
+            lib.api.cuptiProfilerHostInitialize(p.as_mut_ptr())
         })?;
         let ptr = NonNull::new(p.pHostObject).ok_or_else(|| {
             Error::Config("cuptiProfilerHostInitialize returned no host object".into())
@@ -296,7 +333,7 @@ impl HostObject {
         // SAFETY: live host object; CUPTI fills the name array it owns.
         trace_call("cuptiProfilerHostGetBaseMetrics");
         check(self.lib, "cuptiProfilerHostGetBaseMetrics", unsafe {
-            self.lib.api.cuptiProfilerHostGetBaseMetrics(&mut p)
+            self.lib.api.cuptiProfilerHostGetBaseMetrics(p.as_mut_ptr())
         })?;
         Ok(owned_strs(p.ppMetricNames, p.numMetrics))
     }
@@ -316,7 +353,7 @@ impl HostObject {
         // SAFETY: live host object and name; CUPTI fills the array it owns.
         trace_call("cuptiProfilerHostGetSubMetrics");
         check(self.lib, "cuptiProfilerHostGetSubMetrics", unsafe {
-            self.lib.api.cuptiProfilerHostGetSubMetrics(&mut p)
+            self.lib.api.cuptiProfilerHostGetSubMetrics(p.as_mut_ptr())
         })?;
         Ok(owned_strs(p.ppSubMetrics, p.numOfSubmetrics))
     }
@@ -332,7 +369,7 @@ impl HostObject {
         p.pMetricName = name.as_ptr();
         // SAFETY: live host object and name; CUPTI fills static description strings.
         trace_call("cuptiProfilerHostGetMetricProperties");
-        let rc = unsafe { self.lib.api.cuptiProfilerHostGetMetricProperties(&mut p) };
+        let rc = unsafe { self.lib.api.cuptiProfilerHostGetMetricProperties(p.as_mut_ptr()) };
         if rc == sys::CUptiResult::CUPTI_ERROR_INVALID_METRIC_NAME
             || rc == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER
         {
@@ -363,7 +400,7 @@ impl HostObject {
         // SAFETY: live host object; the name array and its strings outlive the call.
         trace_call("cuptiProfilerHostConfigAddMetrics");
         check(self.lib, "cuptiProfilerHostConfigAddMetrics", unsafe {
-            self.lib.api.cuptiProfilerHostConfigAddMetrics(&mut add)
+            self.lib.api.cuptiProfilerHostConfigAddMetrics(add.as_mut_ptr())
         })?;
         let mut size = params!(
             CUpti_Profiler_Host_GetConfigImageSize_Params,
@@ -373,7 +410,7 @@ impl HostObject {
         // SAFETY: live host object.
         trace_call("cuptiProfilerHostGetConfigImageSize");
         check(self.lib, "cuptiProfilerHostGetConfigImageSize", unsafe {
-            self.lib.api.cuptiProfilerHostGetConfigImageSize(&mut size)
+            self.lib.api.cuptiProfilerHostGetConfigImageSize(size.as_mut_ptr())
         })?;
         let mut image = AlignedBuf::zeroed(size.configImageSize);
         let mut get = params!(CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage);
@@ -383,7 +420,7 @@ impl HostObject {
         // SAFETY: the buffer is writable for the size passed.
         trace_call("cuptiProfilerHostGetConfigImage");
         check(self.lib, "cuptiProfilerHostGetConfigImage", unsafe {
-            self.lib.api.cuptiProfilerHostGetConfigImage(&mut get)
+            self.lib.api.cuptiProfilerHostGetConfigImage(get.as_mut_ptr())
         })?;
         Ok(image)
     }
@@ -412,7 +449,7 @@ impl HostObject {
         // outlive the call.
         trace_call("cuptiProfilerHostEvaluateToGpuValues");
         check(self.lib, "cuptiProfilerHostEvaluateToGpuValues", unsafe {
-            self.lib.api.cuptiProfilerHostEvaluateToGpuValues(&mut p)
+            self.lib.api.cuptiProfilerHostEvaluateToGpuValues(p.as_mut_ptr())
         })?;
         Ok(values)
     }
@@ -423,7 +460,7 @@ impl Drop for HostObject {
         let mut p = params!(CUpti_Profiler_Host_Deinitialize_Params, pHostObject);
         p.pHostObject = self.ptr.as_ptr();
         // SAFETY: the object came from cuptiProfilerHostInitialize and is deinitialized once.
-        let _ = unsafe { self.lib.api.cuptiProfilerHostDeinitialize(&mut p) };
+        let _ = unsafe { self.lib.api.cuptiProfilerHostDeinitialize(p.as_mut_ptr()) };
     }
 }
 
@@ -435,7 +472,7 @@ pub(crate) fn num_passes(lib: &LoadedCupti, config: &mut AlignedBuf) -> Result<u
     // SAFETY: the image is valid for its size.
     trace_call("cuptiProfilerHostGetNumOfPasses");
     check(lib, "cuptiProfilerHostGetNumOfPasses", unsafe {
-        lib.api.cuptiProfilerHostGetNumOfPasses(&mut p)
+        lib.api.cuptiProfilerHostGetNumOfPasses(p.as_mut_ptr())
     })?;
     Ok(p.numOfPasses)
 }
@@ -451,7 +488,7 @@ pub(crate) fn counter_data_ranges(lib: &LoadedCupti, image: &[u8]) -> Result<usi
     // SAFETY: the image is valid for its size.
     trace_call("cuptiRangeProfilerGetCounterDataInfo");
     check(lib, "cuptiRangeProfilerGetCounterDataInfo", unsafe {
-        lib.api.cuptiRangeProfilerGetCounterDataInfo(&mut p)
+        lib.api.cuptiRangeProfilerGetCounterDataInfo(p.as_mut_ptr())
     })?;
     Ok(p.numTotalRanges)
 }
@@ -479,7 +516,7 @@ pub(crate) fn range_name(
     // SAFETY: image and delimiter outlive the call; CUPTI returns a NUL-terminated name.
     trace_call("cuptiRangeProfilerCounterDataGetRangeInfo");
     check(lib, "cuptiRangeProfilerCounterDataGetRangeInfo", unsafe {
-        lib.api.cuptiRangeProfilerCounterDataGetRangeInfo(&mut p)
+        lib.api.cuptiRangeProfilerCounterDataGetRangeInfo(p.as_mut_ptr())
     })?;
     Ok(owned_str(p.rangeName))
 }
@@ -517,7 +554,7 @@ impl Target {
         // SAFETY: the context is alive (an Arc clone is kept with the object).
         trace_call("cuptiRangeProfilerEnable");
         check(lib, "cuptiRangeProfilerEnable", unsafe {
-            lib.api.cuptiRangeProfilerEnable(&mut p)
+            lib.api.cuptiRangeProfilerEnable(p.as_mut_ptr())
         })?;
         let ptr = NonNull::new(p.pRangeProfilerObject).ok_or_else(|| {
             Error::Config("cuptiRangeProfilerEnable returned no range profiler object".into())
@@ -554,7 +591,7 @@ impl Target {
         // SAFETY: live object; names outlive the call.
         trace_call("cuptiRangeProfilerGetCounterDataSize");
         check(self.lib, "cuptiRangeProfilerGetCounterDataSize", unsafe {
-            self.lib.api.cuptiRangeProfilerGetCounterDataSize(&mut size)
+            self.lib.api.cuptiRangeProfilerGetCounterDataSize(size.as_mut_ptr())
         })?;
         let mut image = AlignedBuf::zeroed(size.counterDataSize);
         let mut init = params!(
@@ -572,7 +609,7 @@ impl Target {
             unsafe {
                 self.lib
                     .api
-                    .cuptiRangeProfilerCounterDataImageInitialize(&mut init)
+                    .cuptiRangeProfilerCounterDataImageInitialize(init.as_mut_ptr())
             },
         )?;
         self.counter_data = Some(image);
@@ -614,7 +651,7 @@ impl Target {
         // outlive the object, which is disabled in Drop before they are freed.
         trace_call("cuptiRangeProfilerSetConfig");
         check(self.lib, "cuptiRangeProfilerSetConfig", unsafe {
-            self.lib.api.cuptiRangeProfilerSetConfig(&mut p)
+            self.lib.api.cuptiRangeProfilerSetConfig(p.as_mut_ptr())
         })
     }
 
@@ -625,7 +662,7 @@ impl Target {
         // SAFETY: live, configured object.
         trace_call("cuptiRangeProfilerStart");
         check(self.lib, "cuptiRangeProfilerStart", unsafe {
-            self.lib.api.cuptiRangeProfilerStart(&mut p)
+            self.lib.api.cuptiRangeProfilerStart(p.as_mut_ptr())
         })
     }
 
@@ -636,7 +673,7 @@ impl Target {
         // SAFETY: live, started object.
         trace_call("cuptiRangeProfilerStop");
         check(self.lib, "cuptiRangeProfilerStop", unsafe {
-            self.lib.api.cuptiRangeProfilerStop(&mut p)
+            self.lib.api.cuptiRangeProfilerStop(p.as_mut_ptr())
         })?;
         Ok(StopInfo {
             pass_index: p.passIndex,
@@ -653,7 +690,7 @@ impl Target {
         // SAFETY: live object; CUPTI copies the name before returning.
         trace_call("cuptiRangeProfilerPushRange");
         check(self.lib, "cuptiRangeProfilerPushRange", unsafe {
-            self.lib.api.cuptiRangeProfilerPushRange(&mut p)
+            self.lib.api.cuptiRangeProfilerPushRange(p.as_mut_ptr())
         })
     }
 
@@ -664,7 +701,7 @@ impl Target {
         // SAFETY: live object.
         trace_call("cuptiRangeProfilerPopRange");
         check(self.lib, "cuptiRangeProfilerPopRange", unsafe {
-            self.lib.api.cuptiRangeProfilerPopRange(&mut p)
+            self.lib.api.cuptiRangeProfilerPopRange(p.as_mut_ptr())
         })
     }
 
@@ -675,7 +712,7 @@ impl Target {
         // SAFETY: live object; it writes into the counter-data image `self` owns.
         trace_call("cuptiRangeProfilerDecodeData");
         check(self.lib, "cuptiRangeProfilerDecodeData", unsafe {
-            self.lib.api.cuptiRangeProfilerDecodeData(&mut p)
+            self.lib.api.cuptiRangeProfilerDecodeData(p.as_mut_ptr())
         })?;
         Ok(p.numOfRangeDropped)
     }
@@ -701,7 +738,7 @@ impl Target {
         // above); the images it points into are still alive (fields drop after this).
         trace_call("cuptiRangeProfilerDisable");
         check(self.lib, "cuptiRangeProfilerDisable", unsafe {
-            self.lib.api.cuptiRangeProfilerDisable(&mut p)
+            self.lib.api.cuptiRangeProfilerDisable(p.as_mut_ptr())
         })
     }
 }
