@@ -30,4 +30,22 @@ if [[ $all != "clap cpp_demangle half tracing-subscriber cudarc/cublas cudarc/nv
   echo "check-deps: the check is broken: with --features cli,kernels,tracing it found '$all'" >&2
   exit 1
 fi
-echo "check-deps: the default features compile none of clap, cpp_demangle, half, tracing-subscriber, cudarc/cublas, cudarc/nvrtc"
+# cudarc's CUDA version and linking mode are the application's: any that gpu-ledger's normal
+# dependencies turned on would be unified into the application's cudarc.
+forced() {
+  cargo tree -p gpu-ledger -e normal,features --prefix none -i cudarc "$@" |
+    grep -oE '^cudarc feature "(cuda-[0-9]+|cuda-version-from-build-system|fallback-latest|(fallback-)?dynamic-loading|dynamic-linking|static-linking|default)"' |
+    sed 's/^cudarc feature //' | tr '\n' ' ' || true
+}
+for which in default all; do
+  if [[ $which == all ]]; then out=$(forced --all-features); else out=$(forced); fi
+  if [[ -n $out ]]; then
+    echo "check-deps: with the $which features gpu-ledger turns on cudarc's ${out% }; the application's cudarc chooses those (Cargo.toml [dependencies])" >&2
+    exit 1
+  fi
+done
+if [[ -z $(forced --features cudarc/cuda-13000) ]]; then
+  echo "check-deps: the check is broken: it does not see cudarc/cuda-13000 named on the command line" >&2
+  exit 1
+fi
+echo "check-deps: the default features compile none of clap, cpp_demangle, half, tracing-subscriber, cudarc/cublas, cudarc/nvrtc, and no feature turns on a CUDA version or linking mode of cudarc"

@@ -9,8 +9,18 @@ use crate::ledger::GpuRecord;
 
 /// True when libcuda can be loaded.
 pub fn driver_present() -> bool {
-    // SAFETY: only attempts to dlopen the driver library by its usual names.
-    unsafe { sys::is_culib_present() }
+    // cudarc's own check exists only in its dynamic-loading mode, which is the application's to
+    // choose; these names are among those cudarc's loading tries, so `true` means it finds one too.
+    use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+    ["cuda", "nvcuda"].iter().any(|name| {
+        [
+            format!("{DLL_PREFIX}{name}{DLL_SUFFIX}"),
+            format!("{DLL_PREFIX}{name}{DLL_SUFFIX}.1"),
+        ]
+        .iter()
+        // SAFETY: only attempts to dlopen the driver library by its usual names, as cudarc does.
+        .any(|file| unsafe { libloading::Library::new(file) }.is_ok())
+    })
 }
 
 /// Checks that the CUDA driver loads, initialises and shows at least one GPU.
