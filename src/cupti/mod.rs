@@ -21,6 +21,7 @@ pub(crate) mod functions;
 pub(crate) mod layouts;
 pub(crate) mod loader;
 pub(crate) mod nvtx;
+mod params;
 pub(crate) mod pool;
 pub(crate) mod range_profiler;
 pub(crate) mod record;

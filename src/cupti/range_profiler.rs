@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock};
 use cudarc::driver::CudaContext;
 use cupti_sys as sys;
 
+use super::params::Padded;
 use super::result::check;
 use super::{LoadedCupti, Subscription};
 use crate::error::{Error, Result};
@@ -40,43 +41,6 @@ macro_rules! params {
         p.structSize = struct_size!(sys::$t, $last);
         p
     }};
-}
-
-/// A parameter struct followed by zeroed bytes. A later CUPTI release appends fields to its
-/// parameter structs, and CUPTI 13.4 reads some of them past the `structSize` an older caller
-/// passes (a heap corruption in `cuptiProfilerHostGetBaseMetrics` was seen with 13.0-sized
-/// structs): zeros there are the fields' defaults.
-#[repr(C)]
-pub(crate) struct Padded<T> {
-    params: T,
-    tail: [u64; 32],
-}
-
-impl<T> Padded<T> {
-    /// All bytes zero, the struct's padding and the tail included.
-    fn zeroed() -> Self {
-        // SAFETY: every CUPTI parameter struct is plain C data (integers, pointers, enums whose
-        // zero value is valid), for which all-zero bytes are a valid value.
-        unsafe { std::mem::zeroed() }
-    }
-
-    /// The struct, as CUPTI's functions take it.
-    fn as_mut_ptr(&mut self) -> *mut T {
-        &mut self.params
-    }
-}
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.params
-    }
-}
-
-impl<T> std::ops::DerefMut for Padded<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.params
-    }
 }
 
 /// Size of the field a projection closure returns (used by `struct_size!`).
@@ -369,7 +333,11 @@ impl HostObject {
         p.pMetricName = name.as_ptr();
         // SAFETY: live host object and name; CUPTI fills static description strings.
         trace_call("cuptiProfilerHostGetMetricProperties");
-        let rc = unsafe { self.lib.api.cuptiProfilerHostGetMetricProperties(p.as_mut_ptr()) };
+        let rc = unsafe {
+            self.lib
+                .api
+                .cuptiProfilerHostGetMetricProperties(p.as_mut_ptr())
+        };
         if rc == sys::CUptiResult::CUPTI_ERROR_INVALID_METRIC_NAME
             || rc == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER
         {
@@ -400,7 +368,9 @@ impl HostObject {
         // SAFETY: live host object; the name array and its strings outlive the call.
         trace_call("cuptiProfilerHostConfigAddMetrics");
         check(self.lib, "cuptiProfilerHostConfigAddMetrics", unsafe {
-            self.lib.api.cuptiProfilerHostConfigAddMetrics(add.as_mut_ptr())
+            self.lib
+                .api
+                .cuptiProfilerHostConfigAddMetrics(add.as_mut_ptr())
         })?;
         let mut size = params!(
             CUpti_Profiler_Host_GetConfigImageSize_Params,
@@ -410,7 +380,9 @@ impl HostObject {
         // SAFETY: live host object.
         trace_call("cuptiProfilerHostGetConfigImageSize");
         check(self.lib, "cuptiProfilerHostGetConfigImageSize", unsafe {
-            self.lib.api.cuptiProfilerHostGetConfigImageSize(size.as_mut_ptr())
+            self.lib
+                .api
+                .cuptiProfilerHostGetConfigImageSize(size.as_mut_ptr())
         })?;
         let mut image = AlignedBuf::zeroed(size.configImageSize);
         let mut get = params!(CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage);
@@ -420,7 +392,9 @@ impl HostObject {
         // SAFETY: the buffer is writable for the size passed.
         trace_call("cuptiProfilerHostGetConfigImage");
         check(self.lib, "cuptiProfilerHostGetConfigImage", unsafe {
-            self.lib.api.cuptiProfilerHostGetConfigImage(get.as_mut_ptr())
+            self.lib
+                .api
+                .cuptiProfilerHostGetConfigImage(get.as_mut_ptr())
         })?;
         Ok(image)
     }
@@ -449,7 +423,9 @@ impl HostObject {
         // outlive the call.
         trace_call("cuptiProfilerHostEvaluateToGpuValues");
         check(self.lib, "cuptiProfilerHostEvaluateToGpuValues", unsafe {
-            self.lib.api.cuptiProfilerHostEvaluateToGpuValues(p.as_mut_ptr())
+            self.lib
+                .api
+                .cuptiProfilerHostEvaluateToGpuValues(p.as_mut_ptr())
         })?;
         Ok(values)
     }
@@ -516,7 +492,8 @@ pub(crate) fn range_name(
     // SAFETY: image and delimiter outlive the call; CUPTI returns a NUL-terminated name.
     trace_call("cuptiRangeProfilerCounterDataGetRangeInfo");
     check(lib, "cuptiRangeProfilerCounterDataGetRangeInfo", unsafe {
-        lib.api.cuptiRangeProfilerCounterDataGetRangeInfo(p.as_mut_ptr())
+        lib.api
+            .cuptiRangeProfilerCounterDataGetRangeInfo(p.as_mut_ptr())
     })?;
     Ok(owned_str(p.rangeName))
 }
@@ -591,7 +568,9 @@ impl Target {
         // SAFETY: live object; names outlive the call.
         trace_call("cuptiRangeProfilerGetCounterDataSize");
         check(self.lib, "cuptiRangeProfilerGetCounterDataSize", unsafe {
-            self.lib.api.cuptiRangeProfilerGetCounterDataSize(size.as_mut_ptr())
+            self.lib
+                .api
+                .cuptiRangeProfilerGetCounterDataSize(size.as_mut_ptr())
         })?;
         let mut image = AlignedBuf::zeroed(size.counterDataSize);
         let mut init = params!(

@@ -623,8 +623,18 @@ mod tests {
     use proptest::prelude::*;
 
     /// The layouts with `kernel`, `memcpy`, `memset` and `sync` versions.
-    fn layouts(kernel: KernelLayout, memcpy: MemcpyLayout, memset: MemsetLayout, sync: SyncLayout) -> Layouts {
-        Layouts { kernel, memcpy, memset, sync }
+    fn layouts(
+        kernel: KernelLayout,
+        memcpy: MemcpyLayout,
+        memset: MemsetLayout,
+        sync: SyncLayout,
+    ) -> Layouts {
+        Layouts {
+            kernel,
+            memcpy,
+            memset,
+            sync,
+        }
     }
 
     /// Decodes `record` (a struct of one version, as CUPTI writes it) with `layouts`.
@@ -662,13 +672,19 @@ mod tests {
                 panic!("{}: not a kernel", stringify!($ty));
             };
             prop_assert_eq!(r.name, $name.to_str().unwrap());
-            prop_assert_eq!((r.start, r.end, r.correlation_id, r.stream_id), ($start, $start + $len, $corr, $stream));
+            prop_assert_eq!(
+                (r.start, r.end, r.correlation_id, r.stream_id),
+                ($start, $start + $len, $corr, $stream)
+            );
             prop_assert_eq!(r.shape.grid, [$grid.max(0) as u32, 2, 1]);
             prop_assert_eq!(r.shape.block, [128, 1, 1]);
             prop_assert_eq!(r.shape.cluster, [2, 0, 0]);
             prop_assert_eq!(r.shape.registers_per_thread, 40);
             prop_assert_eq!(r.local_bytes_total, u64::from($corr) << 8);
-            prop_assert_eq!((r.graph_id, r.graph_node_id), ($corr ^ 5, u64::from($stream) + 3));
+            prop_assert_eq!(
+                (r.graph_id, r.graph_node_id),
+                ($corr ^ 5, u64::from($stream) + 3)
+            );
             prop_assert_eq!(r.device_launched, launched, "{}", stringify!($ty));
         }};
     }
@@ -752,9 +768,35 @@ mod tests {
                 assert!(size_of::<$a>() <= size_of::<$b>());
             };
         }
-        same_offsets!(sys::CUpti_ActivityKernel9, sys::r13_5::CUpti_ActivityKernel13, [start, end, correlationId, name, gridX, graphId, graphNodeId, clusterX, localMemoryTotal_v2]);
-        same_offsets!(sys::CUpti_ActivityKernel10, sys::r13_5::CUpti_ActivityKernel11, [isDeviceLaunched]);
-        same_offsets!(sys::CUpti_ActivityMemcpy5, sys::r13_5::CUpti_ActivityMemcpy7, [bytes, start, end, correlationId, graphId, graphNodeId]);
-        same_offsets!(sys::CUpti_ActivityMemset4, sys::r13_5::CUpti_ActivityMemset5, [bytes, start, end, correlationId, graphId, graphNodeId]);
+        same_offsets!(
+            sys::CUpti_ActivityKernel9,
+            sys::r13_5::CUpti_ActivityKernel13,
+            [
+                start,
+                end,
+                correlationId,
+                name,
+                gridX,
+                graphId,
+                graphNodeId,
+                clusterX,
+                localMemoryTotal_v2
+            ]
+        );
+        same_offsets!(
+            sys::CUpti_ActivityKernel10,
+            sys::r13_5::CUpti_ActivityKernel11,
+            [isDeviceLaunched]
+        );
+        same_offsets!(
+            sys::CUpti_ActivityMemcpy5,
+            sys::r13_5::CUpti_ActivityMemcpy7,
+            [bytes, start, end, correlationId, graphId, graphNodeId]
+        );
+        same_offsets!(
+            sys::CUpti_ActivityMemset4,
+            sys::r13_5::CUpti_ActivityMemset5,
+            [bytes, start, end, correlationId, graphId, graphNodeId]
+        );
     }
 }

@@ -111,7 +111,7 @@ mod tests {
         );
         claim.publish(&running);
         {
-            let _step = crate::Profiler::scope("step");
+            let _step = super::super::ScopeGuard::enter(Cow::Borrowed("step"), None);
             push("attention");
             push("softmax");
             push("too-deep"); // a third imported range: over the limit of 2
