@@ -16,12 +16,14 @@
 //! a pointer cast ([`cupti_context`]), never a transmute.
 
 pub(crate) mod activity;
+// First: its macros are used by the modules below.
+#[macro_use]
+mod params;
 pub(crate) mod calls;
 pub(crate) mod functions;
 pub(crate) mod layouts;
 pub(crate) mod loader;
 pub(crate) mod nvtx;
-mod params;
 pub(crate) mod pool;
 pub(crate) mod range_profiler;
 pub(crate) mod record;

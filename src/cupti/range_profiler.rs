@@ -2,15 +2,6 @@
 //! (`cupti_profiler_host.h`), Profiler Target (`cupti_profiler_target.h`) and device
 //! (`cupti_target.h`) APIs. Every CUPTI call of the counters level is made here, once, behind a
 //! safe signature; `counters/` has no `unsafe`.
-//!
-//! # `structSize`
-//! Every parameter struct starts with `structSize`, which CUPTI reads to learn which fields the
-//! caller knows. The headers set it with `<Type>_STRUCT_SIZE`, defined as
-//! `CUPTI_PROFILER_STRUCT_SIZE(type, lastfield) = offsetof(type, lastfield) + sizeof(lastfield)`,
-//! i.e. the size *without* the trailing padding. bindgen does not turn those function-like macros
-//! into constants, so `struct_size!` computes the same value with [`std::mem::offset_of!`] and
-//! the size of the named last field; the unit tests below pin the values for the structs used
-//! here against the header layout.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::AssertUnwindSafe;
@@ -24,29 +15,6 @@ use super::params::Padded;
 use super::result::check;
 use super::{LoadedCupti, Subscription};
 use crate::error::{Error, Result};
-
-/// `CUPTI_PROFILER_STRUCT_SIZE(Type, lastField)`: offset of the last field plus its size.
-macro_rules! struct_size {
-    ($t:ty, $last:ident) => {
-        ::std::mem::offset_of!($t, $last)
-            + $crate::cupti::range_profiler::field_size(|p: &$t| &p.$last)
-    };
-}
-
-/// A zeroed parameter struct with `structSize` set as the header's `_STRUCT_SIZE` macro does,
-/// in zeroed storage longer than the struct ([`Padded`]).
-macro_rules! params {
-    ($t:ident, $last:ident) => {{
-        let mut p = Padded::<sys::$t>::zeroed();
-        p.structSize = struct_size!(sys::$t, $last);
-        p
-    }};
-}
-
-/// Size of the field a projection closure returns (used by `struct_size!`).
-pub(crate) fn field_size<T, F>(_: impl Fn(&T) -> &F) -> usize {
-    std::mem::size_of::<F>()
-}
 
 /// Copies a C string CUPTI owns; null gives an empty string.
 fn owned_str(p: *const c_char) -> String {
@@ -823,76 +791,6 @@ fn trace_call(name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn struct_sizes_match_the_header_macros() {
-        // Hand-computed from the header layouts (x86_64: size_t and pointers 8 bytes, enums 4).
-        assert_eq!(
-            struct_size!(sys::CUpti_Profiler_Initialize_Params, pPriv),
-            16
-        );
-        assert_eq!(
-            struct_size!(sys::CUpti_RangeProfiler_Enable_Params, pRangeProfilerObject),
-            32
-        );
-        // ... configSize 24, pConfig 32, counterDataImageSize 40, pCounterDataImage 48,
-        // range 56, replayMode 60, maxRangesPerPass 64, numNestingLevels 72, minNestingLevel 74,
-        // passIndex 80, targetNestingLevel 88 (+2): 90, not sizeof (96).
-        assert_eq!(
-            struct_size!(
-                sys::CUpti_RangeProfiler_SetConfig_Params,
-                targetNestingLevel
-            ),
-            90
-        );
-        assert_eq!(
-            std::mem::size_of::<sys::CUpti_RangeProfiler_SetConfig_Params>(),
-            96
-        );
-        // ... passIndex 24, targetNestingLevel 32, isAllPassSubmitted 40 (+1).
-        assert_eq!(
-            struct_size!(sys::CUpti_RangeProfiler_Stop_Params, isAllPassSubmitted),
-            41
-        );
-        // ... maxNumOfRanges 40, maxNumRangeTreeNodes 48 (u32), counterDataSize 56 (+8).
-        assert_eq!(
-            struct_size!(
-                sys::CUpti_RangeProfiler_GetCounterDataSize_Params,
-                counterDataSize
-            ),
-            64
-        );
-        // ... profilerType 16 (enum), pChipName 24, image 32, pHostObject 40 (+8).
-        assert_eq!(
-            struct_size!(sys::CUpti_Profiler_Host_Initialize_Params, pHostObject),
-            48
-        );
-        // ... pMetricName 24, description 32, hw 40, dim 48, metricType 56 (+4).
-        assert_eq!(
-            struct_size!(
-                sys::CUpti_Profiler_Host_GetMetricProperties_Params,
-                metricType
-            ),
-            60
-        );
-        // cuDevice 16 (int), isSupported 20, architecture 24, sli 28, vGpu 32,
-        // confidentialCompute 36, cmp 40, wsl 44, api 48 (+4).
-        assert_eq!(
-            struct_size!(sys::CUpti_Profiler_DeviceSupported_Params, api),
-            52
-        );
-        assert_eq!(
-            struct_size!(sys::CUpti_Device_GetChipName_Params, pChipName),
-            32
-        );
-        assert_eq!(
-            struct_size!(
-                sys::CUpti_Profiler_Host_EvaluateToGpuValues_Params,
-                pMetricValues
-            ),
-            72
-        );
-    }
 
     #[test]
     fn aligned_buffers_are_8_aligned_and_sized() {
