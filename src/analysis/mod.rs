@@ -7,6 +7,8 @@
 //!   ceilings `1/(1-p)`;
 //! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
 //!   padding;
+//! - [`series`]: one figure streamed in bounded memory, exact up to a bound and a quantile
+//!   sketch beyond; [`streaming`]: row selection, scopes and families over a stream of rows;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
 //!   runs are not comparable.
 //!
@@ -36,7 +38,9 @@ pub mod intervals {
     pub use crate::intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
 }
 pub mod occupancy;
+pub mod series;
 pub mod stats;
+pub mod streaming;
 
 pub use compare::{
     bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
@@ -52,6 +56,7 @@ pub use occupancy::{
     analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
     KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
 };
+pub use series::{Series, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
 pub use stats::{
     detect_warmup, family_distributions, idle_share, mad, median, median_interval,
     percentile_sorted, scope_distributions, select_rows, Distribution, FamilyStats,

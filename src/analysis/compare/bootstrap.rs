@@ -109,7 +109,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (`n > 0`), without modulo bias (Lemire 2019).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         let mut m = u128::from(self.next_u64()) * u128::from(n);
         if (m as u64) < n {
             let threshold = n.wrapping_neg() % n;
