@@ -48,7 +48,8 @@ pub use compare::{
 };
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
-    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable, GroupingRule,
+    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
+    FamilyTableBuilder, GroupingRule,
     KernelShape, RuleMatch, RuleParseError, ShapeSummary,
 };
 pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};

@@ -164,9 +164,86 @@ pub(crate) fn fmt_indices(indices: &[u64]) -> String {
     out
 }
 
+/// Iteration indices kept as runs of consecutive values, so that a list of every row's index
+/// takes memory for its gaps only; [`IndexRuns::fmt`] writes what [`fmt_indices`] writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct IndexRuns {
+    runs: Vec<(u64, u64)>,
+    /// Whether every index came after the one before (the order a ledger's reader enforces).
+    ascending: bool,
+}
+
+impl IndexRuns {
+    /// Adds `i`.
+    pub(crate) fn push(&mut self, i: u64) {
+        match self.runs.last_mut() {
+            None => {
+                self.ascending = true;
+                self.runs.push((i, i));
+            }
+            Some((_, end)) if *end == i => {}
+            Some((_, end)) if end.checked_add(1) == Some(i) => *end = i,
+            Some((_, end)) => {
+                if i < *end {
+                    self.ascending = false;
+                }
+                self.runs.push((i, i));
+            }
+        }
+    }
+
+    /// Whether no index was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The indices as [`fmt_indices`] writes them.
+    pub(crate) fn fmt(&self) -> String {
+        if !self.ascending {
+            let all: Vec<u64> = self.runs.iter().flat_map(|&(a, b)| a..=b).collect();
+            return fmt_indices(&all);
+        }
+        if self.runs.is_empty() {
+            return "none".into();
+        }
+        let mut out = String::new();
+        for &(a, b) in &self.runs {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            if a == b {
+                let _ = write!(out, "{a}");
+            } else {
+                let _ = write!(out, "{a}–{b}");
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_runs_write_what_fmt_indices_writes() {
+        for v in [
+            vec![],
+            vec![3],
+            vec![0, 1, 2, 5, 7, 8],
+            vec![4, 4, 5, 9],
+            vec![9, 1, 2, 3, 0],
+            vec![u64::MAX - 1, u64::MAX],
+        ] {
+            let mut r = IndexRuns::default();
+            v.iter().for_each(|&i| r.push(i));
+            assert_eq!(r.fmt(), fmt_indices(&v), "{v:?}");
+            assert_eq!(r.is_empty(), v.is_empty());
+        }
+        let mut r = IndexRuns::default();
+        (0..1_000_000).for_each(|i| r.push(i));
+        assert_eq!(r.runs.len(), 1, "consecutive indices take one run");
+    }
 
     #[test]
     fn escapes() {
