@@ -43,7 +43,8 @@ pub mod stats;
 pub mod streaming;
 
 pub use compare::{
-    bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
+    bootstrap_speedup, compare, compare_streamed, CompareError, CompareOptions, CompareSide,
+    Comparison, FamilyChange,
     LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate, Verdict,
 };
 pub use families::{

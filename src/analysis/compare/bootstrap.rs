@@ -35,6 +35,12 @@ pub struct SpeedupEstimate {
     pub resamples: usize,
     /// Seed of the generator.
     pub seed: u64,
+    /// Values of A the rounds drew from: every kept iteration's, or a uniform sample of them.
+    #[serde(default)]
+    pub sample_a: usize,
+    /// Values of B the rounds drew from.
+    #[serde(default)]
+    pub sample_b: usize,
 }
 
 impl SpeedupEstimate {
@@ -167,6 +173,8 @@ pub fn bootstrap_speedup(
         confidence,
         resamples,
         seed,
+        sample_a: a.len(),
+        sample_b: b.len(),
     })
 }
 
@@ -182,6 +190,8 @@ mod tests {
             confidence: 0.95,
             resamples: 100,
             seed: 1,
+            sample_a: 10,
+            sample_b: 10,
         }
     }
 
