@@ -276,6 +276,8 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> CliError {
 #[derive(Debug, Clone, Copy)]
 struct Ctx {
     progress: bool,
+    /// Whether progress may take the terminal's line (one reader at a time may).
+    terminal: bool,
     hold_bytes: u64,
     start: Instant,
 }
@@ -296,7 +298,8 @@ fn open(path: &Path, ctx: Ctx) -> Result<(Stream, Progress), gpu_ledger::Error> 
         .map(|m| m.len());
     let (counted, bytes) = Counted::new(file);
     let stream = LedgerStream::new(BufReader::with_capacity(1 << 16, counted), path)?;
-    let progress = Progress::stderr(ctx.progress, &display(path), bytes, total).since(ctx.start);
+    let progress = Progress::stderr(ctx.progress, ctx.terminal, &display(path), bytes, total)
+        .since(ctx.start);
     Ok((stream, progress))
 }
 
@@ -456,8 +459,29 @@ fn compare_cmd(
     opts: CompareOptions,
     ctx: Ctx,
 ) -> Result<(), CliError> {
-    let sa = compare_side(a, &opts, ctx)?;
-    let sb = compare_side(b, &opts, ctx)?;
+    // The two ledgers are read at once, one on another thread: reading is most of the work.
+    // Only A's progress takes the terminal's line, so that the two do not overwrite each other.
+    let (sa, sb) = std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("gpu-ledger-read-b".into())
+            .spawn_scoped(scope, || {
+                let quiet = Ctx {
+                    terminal: false,
+                    ..ctx
+                };
+                compare_side(b, &opts, quiet)
+            });
+        let sa = compare_side(a, &opts, ctx);
+        let sb = match other {
+            Ok(h) => h.join().unwrap_or_else(|_| {
+                Err(CliError::Other(format!("reading {} failed", display(b))))
+            }),
+            // No thread to be had: read B after A.
+            Err(_) => compare_side(b, &opts, ctx),
+        };
+        (sa, sb)
+    });
+    let (sa, sb) = (sa?, sb?);
     let c = match (sa, sb) {
         (Read::Whole(la), Read::Whole(lb)) => {
             let view_a = LedgerView {
@@ -855,6 +879,7 @@ fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<(), CliErro
 fn run(cli: Cli) -> Result<(), CliError> {
     let progress = Ctx {
         progress: cli.progress,
+        terminal: true,
         hold_bytes: cli.hold_bytes,
         start: Instant::now(),
     };

@@ -60,15 +60,25 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// Progress of reading `label` (`total` bytes, when known) on stderr.
+    /// Progress of reading `label` (`total` bytes, when known) on stderr; `terminal`: whether it
+    /// may take a terminal's line (else a terminal shows nothing of it).
     pub(crate) fn stderr(
         forced: bool,
+        terminal: bool,
         label: &str,
         bytes: Rc<Cell<u64>>,
         total: Option<u64>,
     ) -> Self {
         let tty = io::stderr().is_terminal();
-        Self::new(Box::new(io::stderr()), tty, forced, label, bytes, total)
+        let forced = forced && (terminal || !tty);
+        Self::new(
+            Box::new(io::stderr()),
+            tty && terminal,
+            forced,
+            label,
+            bytes,
+            total,
+        )
     }
 
     /// Progress on `out`, a terminal when `tty`.
