@@ -44,14 +44,13 @@ pub mod streaming;
 
 pub use compare::{
     bootstrap_speedup, compare, compare_streamed, CompareError, CompareOptions, CompareSide,
-    Comparison, FamilyChange,
-    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate, Verdict,
+    Comparison, FamilyChange, LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
+    Verdict,
 };
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
     qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
-    FamilyTableBuilder, GroupingRule,
-    KernelShape, RuleMatch, RuleParseError, ShapeSummary,
+    FamilyTableBuilder, GroupingRule, KernelShape, RuleMatch, RuleParseError, ShapeSummary,
 };
 pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
 pub use occupancy::{

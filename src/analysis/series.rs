@@ -229,7 +229,9 @@ mod tests {
 
     #[test]
     fn below_the_bound_it_is_the_exact_distribution() {
-        let values: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 1000) as f64 + 0.5).collect();
+        let values: Vec<f64> = (0..1000)
+            .map(|i| ((i * 7919) % 1000) as f64 + 0.5)
+            .collect();
         let mut s = Series::with_limit(1000);
         for &v in &values {
             s.push(v);
@@ -298,6 +300,10 @@ mod tests {
             (0..100_000u64).for_each(|i| t.push_u64(i));
             t
         };
-        assert_eq!(s.sample(), again.sample(), "seeded: the same input, the same sample");
+        assert_eq!(
+            s.sample(),
+            again.sample(),
+            "seeded: the same input, the same sample"
+        );
     }
 }

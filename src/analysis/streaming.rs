@@ -358,7 +358,10 @@ mod tests {
                     (warmup, &s.perturbed, &s.incomplete),
                     (whole.warmup.clone(), &whole.perturbed, &whole.incomplete)
                 );
-                assert_eq!(scopes.finish(), scope_distributions(whole.used.iter().copied()));
+                assert_eq!(
+                    scopes.finish(),
+                    scope_distributions(whole.used.iter().copied())
+                );
                 assert_eq!(
                     fams.finish(),
                     family_distributions(whole.used.iter().copied(), &rules)
@@ -376,7 +379,11 @@ mod tests {
         for i in 0..n {
             let mut r = base.clone();
             r.index = i;
-            r.host_wall_ns = if i < 4 { 5_000_000 } else { 1_000_000 + (i * 7919) % 40_000 };
+            r.host_wall_ns = if i < 4 {
+                5_000_000
+            } else {
+                1_000_000 + (i * 7919) % 40_000
+            };
             sel.push(r, |_| used += 1);
         }
         let s = sel.finish(|_| used += 1);

@@ -32,8 +32,8 @@ use gpu_ledger::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::export::text::md_cell;
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, write_html_report, CsvLayout, IterationRange,
-    LedgerStream, LedgerSummary, MergeStream, RankSeries, ReportBuilder, ReportOptions,
-    StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
+    LedgerStream, LedgerSummary, MergeStream, RankSeries, ReportBuilder, ReportOptions, StreamItem,
+    SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
 use gpu_ledger::ledger::reader::Ledger;
 use gpu_ledger::ledger::schema::{Header, IterationRow, Trailer};
@@ -298,8 +298,8 @@ fn open(path: &Path, ctx: Ctx) -> Result<(Stream, Progress), gpu_ledger::Error> 
         .map(|m| m.len());
     let (counted, bytes) = Counted::new(file);
     let stream = LedgerStream::new(BufReader::with_capacity(1 << 16, counted), path)?;
-    let progress = Progress::stderr(ctx.progress, ctx.terminal, &display(path), bytes, total)
-        .since(ctx.start);
+    let progress =
+        Progress::stderr(ctx.progress, ctx.terminal, &display(path), bytes, total).since(ctx.start);
     Ok((stream, progress))
 }
 
@@ -436,7 +436,10 @@ fn compare_side<'o>(
 }
 
 /// A side read whole, streamed into a [`CompareSide`] (to be compared with a streamed one).
-fn into_side<'o>(side: Read<CompareSide<'o>>, opts: &'o CompareOptions) -> (Header, CompareSide<'o>) {
+fn into_side<'o>(
+    side: Read<CompareSide<'o>>,
+    opts: &'o CompareOptions,
+) -> (Header, CompareSide<'o>) {
     match side {
         Read::Whole(l) => {
             let mut s = CompareSide::new(opts);
@@ -473,9 +476,9 @@ fn compare_cmd(
             });
         let sa = compare_side(a, &opts, ctx);
         let sb = match other {
-            Ok(h) => h.join().unwrap_or_else(|_| {
-                Err(CliError::Other(format!("reading {} failed", display(b))))
-            }),
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(CliError::Other(format!("reading {} failed", display(b))))),
             // No thread to be had: read B after A.
             Err(_) => compare_side(b, &opts, ctx),
         };

@@ -260,11 +260,7 @@ fn partial_note(partial: &IndexRuns) -> Option<String> {
 impl MergedIteration {
     /// The iteration `index` from its per-rank cells (`(wall, flagged)`, in the order of
     /// `ranks`), with the position of its slowest rank; `None` when no rank has it.
-    fn of_cells(
-        index: u64,
-        cells: &[Option<(u64, bool)>],
-        ranks: &[u32],
-    ) -> Option<(Self, usize)> {
+    fn of_cells(index: u64, cells: &[Option<(u64, bool)>], ranks: &[u32]) -> Option<(Self, usize)> {
         let present: Vec<(usize, u64)> = cells
             .iter()
             .enumerate()
@@ -305,7 +301,11 @@ fn md_head(ranks: &[u32]) -> String {
         "| iteration | {} | slowest rank | spread (max−min) | spread / slowest | flagged |",
         head.join(" | ")
     );
-    let _ = writeln!(o, "|---:|{}---:|---:|---:|---|", "---:|".repeat(ranks.len()));
+    let _ = writeln!(
+        o,
+        "|---:|{}---:|---:|---:|---|",
+        "---:|".repeat(ranks.len())
+    );
     o
 }
 

@@ -51,9 +51,7 @@ pub use self::csv::{write_csv, CsvLayout};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use html::{write_html_report, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
-pub use merge::{
-    merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries,
-};
+pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
 pub use stream::{LedgerStream, StreamItem};
 pub use streamed::{ReportBuilder, SummaryBuilder};
 pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};

@@ -2,8 +2,9 @@
 //! [`SummaryBuilder::push`] each row in ledger order, then [`SummaryBuilder::finish`].
 //!
 //! Below [`crate::analysis::series::EXACT_VALUES`] used rows every figure is the one
-//! [`LedgerSummary::compute`] gives; above, percentiles come from a quantile sketch and the
-//! summary says so (`sketched`, and a warning).
+//! [`LedgerSummary::compute`] gives (energy, a sum of fractions, to its last bit or so: the
+//! held-back warm-up candidates are added last); above, percentiles come from a quantile sketch
+//! and the summary says so (`sketched`, and a warning).
 
 use std::collections::BTreeMap;
 

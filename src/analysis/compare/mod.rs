@@ -27,8 +27,8 @@ use warnings::{
 
 pub use super::stats::FEW_ITERATIONS;
 pub(crate) use bootstrap::SplitMix64;
-pub use streaming::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
+pub use streaming::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 
 /// One ledger: its header and its iteration rows.
 #[derive(Debug, Clone, Copy)]
@@ -391,10 +391,8 @@ fn combine(
 }
 
 fn scope_changes(a: Vec<ScopeStats>, b: Vec<ScopeStats>) -> Vec<ScopeChange> {
-    let mut sa: BTreeMap<String, ScopeStats> =
-        a.into_iter().map(|s| (s.path.clone(), s)).collect();
-    let mut sb: BTreeMap<String, ScopeStats> =
-        b.into_iter().map(|s| (s.path.clone(), s)).collect();
+    let mut sa: BTreeMap<String, ScopeStats> = a.into_iter().map(|s| (s.path.clone(), s)).collect();
+    let mut sb: BTreeMap<String, ScopeStats> = b.into_iter().map(|s| (s.path.clone(), s)).collect();
     let paths: BTreeSet<String> = sa.keys().chain(sb.keys()).cloned().collect();
     paths
         .into_iter()

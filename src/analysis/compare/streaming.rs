@@ -10,8 +10,8 @@
 
 use super::warnings::{OperatingPoints, RecordCounts};
 use super::{
-    check_options, combine, kernel_launches, memcpy_ops, memset_ops, CompareError,
-    CompareOptions, Comparison, SideFigures,
+    check_options, combine, kernel_launches, memcpy_ops, memset_ops, CompareError, CompareOptions,
+    Comparison, SideFigures,
 };
 use crate::analysis::series::{Series, EXACT_VALUES};
 use crate::analysis::streaming::{FamilySeries, RowSelector, ScopeSeries};
@@ -119,7 +119,9 @@ impl<'o> CompareSide<'o> {
             values,
             scopes: kept.scopes.finish(),
             families: kept.families.finish(),
-            ops: kept.ops.map(|x| if sel.used == 0 { 0.0 } else { x as f64 / n }),
+            ops: kept
+                .ops
+                .map(|x| if sel.used == 0 { 0.0 } else { x as f64 / n }),
             records: kept.records,
             nvml: kept.nvml,
         }

@@ -221,8 +221,15 @@ mod tests {
     #[test]
     fn a_terminal_sees_one_updating_line_of_bytes_and_rows_after_a_second() {
         let text = run(true, false, Duration::from_secs(2));
-        assert!(text.starts_with("\rrun.jsonl: 1 / 2000 MB read (0 %), 256 rows"), "{text:?}");
-        assert_eq!(text.matches('\n').count(), 1, "one line, ended once: {text:?}");
+        assert!(
+            text.starts_with("\rrun.jsonl: 1 / 2000 MB read (0 %), 256 rows"),
+            "{text:?}"
+        );
+        assert_eq!(
+            text.matches('\n').count(),
+            1,
+            "one line, ended once: {text:?}"
+        );
         assert!(
             text.ends_with("\rrun.jsonl: 60 / 2000 MB read (3 %), 30000 rows\x1b[K\n"),
             "{text:?}"
