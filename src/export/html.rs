@@ -460,7 +460,7 @@ fn render(
     o.push_str("<section id=\"overview\"><h2>Overview</h2><div class=\"cards\">");
     card(
         &mut o,
-        &format!("{} / {}", s.used, s.rows),
+        &format!("{} / {}", s.used.len(), s.rows),
         "iterations used / rows",
     );
     if let Some(d) = &s.host_wall_ns {

@@ -42,7 +42,7 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
         o,
         "**Iterations:** {} rows, {} used (left out: warm-up {}; perturbed {}; incomplete {}){}\n",
         s.rows,
-        s.used,
+        s.used.len(),
         fmt_indices(&s.warmup),
         fmt_indices(&s.perturbed),
         fmt_indices(&s.incomplete),

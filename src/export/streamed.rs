@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use super::chart_buckets::ChartBuckets;
 use super::html::{write_report, ReportOptions};
 use super::summary::{environment_line, summary_warnings, RowWarnings};
+use super::text::IndexRuns;
 use super::{LedgerSummary, NvmlDeviceSummary, SummaryOptions};
 use crate::analysis::families::FamilyTableBuilder;
 use crate::analysis::series::Series;
@@ -23,6 +24,7 @@ use crate::ledger::EnergyAccumulator;
 /// The figures taken over the used rows.
 #[derive(Debug)]
 struct Used<'r> {
+    indices: IndexRuns,
     wall: Series,
     total_wall: u64,
     scopes: ScopeSeries,
@@ -54,6 +56,7 @@ struct NvmlAcc {
 impl Used<'_> {
     fn push(&mut self, r: &IterationRow) {
         self.any_row = true;
+        self.indices.push(r.index);
         self.wall.push_u64(r.host_wall_ns);
         self.total_wall = self.total_wall.saturating_add(r.host_wall_ns);
         self.scopes.push(r);
@@ -110,6 +113,7 @@ impl<'o> SummaryBuilder<'o> {
             rows: 0,
             selector: RowSelector::new(opts.filter),
             used: Used {
+                indices: IndexRuns::default(),
                 wall: Series::new(),
                 total_wall: 0,
                 scopes: ScopeSeries::default(),
@@ -180,7 +184,7 @@ impl<'o> SummaryBuilder<'o> {
             level: header.config.level.clone(),
             rank: header.rank.clone(),
             rows,
-            used: sel.used,
+            used: used.indices,
             warmup: sel.warmup,
             perturbed: sel.perturbed,
             incomplete: sel.incomplete,

@@ -84,8 +84,8 @@ pub struct LedgerSummary {
     pub rank: Option<RankInfo>,
     /// Iteration rows in the ledger.
     pub rows: usize,
-    /// Rows used for statistics.
-    pub used: usize,
+    /// Indices of the rows used for statistics, as runs (a million consecutive rows take one).
+    pub used: IndexRuns,
     /// Indices left out as warm-up.
     pub warmup: Vec<u64>,
     /// Indices left out as perturbed (counter replay).
@@ -192,7 +192,7 @@ impl LedgerSummary {
             level: ledger.header.config.level.clone(),
             rank: ledger.header.rank.clone(),
             rows: ledger.iterations.len(),
-            used: used.len(),
+            used: used.iter().map(|r| r.index).collect(),
             warmup: sel.warmup.clone(),
             perturbed: sel.perturbed.clone(),
             incomplete: sel.incomplete.clone(),
@@ -450,7 +450,7 @@ pub(crate) fn summary_warnings(
     }
     if s.rows == 0 {
         w.push("the ledger has no iteration row".into());
-    } else if s.used == 0 {
+    } else if s.used.is_empty() {
         w.push(format!(
             "no iteration is usable for statistics ({} rows: warm-up {}, perturbed {}, incomplete {})",
             s.rows,
@@ -458,10 +458,10 @@ pub(crate) fn summary_warnings(
             fmt_indices(&s.perturbed),
             fmt_indices(&s.incomplete)
         ));
-    } else if s.used < FEW_ITERATIONS {
+    } else if s.used.len() < FEW_ITERATIONS {
         w.push(format!(
             "only {} iterations used: p90 and p99 are interpolated between few samples",
-            s.used
+            s.used.len()
         ));
     }
     w.extend(rows.unscoped_warning());

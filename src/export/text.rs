@@ -1,6 +1,7 @@
 //! Text helpers shared by the exports: escaping for HTML, CSV and Markdown, and human-readable
 //! durations and quantities. Only [`md_cell`] is public, for callers that put their own text
-//! next to an export's Markdown (the command line tool's hypothesis and change lines).
+//! next to an export's Markdown (the command line tool's hypothesis and change lines), and
+//! [`IndexRuns`], the summary's list of the iterations it used.
 
 use std::fmt::Write as _;
 
@@ -164,45 +165,67 @@ pub(crate) fn fmt_indices(indices: &[u64]) -> String {
     out
 }
 
-/// Iteration indices kept as runs of consecutive values, so that a list of every row's index
-/// takes memory for its gaps only; [`IndexRuns::fmt`] writes what [`fmt_indices`] writes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct IndexRuns {
+/// Iteration indices kept as ascending runs of consecutive values, so that a list of every
+/// row's index takes memory for its gaps only. Adding an index twice keeps it once, in any order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IndexRuns {
     runs: Vec<(u64, u64)>,
-    /// Whether every index came after the one before (the order a ledger's reader enforces).
-    ascending: bool,
+    len: usize,
 }
 
 impl IndexRuns {
-    /// Adds `i`.
-    pub(crate) fn push(&mut self, i: u64) {
-        match self.runs.last_mut() {
-            None => {
-                self.ascending = true;
+    /// Adds `i`: at the end in constant time when it is the largest yet (ledger order).
+    pub fn push(&mut self, i: u64) {
+        let Some(last) = self.runs.last_mut() else {
+            self.runs.push((i, i));
+            self.len = 1;
+            return;
+        };
+        if i > last.1 {
+            if i == last.1 + 1 {
+                last.1 = i;
+            } else {
                 self.runs.push((i, i));
             }
-            Some((_, end)) if *end == i => {}
-            Some((_, end)) if end.checked_add(1) == Some(i) => *end = i,
-            Some((_, end)) => {
-                if i < *end {
-                    self.ascending = false;
-                }
-                self.runs.push((i, i));
+            self.len += 1;
+            return;
+        }
+        let p = self.runs.partition_point(|r| r.1 < i);
+        let (start, end) = self.runs[p];
+        if start <= i {
+            return;
+        }
+        self.len += 1;
+        let joins_next = i + 1 == start;
+        let joins_prev = p > 0 && self.runs[p - 1].1 + 1 == i;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                self.runs[p - 1].1 = end;
+                self.runs.remove(p);
             }
+            (true, false) => self.runs[p - 1].1 = i,
+            (false, true) => self.runs[p].0 = i,
+            (false, false) => self.runs.insert(p, (i, i)),
         }
     }
 
-    /// Whether no index was added.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.runs.is_empty()
+    /// Number of indices.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
-    /// The indices as [`fmt_indices`] writes them.
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The indices, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runs.iter().flat_map(|&(a, b)| a..=b)
+    }
+
+    /// The indices as [`fmt_indices`] writes them (`3, 5–9`, or `none`).
     pub(crate) fn fmt(&self) -> String {
-        if !self.ascending {
-            let all: Vec<u64> = self.runs.iter().flat_map(|&(a, b)| a..=b).collect();
-            return fmt_indices(&all);
-        }
         if self.runs.is_empty() {
             return "none".into();
         }
@@ -221,6 +244,14 @@ impl IndexRuns {
     }
 }
 
+impl FromIterator<u64> for IndexRuns {
+    fn from_iter<T: IntoIterator<Item = u64>>(iter: T) -> Self {
+        let mut r = Self::default();
+        iter.into_iter().for_each(|i| r.push(i));
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,10 +265,15 @@ mod tests {
             vec![4, 4, 5, 9],
             vec![9, 1, 2, 3, 0],
             vec![u64::MAX - 1, u64::MAX],
+            vec![10, 12, 11, 14, 3, 13, 2, 4, 0, 9],
         ] {
-            let mut r = IndexRuns::default();
-            v.iter().for_each(|&i| r.push(i));
+            let r: IndexRuns = v.iter().copied().collect();
             assert_eq!(r.fmt(), fmt_indices(&v), "{v:?}");
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(r.len(), sorted.len(), "{v:?}");
+            assert_eq!(r.iter().collect::<Vec<_>>(), sorted, "{v:?}");
             assert_eq!(r.is_empty(), v.is_empty());
         }
         let mut r = IndexRuns::default();
