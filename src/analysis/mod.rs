@@ -33,6 +33,7 @@
 
 pub mod compare;
 pub mod families;
+pub mod indices;
 /// Device busy time as the union of intervals, and idle gaps.
 pub mod intervals {
     pub use crate::intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
@@ -52,6 +53,7 @@ pub use families::{
     qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
     FamilyTableBuilder, GroupingRule, KernelShape, RuleMatch, RuleParseError, ShapeSummary,
 };
+pub use indices::IndexRuns;
 pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
 pub use occupancy::{
     analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,

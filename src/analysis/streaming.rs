@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::families::FamilyRules;
+use super::indices::IndexRuns;
 use super::series::Series;
 use super::stats::{
     detect_warmup, median, FamilyStats, RowFilter, ScopeStats, Warmup, MAD_TO_SIGMA,
@@ -25,11 +26,11 @@ pub struct StreamedSelection {
     /// Rows used.
     pub used: usize,
     /// Iteration indices left out as warm-up.
-    pub warmup: Vec<u64>,
+    pub warmup: IndexRuns,
     /// Iteration indices left out because they were perturbed.
-    pub perturbed: Vec<u64>,
+    pub perturbed: IndexRuns,
     /// Iteration indices left out because they were incomplete.
-    pub incomplete: Vec<u64>,
+    pub incomplete: IndexRuns,
 }
 
 /// [`select_rows`](super::stats::select_rows) over a stream: [`RowSelector::push`] each row in
@@ -352,12 +353,9 @@ mod tests {
                 let want: Vec<u64> = whole.used.iter().map(|r| r.index).collect();
                 assert_eq!(used, want);
                 assert_eq!(s.used, want.len());
-                let mut warmup = s.warmup.clone();
-                warmup.sort_unstable();
-                assert_eq!(
-                    (warmup, &s.perturbed, &s.incomplete),
-                    (whole.warmup.clone(), &whole.perturbed, &whole.incomplete)
-                );
+                assert_eq!(s.warmup, whole.warmup);
+                assert_eq!(s.perturbed, whole.perturbed);
+                assert_eq!(s.incomplete, whole.incomplete);
                 assert_eq!(
                     scopes.finish(),
                     scope_distributions(whole.used.iter().copied())
@@ -387,7 +385,7 @@ mod tests {
             sel.push(r, |_| used += 1);
         }
         let s = sel.finish(|_| used += 1);
-        assert_eq!(s.warmup, vec![0, 1, 2, 3]);
+        assert_eq!(s.warmup, [0, 1, 2, 3]);
         assert_eq!((s.used as u64, used), (n - 4, n - 4));
     }
 }

@@ -235,9 +235,7 @@ impl ChartBuckets {
             .buckets
             .iter()
             .map(|b| {
-                // Warm-up indices ascend, as the rows they come from.
-                let warm = s.warmup.partition_point(|&i| i <= b.last)
-                    - s.warmup.partition_point(|&i| i < b.first);
+                let warm = s.warmup.count_in(b.first, b.last);
                 b.excluded + warm >= b.rows
             })
             .collect();

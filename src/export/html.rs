@@ -26,7 +26,7 @@ use super::svg::{
     hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
     Roofline, Series, Shade,
 };
-use super::text::{fmt_count, fmt_indices, fmt_ns, fmt_pct, html_escape, sig3};
+use super::text::{fmt_count, fmt_ns, fmt_pct, html_escape, sig3};
 use crate::analysis::stats::{idle_share, Distribution};
 use crate::ledger::reader::Ledger;
 use crate::ledger::schema::{Header, IterationRow};
@@ -177,20 +177,17 @@ fn shades_for(s: &LedgerSummary) -> Vec<Shade> {
         ("perturbed", &s.perturbed),
         ("incomplete", &s.incomplete),
     ] {
-        let mut v = idx.clone();
-        v.sort_unstable();
-        let mut i = 0;
-        while i < v.len() {
-            let mut j = i;
-            while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-                j += 1;
-            }
+        for &(a, b) in idx.runs() {
+            let run = if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            };
             out.push(Shade {
-                from: v[i] as f64,
-                to: v[j] as f64,
-                label: format!("{label}: iterations {}", fmt_indices(&v[i..=j])),
+                from: a as f64,
+                to: b as f64,
+                label: format!("{label}: iterations {run}"),
             });
-            i = j + 1;
         }
     }
     out
@@ -343,9 +340,8 @@ fn charts_from_rows(rows: &[IterationRow], s: &LedgerSummary, opts: &ReportOptio
     let excluded: BTreeSet<u64> = s
         .warmup
         .iter()
-        .chain(&s.perturbed)
-        .chain(&s.incomplete)
-        .copied()
+        .chain(s.perturbed.iter())
+        .chain(s.incomplete.iter())
         .collect();
     let dimmed: Vec<bool> = bks
         .iter()
@@ -498,9 +494,9 @@ fn render(
     let _ = writeln!(
         o,
         "<p>Left out of the statistics: warm-up {}; perturbed {}; incomplete {}.{}{}</p></section>",
-        html_escape(&fmt_indices(&s.warmup)),
-        html_escape(&fmt_indices(&s.perturbed)),
-        html_escape(&fmt_indices(&s.incomplete)),
+        html_escape(&s.warmup.to_string()),
+        html_escape(&s.perturbed.to_string()),
+        html_escape(&s.incomplete.to_string()),
         if s.run_complete {
             ""
         } else {

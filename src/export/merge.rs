@@ -252,7 +252,7 @@ fn partial_note(partial: &IndexRuns) -> Option<String> {
         format!(
             "iterations {} are missing in some ranks (shown with '–'; left out of the spread \
              statistics)",
-            partial.fmt()
+            partial
         )
     })
 }

@@ -50,7 +50,7 @@ struct NvmlAcc {
     mem: Series,
     power: Series,
     temp: Option<u32>,
-    throttle: BTreeMap<String, Vec<u64>>,
+    throttle: BTreeMap<String, IndexRuns>,
 }
 
 impl Used<'_> {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{fmt_indices, fmt_ns, IndexRuns};
+use super::text::{fmt_ns, IndexRuns};
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
 use crate::analysis::stats::{
     idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
@@ -70,7 +70,7 @@ pub struct NvmlDeviceSummary {
     /// Highest temperature seen, °C.
     pub temperature_max_c: Option<u32>,
     /// Throttle (clock-event) reasons seen, with the iterations they were seen in.
-    pub throttle_reasons: BTreeMap<String, Vec<u64>>,
+    pub throttle_reasons: BTreeMap<String, IndexRuns>,
 }
 
 /// One ledger, summarised.
@@ -87,11 +87,11 @@ pub struct LedgerSummary {
     /// Indices of the rows used for statistics, as runs (a million consecutive rows take one).
     pub used: IndexRuns,
     /// Indices left out as warm-up.
-    pub warmup: Vec<u64>,
+    pub warmup: IndexRuns,
     /// Indices left out as perturbed (counter replay).
-    pub perturbed: Vec<u64>,
+    pub perturbed: IndexRuns,
     /// Indices left out as incomplete.
-    pub incomplete: Vec<u64>,
+    pub incomplete: IndexRuns,
     /// Host wall time per iteration, ns.
     pub host_wall_ns: Option<Distribution>,
     /// Per-scope distributions, by path.
@@ -193,9 +193,9 @@ impl LedgerSummary {
             rank: ledger.header.rank.clone(),
             rows: ledger.iterations.len(),
             used: used.iter().map(|r| r.index).collect(),
-            warmup: sel.warmup.clone(),
-            perturbed: sel.perturbed.clone(),
-            incomplete: sel.incomplete.clone(),
+            warmup: sel.warmup.iter().copied().collect(),
+            perturbed: sel.perturbed.iter().copied().collect(),
+            incomplete: sel.incomplete.iter().copied().collect(),
             host_wall_ns: Distribution::from_u64(&wall),
             scopes,
             families,
@@ -257,7 +257,7 @@ fn nvml_summaries(used: &[&IterationRow]) -> Vec<NvmlDeviceSummary> {
         mem: Vec<f64>,
         power: Vec<f64>,
         temp: Option<u32>,
-        throttle: BTreeMap<String, Vec<u64>>,
+        throttle: BTreeMap<String, IndexRuns>,
     }
     let mut by: BTreeMap<u32, Acc> = BTreeMap::new();
     for r in used {
@@ -454,9 +454,9 @@ pub(crate) fn summary_warnings(
         w.push(format!(
             "no iteration is usable for statistics ({} rows: warm-up {}, perturbed {}, incomplete {})",
             s.rows,
-            fmt_indices(&s.warmup),
-            fmt_indices(&s.perturbed),
-            fmt_indices(&s.incomplete)
+            s.warmup,
+            s.perturbed,
+            s.incomplete
         ));
     } else if s.used.len() < FEW_ITERATIONS {
         w.push(format!(
@@ -466,22 +466,20 @@ pub(crate) fn summary_warnings(
     }
     w.extend(rows.unscoped_warning());
     for (x, at) in &rows.row_warnings {
-        w.push(format!("iterations {}: {x}", at.fmt()));
+        w.push(format!("iterations {at}: {x}"));
     }
     if rows.dropped > 0 {
         w.push(format!(
             "{} activity records dropped by CUPTI (iterations {}): device times of those \
              iterations are undercounted; raise the buffer count or size",
-            rows.dropped,
-            rows.dropped_at.fmt()
+            rows.dropped, rows.dropped_at
         ));
     }
     if rows.missing > 0 {
         w.push(format!(
             "{} launches without a GPU record within the settle time (iterations {}); \
              raise settle_ms",
-            rows.missing,
-            rows.missing_at.fmt()
+            rows.missing, rows.missing_at
         ));
     }
     if lacks_nvml {
@@ -491,8 +489,7 @@ pub(crate) fn summary_warnings(
         for (reason, at) in &n.throttle_reasons {
             w.push(format!(
                 "GPU {}: clock event (throttle) reason {reason} in iterations {}",
-                n.device_id,
-                fmt_indices(at)
+                n.device_id, at
             ));
         }
         if let Some(c) = &n.sm_clock_mhz {

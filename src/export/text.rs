@@ -1,9 +1,8 @@
 //! Text helpers shared by the exports: escaping for HTML, CSV and Markdown, and human-readable
 //! durations and quantities. Only [`md_cell`] is public, for callers that put their own text
-//! next to an export's Markdown (the command line tool's hypothesis and change lines), and
-//! [`IndexRuns`], the summary's list of the iterations it used.
+//! next to an export's Markdown (the command line tool's hypothesis and change lines).
 
-use std::fmt::Write as _;
+pub(crate) use crate::analysis::IndexRuns;
 
 /// Most characters of one name, path or warning an export shows: a ledger line may hold a name
 /// of many megabytes, which would otherwise be copied into every table and chart that names it.
@@ -138,7 +137,11 @@ pub(crate) fn fmt_pct(p: f64) -> String {
 }
 
 /// Iteration indices as compact ranges: `[0, 1, 2, 5, 7, 8]` → `0–2, 5, 7–8`; `none` when empty.
+/// The exports write [`IndexRuns`] instead; this list's formatting stays as what the runs are
+/// checked against.
+#[cfg(test)]
 pub(crate) fn fmt_indices(indices: &[u64]) -> String {
+    use std::fmt::Write as _;
     if indices.is_empty() {
         return "none".into();
     }
@@ -165,93 +168,6 @@ pub(crate) fn fmt_indices(indices: &[u64]) -> String {
     out
 }
 
-/// Iteration indices kept as ascending runs of consecutive values, so that a list of every
-/// row's index takes memory for its gaps only. Adding an index twice keeps it once, in any order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct IndexRuns {
-    runs: Vec<(u64, u64)>,
-    len: usize,
-}
-
-impl IndexRuns {
-    /// Adds `i`: at the end in constant time when it is the largest yet (ledger order).
-    pub fn push(&mut self, i: u64) {
-        let Some(last) = self.runs.last_mut() else {
-            self.runs.push((i, i));
-            self.len = 1;
-            return;
-        };
-        if i > last.1 {
-            if i == last.1 + 1 {
-                last.1 = i;
-            } else {
-                self.runs.push((i, i));
-            }
-            self.len += 1;
-            return;
-        }
-        let p = self.runs.partition_point(|r| r.1 < i);
-        let (start, end) = self.runs[p];
-        if start <= i {
-            return;
-        }
-        self.len += 1;
-        let joins_next = i + 1 == start;
-        let joins_prev = p > 0 && self.runs[p - 1].1 + 1 == i;
-        match (joins_prev, joins_next) {
-            (true, true) => {
-                self.runs[p - 1].1 = end;
-                self.runs.remove(p);
-            }
-            (true, false) => self.runs[p - 1].1 = i,
-            (false, true) => self.runs[p].0 = i,
-            (false, false) => self.runs.insert(p, (i, i)),
-        }
-    }
-
-    /// Number of indices.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The indices, ascending.
-    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.runs.iter().flat_map(|&(a, b)| a..=b)
-    }
-
-    /// The indices as [`fmt_indices`] writes them (`3, 5–9`, or `none`).
-    pub(crate) fn fmt(&self) -> String {
-        if self.runs.is_empty() {
-            return "none".into();
-        }
-        let mut out = String::new();
-        for &(a, b) in &self.runs {
-            if !out.is_empty() {
-                out.push_str(", ");
-            }
-            if a == b {
-                let _ = write!(out, "{a}");
-            } else {
-                let _ = write!(out, "{a}–{b}");
-            }
-        }
-        out
-    }
-}
-
-impl FromIterator<u64> for IndexRuns {
-    fn from_iter<T: IntoIterator<Item = u64>>(iter: T) -> Self {
-        let mut r = Self::default();
-        iter.into_iter().for_each(|i| r.push(i));
-        r
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,7 +184,7 @@ mod tests {
             vec![10, 12, 11, 14, 3, 13, 2, 4, 0, 9],
         ] {
             let r: IndexRuns = v.iter().copied().collect();
-            assert_eq!(r.fmt(), fmt_indices(&v), "{v:?}");
+            assert_eq!(r.to_string(), fmt_indices(&v), "{v:?}");
             let mut sorted = v.clone();
             sorted.sort_unstable();
             sorted.dedup();
@@ -276,9 +192,8 @@ mod tests {
             assert_eq!(r.iter().collect::<Vec<_>>(), sorted, "{v:?}");
             assert_eq!(r.is_empty(), v.is_empty());
         }
-        let mut r = IndexRuns::default();
-        (0..1_000_000).for_each(|i| r.push(i));
-        assert_eq!(r.runs.len(), 1, "consecutive indices take one run");
+        let r: IndexRuns = (0..1_000_000).collect();
+        assert_eq!(r.runs().len(), 1, "consecutive indices take one run");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::families::FamilyRules;
+use super::indices::IndexRuns;
 use super::stats::{
     family_distributions, scope_distributions, select_rows, Distribution, FamilyStats,
     IterationMetric, RowFilter, ScopeStats,
@@ -101,11 +102,11 @@ pub struct RunSide {
     /// Rows kept.
     pub used: usize,
     /// Iteration indices left out as warm-up.
-    pub warmup: Vec<u64>,
+    pub warmup: IndexRuns,
     /// Iteration indices left out as perturbed.
-    pub perturbed: Vec<u64>,
+    pub perturbed: IndexRuns,
     /// Iteration indices left out as incomplete.
-    pub incomplete: Vec<u64>,
+    pub incomplete: IndexRuns,
     /// Distribution of the metric over the kept rows, ns.
     pub distribution: Distribution,
 }
@@ -226,9 +227,9 @@ fn memset_ops(r: &IterationRow) -> u64 {
 struct SideFigures {
     rows: usize,
     used: usize,
-    warmup: Vec<u64>,
-    perturbed: Vec<u64>,
-    incomplete: Vec<u64>,
+    warmup: IndexRuns,
+    perturbed: IndexRuns,
+    incomplete: IndexRuns,
     /// The metric's positive values the bootstrap resamples: every kept one, in ledger order, or
     /// a uniform sample of them past the bound.
     values: Vec<f64>,
@@ -270,9 +271,9 @@ impl SideFigures {
             ],
             records,
             nvml,
-            warmup: sel.warmup,
-            perturbed: sel.perturbed,
-            incomplete: sel.incomplete,
+            warmup: sel.warmup.into_iter().collect(),
+            perturbed: sel.perturbed.into_iter().collect(),
+            incomplete: sel.incomplete.into_iter().collect(),
         }
     }
 }
