@@ -235,6 +235,13 @@ fn past_the_bound_the_bootstrap_resamples_a_bounded_sample_and_says_so() {
         "{:?}",
         c.warnings
     );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("percentiles from a quantile sketch") && w.contains("1 %")),
+        "{:?}",
+        c.warnings
+    );
     // B is 10 % faster: the sample's estimate finds it.
     assert!(
         (c.speedup.speedup - 1.0 / 0.9).abs() < 0.01,
@@ -316,4 +323,47 @@ fn a_streamed_merge_writes_what_the_whole_merge_writes() {
         assert_eq!(md, whole.to_markdown());
         assert_eq!(csv, whole.to_csv());
     }
+}
+
+#[test]
+fn many_scopes_share_one_budget_of_exact_values() {
+    use gpu_ledger::analysis::streaming::ScopeSeries;
+    use gpu_ledger::analysis::Budget;
+    let mut l = read("v1-nested-scopes.jsonl");
+    let template = l.iterations[3].clone();
+    let scope = template.scopes[0].clone();
+    // 40 scopes, six series each, over 2 000 rows: 480 000 values against a budget of 20 000.
+    let budget = Budget::with_limit(20_000);
+    let mut scopes = ScopeSeries::with_budget(budget.clone());
+    let mut host: Vec<f64> = Vec::new();
+    l.iterations = (0..2_000u64)
+        .map(|i| {
+            let mut r = template.clone();
+            r.index = i;
+            r.scopes = (0..40)
+                .map(|k| {
+                    let mut s = scope.clone();
+                    s.path = format!("step/s{k:02}");
+                    s.host_ns = 1_000_000 + (i * 7919 + k * 104_729) % 200_000;
+                    s
+                })
+                .collect();
+            host.push(r.scopes[7].host_ns as f64);
+            r
+        })
+        .collect();
+    for r in &l.iterations {
+        scopes.push(r);
+        assert!(budget.held() <= 20_000 + 1, "held {}", budget.held());
+    }
+    assert!(scopes.sketched());
+    let stats = scopes.finish();
+    assert_eq!(stats.len(), 40);
+    let d = stats[7].host_ns;
+    assert!(d.sketched);
+    let mut sorted = host.clone();
+    sorted.sort_unstable_by(f64::total_cmp);
+    let exact = percentile_sorted(&sorted, 0.9).unwrap();
+    assert!((d.p90 - exact).abs() <= SKETCH_RELATIVE_ERROR * exact * 1.001);
+    assert_eq!(d.n, 2_000);
 }

@@ -59,7 +59,7 @@ pub use occupancy::{
     analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
     KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
 };
-pub use series::{Series, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
+pub use series::{Budget, Series, EXACT_BUDGET, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
 pub use stats::{
     detect_warmup, family_distributions, idle_share, mad, median, median_interval,
     percentile_sorted, scope_distributions, select_rows, Distribution, FamilyStats,

@@ -9,9 +9,16 @@
 //! relative error of [`SKETCH_RELATIVE_ERROR`] of the order statistic of rank `⌊q·(n-1)⌋`
 //! (the value just below the type-7 interpolation of [`crate::analysis::stats`]).
 //!
+//! The series of one summary or one side of a comparison also share a [`Budget`] of exact values
+//! ([`EXACT_BUDGET`] by default): a series whose value would take their total past it moves to
+//! its sketch at once, so that a ledger of many scopes holds a bounded number of values too.
+//!
 //! A series made with [`Series::sampled`] keeps, past the bound, a uniform sample of that many
 //! values (Vitter's algorithm R, seeded, so the same ledger gives the same sample): what a
 //! bootstrap resamples from, or a robust spread is taken of.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use sketches_ddsketch::{Config, DDSketch};
 
@@ -20,6 +27,55 @@ use super::stats::{median_in_place, Distribution};
 
 /// Values a [`Series`] keeps exactly before it moves to the sketch.
 pub const EXACT_VALUES: usize = 100_000;
+
+/// Values the series sharing one [`Budget`] hold exactly between them (8 MB).
+pub const EXACT_BUDGET: usize = 1_000_000;
+
+/// A count of the exact values held by the series that share it, and its limit. Clones share the
+/// count; a series that moves to its sketch gives its values back.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    held: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::with_limit(EXACT_BUDGET)
+    }
+}
+
+impl Budget {
+    /// A budget of `limit` values.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            held: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// Values held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// A series exact up to [`EXACT_VALUES`] values and within this budget.
+    pub fn series(&self) -> Series {
+        Series {
+            budget: Some(self.clone()),
+            ..Series::new()
+        }
+    }
+
+    /// Counts one more value; whether that passes the limit.
+    fn take(&self) -> bool {
+        self.held.fetch_add(1, Ordering::Relaxed) >= self.limit
+    }
+
+    fn give_back(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+}
 
 /// The sketch's bound on the relative error of a percentile (1 %).
 pub const SKETCH_RELATIVE_ERROR: f64 = 0.01;
@@ -43,6 +99,7 @@ pub struct Series {
     values: Vec<f64>,
     sketch: Option<Box<DDSketch>>,
     rng: SplitMix64,
+    budget: Option<Budget>,
     n: u64,
     sum: f64,
     mean: f64,
@@ -83,6 +140,7 @@ impl Series {
             values: Vec::new(),
             sketch: None,
             rng: SplitMix64(SAMPLE_SEED),
+            budget: None,
             n: 0,
             sum: 0.0,
             mean: 0.0,
@@ -115,7 +173,8 @@ impl Series {
         match &mut self.sketch {
             None => {
                 self.values.push(x);
-                if self.values.len() > self.limit {
+                let over = self.budget.as_ref().is_some_and(Budget::take);
+                if self.values.len() > self.limit || over {
                     self.start_sketch();
                 }
             }
@@ -152,6 +211,9 @@ impl Series {
             let j = self.rng.below(self.values.len() as u64) as usize;
             self.values.swap_remove(j);
         } else {
+            if let Some(b) = &self.budget {
+                b.give_back(self.values.len());
+            }
             self.values = Vec::new();
         }
     }
@@ -280,6 +342,23 @@ mod tests {
                 "q {q}: sketch {got}, exact {interpolated}"
             );
         }
+    }
+
+    #[test]
+    fn series_sharing_a_budget_move_to_their_sketch_when_it_is_spent() {
+        let budget = Budget::with_limit(4);
+        let (mut a, mut b) = (budget.series(), budget.series());
+        (0..3).for_each(|i| a.push_u64(i));
+        b.push_u64(10);
+        assert_eq!(budget.held(), 4);
+        assert!(!a.is_sketched() && !b.is_sketched());
+        b.push_u64(11);
+        assert!(b.is_sketched(), "the fifth value passes the budget");
+        assert!(!a.is_sketched());
+        assert_eq!(budget.held(), 3, "b gave its values back");
+        let d = b.distribution().unwrap();
+        assert_eq!((d.n, d.min, d.max), (2, 10.0, 11.0));
+        assert!((d.median - 10.0).abs() <= SKETCH_RELATIVE_ERROR * 10.0);
     }
 
     #[test]

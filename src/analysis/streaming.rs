@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::families::FamilyRules;
 use super::indices::IndexRuns;
-use super::series::Series;
+use super::series::{Budget, Series};
 use super::stats::{
     detect_warmup, median, FamilyStats, RowFilter, ScopeStats, Warmup, MAD_TO_SIGMA,
 };
@@ -135,9 +135,10 @@ impl RowSelector {
 pub struct ScopeSeries {
     iterations: usize,
     by_path: BTreeMap<String, ScopeAcc>,
+    budget: Budget,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ScopeAcc {
     calls: Series,
     host: Series,
@@ -147,7 +148,28 @@ struct ScopeAcc {
     launches: Series,
 }
 
+impl ScopeAcc {
+    fn new(budget: &Budget) -> Self {
+        Self {
+            calls: budget.series(),
+            host: budget.series(),
+            dev: budget.series(),
+            dev_inc: budget.series(),
+            event: budget.series(),
+            launches: budget.series(),
+        }
+    }
+}
+
 impl ScopeSeries {
+    /// Series whose exact values count against `budget`.
+    pub fn with_budget(budget: Budget) -> Self {
+        Self {
+            budget,
+            ..Self::default()
+        }
+    }
+
     /// Adds one used row.
     pub fn push(&mut self, row: &IterationRow) {
         self.iterations += 1;
@@ -165,7 +187,8 @@ impl ScopeSeries {
         }
         for (path, (v, ev)) in this {
             if !self.by_path.contains_key(path) {
-                self.by_path.insert(path.to_string(), ScopeAcc::default());
+                self.by_path
+                    .insert(path.to_string(), ScopeAcc::new(&self.budget));
             }
             let Some(acc) = self.by_path.get_mut(path) else {
                 continue;
@@ -183,7 +206,11 @@ impl ScopeSeries {
 
     /// Whether a percentile of some scope comes from a sketch.
     pub fn sketched(&self) -> bool {
-        self.by_path.values().any(|a| a.calls.is_sketched())
+        self.by_path.values().any(|a| {
+            [&a.calls, &a.host, &a.dev, &a.dev_inc, &a.event, &a.launches]
+                .iter()
+                .any(|s| s.is_sketched())
+        })
     }
 
     /// The distributions, sorted by path.
@@ -219,16 +246,30 @@ pub struct FamilySeries<'r> {
     namer: super::families::FamilyNamer<'r>,
     iterations: usize,
     by_family: BTreeMap<String, (Series, Series)>,
+    budget: Budget,
 }
 
 impl<'r> FamilySeries<'r> {
     /// Series grouped by `rules`.
     pub fn new(rules: &'r FamilyRules) -> Self {
+        Self::with_budget(rules, Budget::default())
+    }
+
+    /// Series grouped by `rules` whose exact values count against `budget`.
+    pub fn with_budget(rules: &'r FamilyRules, budget: Budget) -> Self {
         Self {
             namer: rules.namer(),
             iterations: 0,
             by_family: BTreeMap::new(),
+            budget,
         }
+    }
+
+    /// Whether a percentile of some family comes from a sketch.
+    pub fn sketched(&self) -> bool {
+        self.by_family
+            .values()
+            .any(|(a, b)| a.is_sketched() || b.is_sketched())
     }
 
     /// Adds one used row.
@@ -241,7 +282,11 @@ impl<'r> FamilySeries<'r> {
             e.1 = e.1.saturating_add(k.count);
         }
         for (fam, (ns, count)) in this {
-            let acc = self.by_family.entry(fam).or_default();
+            let budget = &self.budget;
+            let acc = self
+                .by_family
+                .entry(fam)
+                .or_insert_with(|| (budget.series(), budget.series()));
             acc.0.push_u64(ns);
             acc.1.push_u64(count);
         }

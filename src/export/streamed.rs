@@ -1,8 +1,10 @@
-//! [`LedgerSummary`] and the HTML report of a ledger read as a stream, in memory independent of its number of rows:
-//! [`SummaryBuilder::push`] each row in ledger order, then [`SummaryBuilder::finish`].
+//! [`LedgerSummary`] and the HTML report of a ledger read as a stream, in memory independent of
+//! its number of rows: [`SummaryBuilder::push`] each row in ledger order, then
+//! [`SummaryBuilder::finish`].
 //!
-//! Below [`crate::analysis::series::EXACT_VALUES`] used rows every figure is the one
-//! [`LedgerSummary::compute`] gives (energy, a sum of fractions, to its last bit or so: the
+//! Below [`crate::analysis::series::EXACT_VALUES`] used rows, and
+//! [`crate::analysis::series::EXACT_BUDGET`] values over all the summary's series, every figure
+//! is the one [`LedgerSummary::compute`] gives (energy, a sum of fractions, to its last bit or so: the
 //! held-back warm-up candidates are added last); above, percentiles come from a quantile sketch
 //! and the summary says so (`sketched`, and a warning).
 
@@ -14,7 +16,7 @@ use super::summary::{environment_line, summary_warnings, RowWarnings};
 use super::text::IndexRuns;
 use super::{LedgerSummary, NvmlDeviceSummary, SummaryOptions};
 use crate::analysis::families::FamilyTableBuilder;
-use crate::analysis::series::Series;
+use crate::analysis::series::{Budget, Series};
 use crate::analysis::stats::idle_share;
 use crate::analysis::streaming::{RowSelector, ScopeSeries};
 use crate::export::DeviceSummary;
@@ -34,9 +36,10 @@ struct Used<'r> {
     energy: EnergyAccumulator,
     with_nvml: usize,
     any_row: bool,
+    budget: Budget,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct DeviceAcc {
     busy: Series,
     busy_total: u64,
@@ -44,13 +47,36 @@ struct DeviceAcc {
     gap: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct NvmlAcc {
     sm: Series,
     mem: Series,
     power: Series,
     temp: Option<u32>,
     throttle: BTreeMap<String, IndexRuns>,
+}
+
+impl DeviceAcc {
+    fn new(budget: &Budget) -> Self {
+        Self {
+            busy: budget.series(),
+            busy_total: 0,
+            idle: budget.series(),
+            gap: 0,
+        }
+    }
+}
+
+impl NvmlAcc {
+    fn new(budget: &Budget) -> Self {
+        Self {
+            sm: budget.series(),
+            mem: budget.series(),
+            power: budget.series(),
+            temp: None,
+            throttle: BTreeMap::new(),
+        }
+    }
 }
 
 impl Used<'_> {
@@ -62,7 +88,11 @@ impl Used<'_> {
         self.scopes.push(r);
         self.families.push(r);
         for d in &r.devices {
-            let a = self.devices.entry(d.device_id).or_default();
+            let budget = &self.budget;
+            let a = self
+                .devices
+                .entry(d.device_id)
+                .or_insert_with(|| DeviceAcc::new(budget));
             a.busy.push_u64(d.busy_ns);
             a.busy_total = a.busy_total.saturating_add(d.busy_ns);
             if let Some(s) = idle_share(d) {
@@ -71,7 +101,11 @@ impl Used<'_> {
             a.gap = a.gap.max(d.largest_gap_ns);
         }
         for n in &r.nvml {
-            let a = self.nvml.entry(n.device_id).or_default();
+            let budget = &self.budget;
+            let a = self
+                .nvml
+                .entry(n.device_id)
+                .or_insert_with(|| NvmlAcc::new(budget));
             if let Some(c) = &n.sm_clock {
                 a.sm.push(c.mean_mhz);
             }
@@ -108,21 +142,24 @@ pub struct SummaryBuilder<'o> {
 impl<'o> SummaryBuilder<'o> {
     /// A builder for `opts`.
     pub fn new(opts: &'o SummaryOptions) -> Self {
+        // Every series of the summary shares one budget of exact values.
+        let budget = Budget::default();
         Self {
             opts,
             rows: 0,
             selector: RowSelector::new(opts.filter),
             used: Used {
                 indices: IndexRuns::default(),
-                wall: Series::new(),
+                wall: budget.series(),
                 total_wall: 0,
-                scopes: ScopeSeries::default(),
+                scopes: ScopeSeries::with_budget(budget.clone()),
                 families: FamilyTableBuilder::new(&opts.family_rules),
                 devices: BTreeMap::new(),
                 nvml: BTreeMap::new(),
                 energy: EnergyAccumulator::default(),
                 with_nvml: 0,
                 any_row: false,
+                budget,
             },
             warnings: RowWarnings::default(),
         }

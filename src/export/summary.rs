@@ -513,9 +513,11 @@ pub(crate) fn summary_warnings(
     }
     if s.sketched {
         w.push(format!(
-            "percentiles from a quantile sketch: more than {} values in a series; each median, \
-             p90 and p99 is within {} % of the exact one (count, mean, min and max are exact)",
+            "percentiles from a quantile sketch: a series passed {} values, or all of them {} \
+             together; each median, p90 and p99 is within {} % of the exact one (count, mean, \
+             min and max are exact)",
             crate::analysis::series::EXACT_VALUES,
+            crate::analysis::series::EXACT_BUDGET,
             crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
         ));
     }

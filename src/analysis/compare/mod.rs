@@ -346,6 +346,24 @@ fn combine(
         kept: a.used + b.used,
     })?;
 
+    let sketched = |f: &SideFigures| {
+        f.distribution.is_some_and(|d| d.sketched)
+            || f.scopes.iter().any(|s| {
+                [
+                    s.calls,
+                    s.host_ns,
+                    s.device_ns,
+                    s.device_ns_inclusive,
+                    s.launches,
+                ]
+                .iter()
+                .any(|d| d.sketched)
+            })
+            || f.families
+                .iter()
+                .any(|x| x.total_ns.sketched || x.launches.sketched)
+    };
+    let any_sketched = sketched(&a) || sketched(&b);
     let scopes = scope_changes(a.scopes, b.scopes);
     let families = family_changes(a.families, b.families);
     let [kernels_a, memcpy_a, memset_a] = a.ops;
@@ -366,6 +384,16 @@ fn combine(
             side_a.distribution.n,
             speedup.sample_b,
             side_b.distribution.n,
+            crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
+    }
+
+    if any_sketched {
+        warnings.push(format!(
+            "percentiles from a quantile sketch: a series passed {} values, or a side's series {} \
+             together; each median, p90 and p99 is within {} % of the exact one",
+            crate::analysis::series::EXACT_VALUES,
+            crate::analysis::series::EXACT_BUDGET,
             crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
         ));
     }

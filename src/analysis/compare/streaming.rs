@@ -6,14 +6,16 @@
 //! [`BOOTSTRAP_SAMPLE`] of them, in ledger order, so that its interval is the one
 //! [`compare`](super::compare) gives; beyond, it resamples a uniform sample of that many (the
 //! comparison's warnings say how many of how many), and the speed-up is the ratio of the
-//! samples' medians.
+//! samples' medians. Scopes, families and NVML figures share one
+//! [`Budget`](crate::analysis::series::Budget) of exact values per side; past it their
+//! percentiles come from a sketch, which the warnings say.
 
 use super::warnings::{OperatingPoints, RecordCounts};
 use super::{
     check_options, combine, kernel_launches, memcpy_ops, memset_ops, CompareError, CompareOptions,
     Comparison, SideFigures,
 };
-use crate::analysis::series::{Series, EXACT_VALUES};
+use crate::analysis::series::{Budget, Series, EXACT_VALUES};
 use crate::analysis::streaming::{FamilySeries, RowSelector, ScopeSeries};
 use crate::ledger::schema::{Header, IterationRow};
 
@@ -67,17 +69,19 @@ pub struct CompareSide<'o> {
 impl<'o> CompareSide<'o> {
     /// A side compared with `opts`.
     pub fn new(opts: &'o CompareOptions) -> Self {
+        // Scopes, families and NVML figures share one budget of exact values.
+        let budget = Budget::default();
         Self {
             rows: 0,
             selector: RowSelector::new(opts.filter),
             kept: Kept {
                 opts,
                 metric: Series::sampled(BOOTSTRAP_SAMPLE),
-                scopes: ScopeSeries::default(),
-                families: FamilySeries::new(&opts.family_rules),
+                scopes: ScopeSeries::with_budget(budget.clone()),
+                families: FamilySeries::with_budget(&opts.family_rules, budget.clone()),
                 ops: [0; 3],
                 records: RecordCounts::default(),
-                nvml: OperatingPoints::default(),
+                nvml: OperatingPoints::with_budget(budget),
             },
         }
     }

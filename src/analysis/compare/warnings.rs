@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::{CompareOptions, RunSide};
-use crate::analysis::series::Series;
+use crate::analysis::series::{Budget, Series};
 use crate::analysis::stats::FEW_ITERATIONS;
 use crate::ledger::schema::{Header, IterationRow};
 
@@ -307,7 +307,7 @@ pub(super) fn record_warnings(name: &str, c: RecordCounts, out: &mut Vec<String>
 
 /// Operating point of one device over a run's kept iterations: medians of the per-iteration
 /// NVML figures, and every throttle reason seen.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct OperatingPoint {
     figures: BTreeMap<&'static str, Series>,
     throttle: BTreeSet<String>,
@@ -316,15 +316,28 @@ struct OperatingPoint {
 
 /// The operating point of each device, gathered one kept row at a time.
 #[derive(Debug, Default)]
-pub(super) struct OperatingPoints(BTreeMap<u32, OperatingPoint>);
+pub(super) struct OperatingPoints(BTreeMap<u32, OperatingPoint>, Budget);
 
 impl OperatingPoints {
+    /// Operating points whose figures' exact values count against `budget`.
+    pub(super) fn with_budget(budget: Budget) -> Self {
+        Self(BTreeMap::new(), budget)
+    }
+
     pub(super) fn push(&mut self, r: &IterationRow) {
+        let budget = &self.1;
         for n in &r.nvml {
-            let op = self.0.entry(n.device_id).or_default();
+            let op = self.0.entry(n.device_id).or_insert_with(|| OperatingPoint {
+                figures: BTreeMap::new(),
+                throttle: BTreeSet::new(),
+                throttle_known: false,
+            });
             let mut put = |name: &'static str, v: Option<f64>| {
                 if let Some(v) = v.filter(|v| v.is_finite()) {
-                    op.figures.entry(name).or_default().push(v);
+                    op.figures
+                        .entry(name)
+                        .or_insert_with(|| budget.series())
+                        .push(v);
                 }
             };
             put(
