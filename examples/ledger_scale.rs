@@ -1,6 +1,6 @@
 //! Every `gpu-ledger` command on a generated ledger of many rows, side by side with a plain
 //! line-by-line serde_json reader of the same file: wall time and peak resident memory of each,
-//! measured in one run. Each command and the plain reader run as child processes; peak memory is
+//! measured in one run, and compare's time against the plain reader of both its ledgers. Each command and the plain reader run as child processes; peak memory is
 //! the child's `VmHWM` (its high-water mark, which only grows), read from /proc every 2 ms while
 //! it runs, so growth in its last 2 ms can be missed.
 //!
@@ -17,7 +17,11 @@ use gpu_ledger::ledger::schema::LedgerLine;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--plain-reader") {
-        return plain_reader(Path::new(&args[2]));
+        // Each read panics on an error, so reaching the end is success.
+        for p in &args[2..] {
+            plain_reader(Path::new(p));
+        }
+        return ExitCode::SUCCESS;
     }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -29,7 +33,7 @@ fn main() -> ExitCode {
 }
 
 /// The baseline: every line parsed as a ledger line, one at a time, nothing kept.
-fn plain_reader(path: &Path) -> ExitCode {
+fn plain_reader(path: &Path) {
     let file = std::fs::File::open(path).expect("the generated ledger opens");
     let mut rows = 0u64;
     for line in BufReader::new(file).lines() {
@@ -39,7 +43,6 @@ fn plain_reader(path: &Path) -> ExitCode {
         }
     }
     println!("{rows}");
-    ExitCode::SUCCESS
 }
 
 fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
@@ -93,6 +96,9 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     line("plain reader (one ledger)", &plain);
+    // What compare is held to: reading both of its ledgers, one after the other.
+    let plain_both = measure(Command::new(&exe).args(["--plain-reader", pa, pb]))?;
+    line("plain reader (both ledgers)", &plain_both);
     let commands: [(&str, Vec<&str>); 7] = [
         ("check", vec!["check", pa]),
         ("csv", vec!["csv", pa, "-o", o]),
@@ -102,9 +108,18 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         ("merge", vec!["merge", pa]),
         ("compare (two ledgers)", vec!["compare", pa, pb]),
     ];
+    let mut compare_wall = None;
     for (name, cmd) in commands {
         let m = measure(Command::new(&bin).args(&cmd))?;
         line(name, &m);
+        compare_wall = Some(m.wall);
+    }
+    if let Some(c) = compare_wall {
+        println!();
+        println!(
+            "compare / plain reader of both ledgers: {:.2}x",
+            c.as_secs_f64() / plain_both.wall.as_secs_f64()
+        );
     }
     Ok(())
 }

@@ -529,36 +529,70 @@ pub fn family_table<'a>(
     rows: impl IntoIterator<Item = &'a IterationRow>,
     rules: &FamilyRules,
 ) -> FamilyTable {
-    #[derive(Default)]
-    struct ShapeAcc {
-        names: BTreeSet<String>,
-        launches: u64,
-        total: u64,
-        min: Option<u64>,
-        max: u64,
-        graph: u64,
-    }
-    let mut namer = rules.namer();
-    let mut display: HashMap<String, String> = HashMap::new();
-    let mut fams: BTreeMap<String, BTreeMap<KernelShape, ShapeAcc>> = BTreeMap::new();
-    let (mut iterations, mut busy, mut kernel_ns, mut wall) = (0usize, 0u64, 0u64, 0u64);
+    let mut t = FamilyTableBuilder::new(rules);
     for row in rows {
-        iterations += 1;
-        busy = busy.saturating_add(
+        t.push(row);
+    }
+    t.finish()
+}
+
+#[derive(Debug, Default)]
+struct ShapeAcc {
+    names: BTreeSet<String>,
+    launches: u64,
+    total: u64,
+    min: Option<u64>,
+    max: u64,
+    graph: u64,
+}
+
+/// [`family_table`] one row at a time: its memory grows with the kernel names and shapes, not
+/// with the rows.
+#[derive(Debug)]
+pub struct FamilyTableBuilder<'r> {
+    namer: FamilyNamer<'r>,
+    display: HashMap<String, String>,
+    fams: BTreeMap<String, BTreeMap<KernelShape, ShapeAcc>>,
+    iterations: usize,
+    busy: u64,
+    kernel_ns: u64,
+    wall: u64,
+}
+
+impl<'r> FamilyTableBuilder<'r> {
+    /// A table grouped by `rules`.
+    pub fn new(rules: &'r FamilyRules) -> Self {
+        Self {
+            namer: rules.namer(),
+            display: HashMap::new(),
+            fams: BTreeMap::new(),
+            iterations: 0,
+            busy: 0,
+            kernel_ns: 0,
+            wall: 0,
+        }
+    }
+
+    /// Adds one row.
+    pub fn push(&mut self, row: &IterationRow) {
+        self.iterations += 1;
+        self.busy = self.busy.saturating_add(
             row.devices
                 .iter()
                 .map(|d| d.busy_ns)
                 .fold(0, u64::saturating_add),
         );
-        wall = wall.saturating_add(row.host_wall_ns);
+        self.wall = self.wall.saturating_add(row.host_wall_ns);
         for k in &row.kernels {
-            kernel_ns = kernel_ns.saturating_add(k.total_ns);
-            let fam = namer.family_of(&k.name);
-            let shown = display
+            self.kernel_ns = self.kernel_ns.saturating_add(k.total_ns);
+            let fam = self.namer.family_of(&k.name);
+            let shown = self
+                .display
                 .entry(k.name.clone())
                 .or_insert_with(|| display_name(&k.name))
                 .clone();
-            let acc = fams
+            let acc = self
+                .fams
                 .entry(fam)
                 .or_default()
                 .entry(KernelShape::of(k))
@@ -571,77 +605,89 @@ pub fn family_table<'a>(
             acc.graph = acc.graph.saturating_add(k.graph_launches);
         }
     }
-    let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
-    let mean = |total: u64, n: u64| if n > 0 { total as f64 / n as f64 } else { 0.0 };
-    let mut families: Vec<FamilySummary> = fams
-        .into_iter()
-        .map(|(family, shapes)| {
-            let mut names = BTreeSet::new();
-            let mut shapes: Vec<ShapeSummary> = shapes
-                .into_iter()
-                .map(|(shape, a)| {
-                    names.extend(a.names.iter().cloned());
-                    ShapeSummary {
-                        shape,
-                        names: a.names.into_iter().collect(),
-                        launches: a.launches,
-                        total_ns: a.total,
-                        mean_ns: mean(a.total, a.launches),
-                        min_ns: a.min.unwrap_or(0),
-                        max_ns: a.max,
-                        graph_launches: a.graph,
-                    }
-                })
-                .collect();
-            shapes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.shape.cmp(&b.shape)));
-            let launches: u64 = shapes
-                .iter()
-                .map(|s| s.launches)
-                .fold(0, u64::saturating_add);
-            let total: u64 = shapes
-                .iter()
-                .map(|s| s.total_ns)
-                .fold(0, u64::saturating_add);
-            let share = ratio(total, busy);
-            let p = share.map(|p| p.clamp(0.0, 1.0));
-            FamilySummary {
-                family,
-                names: names.into_iter().collect(),
-                launches,
-                launches_per_iteration: mean(launches, iterations as u64),
-                total_ns: total,
-                mean_ns: mean(total, launches),
-                min_ns: shapes.iter().map(|s| s.min_ns).min().unwrap_or(0),
-                max_ns: shapes.iter().map(|s| s.max_ns).max().unwrap_or(0),
-                graph_launches: shapes
+
+    /// The ranked table.
+    pub fn finish(self) -> FamilyTable {
+        let Self {
+            fams,
+            iterations,
+            busy,
+            kernel_ns,
+            wall,
+            ..
+        } = self;
+        let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
+        let mean = |total: u64, n: u64| if n > 0 { total as f64 / n as f64 } else { 0.0 };
+        let mut families: Vec<FamilySummary> = fams
+            .into_iter()
+            .map(|(family, shapes)| {
+                let mut names = BTreeSet::new();
+                let mut shapes: Vec<ShapeSummary> = shapes
+                    .into_iter()
+                    .map(|(shape, a)| {
+                        names.extend(a.names.iter().cloned());
+                        ShapeSummary {
+                            shape,
+                            names: a.names.into_iter().collect(),
+                            launches: a.launches,
+                            total_ns: a.total,
+                            mean_ns: mean(a.total, a.launches),
+                            min_ns: a.min.unwrap_or(0),
+                            max_ns: a.max,
+                            graph_launches: a.graph,
+                        }
+                    })
+                    .collect();
+                shapes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.shape.cmp(&b.shape)));
+                let launches: u64 = shapes
                     .iter()
-                    .map(|s| s.graph_launches)
-                    .fold(0, u64::saturating_add),
-                share_of_device_time: share,
-                share_of_kernel_time: ratio(total, kernel_ns),
-                share_of_wall_time: ratio(total, wall),
-                contribution_ns: launches as f64 * mean(total, launches),
-                rank: 0,
-                amdahl_ceiling: p.and_then(amdahl_ceiling),
-                speedup_if_2x: p.and_then(|p| amdahl_speedup(p, 2.0)),
-                shapes,
-            }
-        })
-        .collect();
-    families.sort_by(|a, b| {
-        b.contribution_ns
-            .total_cmp(&a.contribution_ns)
-            .then_with(|| a.family.cmp(&b.family))
-    });
-    for (i, f) in families.iter_mut().enumerate() {
-        f.rank = i + 1;
-    }
-    FamilyTable {
-        iterations,
-        device_busy_ns: busy,
-        kernel_ns,
-        host_wall_ns: wall,
-        families,
+                    .map(|s| s.launches)
+                    .fold(0, u64::saturating_add);
+                let total: u64 = shapes
+                    .iter()
+                    .map(|s| s.total_ns)
+                    .fold(0, u64::saturating_add);
+                let share = ratio(total, busy);
+                let p = share.map(|p| p.clamp(0.0, 1.0));
+                FamilySummary {
+                    family,
+                    names: names.into_iter().collect(),
+                    launches,
+                    launches_per_iteration: mean(launches, iterations as u64),
+                    total_ns: total,
+                    mean_ns: mean(total, launches),
+                    min_ns: shapes.iter().map(|s| s.min_ns).min().unwrap_or(0),
+                    max_ns: shapes.iter().map(|s| s.max_ns).max().unwrap_or(0),
+                    graph_launches: shapes
+                        .iter()
+                        .map(|s| s.graph_launches)
+                        .fold(0, u64::saturating_add),
+                    share_of_device_time: share,
+                    share_of_kernel_time: ratio(total, kernel_ns),
+                    share_of_wall_time: ratio(total, wall),
+                    contribution_ns: launches as f64 * mean(total, launches),
+                    rank: 0,
+                    amdahl_ceiling: p.and_then(amdahl_ceiling),
+                    speedup_if_2x: p.and_then(|p| amdahl_speedup(p, 2.0)),
+                    shapes,
+                }
+            })
+            .collect();
+        families.sort_by(|a, b| {
+            b.contribution_ns
+                .total_cmp(&a.contribution_ns)
+                .then_with(|| a.family.cmp(&b.family))
+        });
+        for (i, f) in families.iter_mut().enumerate() {
+            f.rank = i + 1;
+        }
+        FamilyTable {
+            iterations,
+            device_busy_ns: busy,
+            kernel_ns,
+            host_wall_ns: wall,
+            families,
+        }
     }
 }
 

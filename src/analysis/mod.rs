@@ -7,6 +7,8 @@
 //!   ceilings `1/(1-p)`;
 //! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
 //!   padding;
+//! - [`series`]: one figure streamed in bounded memory, exact up to a bound and a quantile
+//!   sketch beyond; [`streaming`]: row selection, scopes and families over a stream of rows;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
 //!   runs are not comparable.
 //!
@@ -31,27 +33,33 @@
 
 pub mod compare;
 pub mod families;
+pub mod indices;
 /// Device busy time as the union of intervals, and idle gaps.
 pub mod intervals {
     pub use crate::intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
 }
 pub mod occupancy;
+pub mod series;
 pub mod stats;
+pub mod streaming;
 
 pub use compare::{
-    bootstrap_speedup, compare, CompareError, CompareOptions, Comparison, FamilyChange,
-    LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate, Verdict,
+    bootstrap_speedup, compare, compare_streamed, CompareError, CompareOptions, CompareSide,
+    Comparison, FamilyChange, LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
+    Verdict,
 };
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
-    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable, GroupingRule,
-    KernelShape, RuleMatch, RuleParseError, ShapeSummary,
+    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
+    FamilyTableBuilder, GroupingRule, KernelShape, RuleMatch, RuleParseError, ShapeSummary,
 };
+pub use indices::IndexRuns;
 pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
 pub use occupancy::{
     analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
     KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
 };
+pub use series::{Budget, Series, EXACT_BUDGET, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
 pub use stats::{
     detect_warmup, family_distributions, idle_share, mad, median, median_interval,
     percentile_sorted, scope_distributions, select_rows, Distribution, FamilyStats,

@@ -45,6 +45,11 @@ pub struct Distribution {
     pub mean: f64,
     /// Sample standard deviation (divisor `n - 1`); 0 for a single sample.
     pub stddev: f64,
+    /// Whether the percentiles come from a quantile sketch (a series longer than
+    /// [`super::series::EXACT_VALUES`]): each is then within
+    /// [`super::series::SKETCH_RELATIVE_ERROR`] of the exact order statistic.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sketched: bool,
 }
 
 impl Distribution {
@@ -72,6 +77,7 @@ impl Distribution {
             max: v[n - 1],
             mean,
             stddev,
+            sketched: false,
         })
     }
 

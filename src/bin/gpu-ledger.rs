@@ -15,32 +15,42 @@
 //! usage error. A ledger whose last line was cut while being written (the run was killed) is
 //! valid up to that line: every command warns once, naming the line, and goes on without it.
 
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use gpu_ledger::analysis::compare::{compare, CompareOptions, LedgerView};
+use gpu_ledger::analysis::compare::{
+    compare, compare_streamed, CompareOptions, CompareSide, LedgerView,
+};
 use gpu_ledger::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
 use gpu_ledger::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::export::text::md_cell;
 use gpu_ledger::export::{
-    markdown_comparison, markdown_summary, merge_ranks, write_html_report, CsvLayout,
-    IterationRange, LedgerStream, LedgerSummary, RankSeries, ReportOptions, StreamItem,
-    SummaryOptions, TraceOptions, TraceWriter,
+    markdown_comparison, markdown_summary, write_html_report, CsvLayout, IterationRange,
+    LedgerSummary, MergeStream, RankSeries, ReportBuilder, ReportOptions, StreamItem,
+    SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
-use gpu_ledger::ledger::reader::Ledger;
-use gpu_ledger::ledger::schema::IterationRow;
+use gpu_ledger::ledger::schema::{Header, IterationRow};
 
 // Not src/bin/output.rs: cargo would take that for a second binary.
+#[path = "gpu-ledger/input.rs"]
+mod input;
 #[path = "gpu-ledger/output.rs"]
 mod output;
+#[path = "gpu-ledger/progress.rs"]
+mod progress;
+use input::{open, read_bounded, Ctx, Read, Stream};
 use output::Output;
+use progress::Progress;
 
-/// Rows between two progress reports.
-const PROGRESS_EVERY: u64 = 10_000;
+/// Bytes of rows that summary, report and compare hold to analyse a ledger whole; a longer ledger
+/// is analysed as it streams past, in memory independent of its length (percentiles from a
+/// sketch past 100 000 rows, said in the output).
+const HOLD_BYTES: u64 = 8 << 20;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -53,9 +63,13 @@ const PROGRESS_EVERY: u64 = 10_000;
     after_help = "Exit status: 0 success, 1 invalid ledger or I/O error, 2 usage error."
 )]
 struct Cli {
-    /// Report progress on stderr every 10 000 rows (default: only when stderr is a terminal).
+    /// Report progress on stderr every 10 000 rows even when stderr is not a terminal (a
+    /// terminal shows one updating line after a second without it).
     #[arg(long, global = true)]
     progress: bool,
+    /// Bytes of rows held to analyse a ledger whole before it is streamed (for tests).
+    #[arg(long, global = true, hide = true, default_value_t = HOLD_BYTES)]
+    hold_bytes: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -258,78 +272,6 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> CliError {
     move |source| CliError::Io { what, source }
 }
 
-/// Progress on stderr every [`PROGRESS_EVERY`] rows.
-struct Progress {
-    enabled: bool,
-    tty: bool,
-    label: String,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(forced: bool, label: &Path) -> Self {
-        let tty = io::stderr().is_terminal();
-        Self {
-            enabled: forced || tty,
-            tty,
-            label: label.display().to_string(),
-            shown: false,
-        }
-    }
-
-    fn tick(&mut self, rows: u64) {
-        if !self.enabled || rows == 0 || rows % PROGRESS_EVERY != 0 {
-            return;
-        }
-        self.shown = true;
-        let mut e = io::stderr().lock();
-        let _ = if self.tty {
-            write!(e, "\r{}: {rows} rows read", self.label)
-        } else {
-            writeln!(e, "{}: {rows} rows read", self.label)
-        };
-        let _ = e.flush();
-    }
-
-    fn done(&mut self, rows: u64) {
-        if self.shown && self.tty {
-            let _ = writeln!(io::stderr(), "\r{}: {rows} rows read", self.label);
-        }
-        self.shown = false;
-    }
-}
-
-/// Reads a whole ledger for the analyses, with progress. Per-activity records and scope spans
-/// (only the trace uses them) are dropped row by row, so that memory holds the aggregates only.
-fn load(path: &Path, progress: bool) -> Result<Ledger, CliError> {
-    let mut p = Progress::new(progress, path);
-    let mut stream = LedgerStream::open(path)?;
-    let mut iterations = Vec::new();
-    let mut trailer = None;
-    let result = loop {
-        match stream.next_item() {
-            Ok(Some(StreamItem::Row(_, mut row))) => {
-                row.activities = None;
-                row.scope_spans = None;
-                iterations.push(*row);
-                p.tick(iterations.len() as u64);
-            }
-            Ok(Some(StreamItem::Trailer(_, t))) => trailer = Some(*t),
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
-    };
-    p.done(iterations.len() as u64);
-    result?;
-    warn_truncated(path, stream.truncated_last_line());
-    Ok(Ledger {
-        header: stream.header().clone(),
-        iterations,
-        trailer,
-        truncated_last_line: stream.truncated_last_line(),
-    })
-}
-
 fn display(p: &Path) -> String {
     p.display().to_string()
 }
@@ -363,10 +305,43 @@ fn print(text: &str) -> Result<(), CliError> {
     }
 }
 
-fn summary(path: &Path, stats: &StatsArgs, progress: bool) -> Result<(), CliError> {
-    let ledger = load(path, progress)?;
-    let s = LedgerSummary::compute(&ledger, &stats.summary());
+fn summary(path: &Path, stats: &StatsArgs, ctx: Ctx) -> Result<(), CliError> {
+    let opts = stats.summary();
+    let s = match read_bounded(path, ctx, || SummaryBuilder::new(&opts), |b, r| b.push(r))? {
+        Read::Whole(ledger) => LedgerSummary::compute(&ledger, &opts),
+        Read::Streamed {
+            header,
+            trailer,
+            builder,
+        } => builder.finish(&header, trailer.as_ref()),
+    };
     print(&markdown_summary(&s, &display(path)))
+}
+
+/// One side of a comparison: whole, or streamed into a [`CompareSide`].
+fn compare_side<'o>(
+    path: &Path,
+    opts: &'o CompareOptions,
+    ctx: Ctx,
+) -> Result<Read<CompareSide<'o>>, CliError> {
+    read_bounded(path, ctx, || CompareSide::new(opts), |s, r| s.push(r))
+}
+
+/// A side read whole, streamed into a [`CompareSide`] (to be compared with a streamed one).
+fn into_side<'o>(
+    side: Read<CompareSide<'o>>,
+    opts: &'o CompareOptions,
+) -> (Header, CompareSide<'o>) {
+    match side {
+        Read::Whole(l) => {
+            let mut s = CompareSide::new(opts);
+            l.iterations.into_iter().for_each(|r| s.push(r));
+            (l.header, s)
+        }
+        Read::Streamed {
+            header, builder, ..
+        } => (header, builder),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -377,19 +352,50 @@ fn compare_cmd(
     change: Option<&str>,
     log: Option<&Path>,
     opts: CompareOptions,
-    progress: bool,
+    ctx: Ctx,
 ) -> Result<(), CliError> {
-    let la = load(a, progress)?;
-    let lb = load(b, progress)?;
-    let view_a = LedgerView {
-        header: &la.header,
-        rows: &la.iterations,
-    };
-    let view_b = LedgerView {
-        header: &lb.header,
-        rows: &lb.iterations,
-    };
-    let c = compare(view_a, view_b, &opts).map_err(|e| {
+    // The two ledgers are read at once, one on another thread: reading is most of the work.
+    // Only A's progress takes the terminal's line, so that the two do not overwrite each other.
+    let (sa, sb) = std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("gpu-ledger-read-b".into())
+            .spawn_scoped(scope, || {
+                let quiet = Ctx {
+                    terminal: false,
+                    ..ctx
+                };
+                compare_side(b, &opts, quiet)
+            });
+        let sa = compare_side(a, &opts, ctx);
+        let sb = match other {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(CliError::Other(format!("reading {} failed", display(b))))),
+            // No thread to be had: read B after A.
+            Err(_) => compare_side(b, &opts, ctx),
+        };
+        (sa, sb)
+    });
+    let (sa, sb) = (sa?, sb?);
+    let c = match (sa, sb) {
+        (Read::Whole(la), Read::Whole(lb)) => {
+            let view_a = LedgerView {
+                header: &la.header,
+                rows: &la.iterations,
+            };
+            let view_b = LedgerView {
+                header: &lb.header,
+                rows: &lb.iterations,
+            };
+            compare(view_a, view_b, &opts)
+        }
+        (sa, sb) => {
+            let (ha, sa) = into_side(sa, &opts);
+            let (hb, sb) = into_side(sb, &opts);
+            compare_streamed(&ha, sa, &hb, sb, &opts)
+        }
+    }
+    .map_err(|e| {
         CliError::Other(format!(
             "cannot compare {} with {}: {e}",
             display(a),
@@ -434,10 +440,9 @@ fn trace(
     output: &Path,
     range: Option<IterationRange>,
     demangle: bool,
-    progress: bool,
+    ctx: Ctx,
 ) -> Result<(), CliError> {
-    let mut p = Progress::new(progress, path);
-    let mut stream = LedgerStream::open(path)?;
+    let (mut stream, mut p) = open(path, ctx)?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
     let opts = TraceOptions {
@@ -497,34 +502,41 @@ fn report(
     output: &Path,
     title: Option<String>,
     stats: &StatsArgs,
-    progress: bool,
+    ctx: Ctx,
 ) -> Result<(), CliError> {
-    let ledger = load(path, progress)?;
-    let mut out = Output::create(output)?;
     let opts = ReportOptions {
         title,
         summary: stats.summary(),
         ..ReportOptions::default()
     };
+    let read = read_bounded(path, ctx, || ReportBuilder::new(&opts), |b, r| b.push(r))?;
+    let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
-    write_html_report(&ledger, &display(path), &opts, &mut out.writer)
-        .map_err(io_err(format!("cannot write {out_name}")))?;
+    let werr = io_err(format!("cannot write {out_name}"));
+    match read {
+        Read::Whole(ledger) => write_html_report(&ledger, &display(path), &opts, &mut out.writer),
+        Read::Streamed {
+            header,
+            trailer,
+            builder,
+        } => builder.finish(&header, trailer.as_ref(), &display(path), &mut out.writer),
+    }
+    .map_err(werr)?;
     out.commit()?;
     eprintln!("gpu-ledger: report written to {out_name}");
     Ok(())
 }
 
-fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
+fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     // The columns depend on every row, and the input is read once (a FIFO or a process
     // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
     // that a ledger of any length is written in constant memory.
     let mut layout = CsvLayout::new();
-    let mut p = Progress::new(progress, path);
     let mut rows = 0u64;
     let spill_err =
         || io_err("cannot write the CSV's temporary file (set TMPDIR to a disk with space)");
     let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
-    let mut stream = LedgerStream::open(path)?;
+    let (mut stream, mut p) = open(path, ctx)?;
     for item in stream.by_ref() {
         if let StreamItem::Row(_, mut row) = item? {
             rows += 1;
@@ -568,9 +580,8 @@ fn csv(path: &Path, output: &Path, progress: bool) -> Result<(), CliError> {
 }
 
 /// Checks one ledger; `Ok(notes)` when valid.
-fn check_one(path: &Path, progress: bool) -> Result<String, gpu_ledger::Error> {
-    let mut p = Progress::new(progress, path);
-    let mut stream = LedgerStream::open(path)?;
+fn check_one(path: &Path, ctx: Ctx) -> Result<String, gpu_ledger::Error> {
+    let (mut stream, mut p) = open(path, ctx)?;
     let header = stream.header().clone();
     let mut rows = 0u64;
     let mut trailer = None;
@@ -647,10 +658,10 @@ fn check_one(path: &Path, progress: bool) -> Result<String, gpu_ledger::Error> {
     Ok(out)
 }
 
-fn check(paths: &[PathBuf], progress: bool) -> Result<(), CliError> {
+fn check(paths: &[PathBuf], ctx: Ctx) -> Result<(), CliError> {
     let mut failed = false;
     for p in paths {
-        match check_one(p, progress) {
+        match check_one(p, ctx) {
             Ok(text) => print(&text)?,
             Err(e) => {
                 failed = true;
@@ -665,33 +676,108 @@ fn check(paths: &[PathBuf], progress: bool) -> Result<(), CliError> {
     }
 }
 
-fn merge(paths: &[PathBuf], format: MergeFormat, progress: bool) -> Result<(), CliError> {
+/// The next row of a merge's input: `(index, host_wall_ns, flagged)`.
+fn next_cell(
+    stream: &mut Stream,
+    p: &mut Progress,
+    rows: &mut u64,
+) -> Result<Option<(u64, u64, bool)>, CliError> {
+    while let Some(item) = stream.next_item()? {
+        if let StreamItem::Row(_, row) = item {
+            *rows += 1;
+            p.tick(*rows);
+            return Ok(Some((
+                row.index,
+                row.host_wall_ns,
+                row.perturbed || !row.complete,
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// Reads every rank's ledger at once, in index order (each is ordered: the reader refuses
+/// an index that does not ascend), and writes each merged iteration as it is complete.
+fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<(), CliError> {
+    let mut inputs = Vec::new();
     let mut series = Vec::new();
     for path in paths {
-        let mut p = Progress::new(progress, path);
-        let mut stream = LedgerStream::open(path)?;
-        let mut s = RankSeries::new(stream.header(), &display(path));
-        let mut rows = 0u64;
-        while let Some(item) = stream.next_item()? {
-            if let StreamItem::Row(_, row) = item {
-                rows += 1;
-                p.tick(rows);
-                s.push(&row);
+        let (stream, p) = open(path, ctx)?;
+        series.push(RankSeries::new(stream.header(), &display(path)));
+        inputs.push((stream, p, 0u64));
+    }
+    let mut merged = match MergeStream::new(series) {
+        Ok(m) => m,
+        Err(e) => {
+            // A broken ledger is reported before the ranks' conflict, as when every ledger was
+            // read before merging.
+            for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
+                while next_cell(stream, p, rows)?.is_some() {}
+                p.done(*rows);
+                warn_truncated(path, stream.truncated_last_line());
+            }
+            return Err(CliError::Other(e.to_string()));
+        }
+    };
+    let csv = format == MergeFormat::Csv;
+    // The table goes to an unnamed temporary file until every input has read without error, so
+    // that a failing ledger leaves stdout empty, as it did when all rows were held.
+    let spill_err =
+        || io_err("cannot write the merge's temporary file (set TMPDIR to a disk with space)");
+    let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
+    spill
+        .write_all(merged.head(csv).as_bytes())
+        .map_err(spill_err())?;
+    let mut heads = Vec::with_capacity(inputs.len());
+    for (stream, p, rows) in &mut inputs {
+        heads.push(next_cell(stream, p, rows)?);
+    }
+    let mut cells = vec![None; inputs.len()];
+    while let Some(index) = heads.iter().flatten().map(|h| h.0).min() {
+        for (i, (stream, p, rows)) in inputs.iter_mut().enumerate() {
+            cells[i] = None;
+            if let Some((at, wall, flagged)) = heads[i].filter(|h| h.0 == index) {
+                cells[i] = Some((wall, flagged));
+                debug_assert_eq!(at, index);
+                heads[i] = next_cell(stream, p, rows)?;
             }
         }
-        p.done(rows);
-        warn_truncated(path, stream.truncated_last_line());
-        series.push(s);
+        if let Some(it) = merged.push(index, &cells) {
+            let line = if csv { it.to_csv() } else { it.to_markdown() };
+            spill.write_all(line.as_bytes()).map_err(spill_err())?;
+        }
     }
-    let view = merge_ranks(series).map_err(|e| CliError::Other(e.to_string()))?;
-    print(&match format {
-        MergeFormat::Markdown => view.to_markdown(),
-        MergeFormat::Csv => view.to_csv(),
-    })
+    for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
+        p.done(*rows);
+        warn_truncated(path, stream.truncated_last_line());
+    }
+    let mut spilled = spill
+        .into_inner()
+        .map_err(|e| spill_err()(e.into_error()))?;
+    spilled.seek(SeekFrom::Start(0)).map_err(spill_err())?;
+    let mut out = io::stdout().lock();
+    let written = io::copy(&mut spilled, &mut out).and_then(|_| {
+        if !csv {
+            out.write_all(merged.finish_markdown().as_bytes())?;
+        }
+        out.flush()
+    });
+    match written {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Io {
+            what: "cannot write to stdout".into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
-    let progress = cli.progress;
+    let progress = Ctx {
+        progress: cli.progress,
+        terminal: true,
+        hold_bytes: cli.hold_bytes,
+        start: Instant::now(),
+    };
     match cli.command {
         Command::Summary { ledger, stats } => summary(&ledger, &stats, progress),
         Command::Compare {

@@ -26,10 +26,10 @@ use super::svg::{
     hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
     Roofline, Series, Shade,
 };
-use super::text::{fmt_count, fmt_indices, fmt_ns, fmt_pct, html_escape, sig3};
+use super::text::{fmt_count, fmt_ns, fmt_pct, html_escape, sig3};
 use crate::analysis::stats::{idle_share, Distribution};
 use crate::ledger::reader::Ledger;
-use crate::ledger::schema::IterationRow;
+use crate::ledger::schema::{Header, IterationRow};
 
 /// How to build the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,7 +142,7 @@ fn parent_in(path: &str, paths: &BTreeSet<&str>) -> Option<String> {
 
 /// Per scope: host time minus that of its children present in the row (its own time), and the
 /// row's time outside every top-level scope.
-fn self_host_times(row: &IterationRow) -> (BTreeMap<String, f64>, f64) {
+pub(crate) fn self_host_times(row: &IterationRow) -> (BTreeMap<String, f64>, f64) {
     let mut host: BTreeMap<&str, u64> = BTreeMap::new();
     for s in &row.scopes {
         let e = host.entry(s.path.as_str()).or_default();
@@ -177,20 +177,17 @@ fn shades_for(s: &LedgerSummary) -> Vec<Shade> {
         ("perturbed", &s.perturbed),
         ("incomplete", &s.incomplete),
     ] {
-        let mut v = idx.clone();
-        v.sort_unstable();
-        let mut i = 0;
-        while i < v.len() {
-            let mut j = i;
-            while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-                j += 1;
-            }
+        for &(a, b) in idx.runs() {
+            let run = if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            };
             out.push(Shade {
-                from: v[i] as f64,
-                to: v[j] as f64,
-                label: format!("{label}: iterations {}", fmt_indices(&v[i..=j])),
+                from: a as f64,
+                to: b as f64,
+                label: format!("{label}: iterations {run}"),
             });
-            i = j + 1;
         }
     }
     out
@@ -296,16 +293,138 @@ pub fn write_html_report<W: Write>(
     ledger: &Ledger,
     source: &str,
     opts: &ReportOptions,
-    mut out: W,
+    out: W,
 ) -> io::Result<()> {
     let s = LedgerSummary::compute(ledger, &opts.summary);
-    let html = render(ledger, &s, source, opts);
+    let charts = charts_from_rows(&ledger.iterations, &s, opts);
+    write_report(&ledger.header, &s, &charts, source, opts, out)
+}
+
+/// Writes the report of a ledger whose summary is `s` and whose per-iteration charts are
+/// `charts` (built from its rows, or as they stream past by [`ChartBuckets`]).
+///
+/// # Errors
+/// Any error of `out`.
+pub(crate) fn write_report<W: Write>(
+    header: &Header,
+    s: &LedgerSummary,
+    charts: &Charts,
+    source: &str,
+    opts: &ReportOptions,
+    mut out: W,
+) -> io::Result<()> {
+    let html = render(header, s, charts, source, opts);
     out.write_all(html.as_bytes())?;
     out.flush()
 }
 
-fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions) -> String {
-    let rows = &ledger.iterations;
+/// What the per-iteration charts show: one bar or point per bucket of consecutive rows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Charts {
+    pub(crate) labels: Vec<String>,
+    pub(crate) dimmed: Vec<bool>,
+    pub(crate) xs: Vec<f64>,
+    pub(crate) bucket_note: String,
+    pub(crate) has_scopes: bool,
+    pub(crate) host: Vec<Series>,
+    pub(crate) device: Vec<Series>,
+    pub(crate) idle: Vec<Series>,
+    /// SM clock and board power per GPU; `None` when no row has NVML figures.
+    pub(crate) nvml: Option<(Vec<Series>, Vec<Series>)>,
+}
+
+/// The charts of `rows`, bucketed into at most `opts.max_points` bars.
+fn charts_from_rows(rows: &[IterationRow], s: &LedgerSummary, opts: &ReportOptions) -> Charts {
+    let bks = buckets(rows.len(), opts.max_points);
+    let labels: Vec<String> = bks.iter().map(|r| bucket_label(rows, r)).collect();
+    let excluded: BTreeSet<u64> = s
+        .warmup
+        .iter()
+        .chain(s.perturbed.iter())
+        .chain(s.incomplete.iter())
+        .collect();
+    let dimmed: Vec<bool> = bks
+        .iter()
+        .map(|r| r.clone().all(|i| excluded.contains(&rows[i].index)))
+        .collect();
+    let bucketed = bks.iter().any(|r| r.len() > 1);
+    let bucket_note = if bucketed {
+        format!(
+            " Each bar is the mean of about {} consecutive iterations.",
+            rows.len().div_ceil(bks.len().max(1))
+        )
+    } else {
+        String::new()
+    };
+    let (own, outside): (Vec<_>, Vec<_>) = rows.iter().map(self_host_times).unzip();
+    let host = stacked_scope_series(
+        &own,
+        Some(("outside any scope", outside)),
+        &bks,
+        opts.max_scopes,
+    );
+    let has_scopes = rows.iter().any(|r| !r.scopes.is_empty());
+    let dev: Vec<BTreeMap<String, f64>> = rows
+        .iter()
+        .map(|r| {
+            let mut m = BTreeMap::new();
+            for sc in &r.scopes {
+                *m.entry(sc.path.clone()).or_default() += sc.device_ns as f64;
+            }
+            m
+        })
+        .collect();
+    let device = stacked_scope_series(&dev, None, &bks, opts.max_scopes);
+    let device_ids: BTreeSet<u32> = rows
+        .iter()
+        .flat_map(|r| r.devices.iter().map(|d| d.device_id))
+        .collect();
+    let xs: Vec<f64> = bks
+        .iter()
+        .map(|r| mean_of(r.clone().map(|i| Some(rows[i].index as f64))).unwrap_or(0.0))
+        .collect();
+    let idle = per_gpu_series(&device_ids, rows, &bks, |row, d| {
+        row.devices
+            .iter()
+            .find(|x| x.device_id == d)
+            .and_then(idle_share)
+    });
+    let nvml_ids: BTreeSet<u32> = rows
+        .iter()
+        .flat_map(|r| r.nvml.iter().map(|n| n.device_id))
+        .collect();
+    let nvml = (!nvml_ids.is_empty()).then(|| {
+        let nv_series =
+            |f: &dyn Fn(&crate::ledger::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
+                per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
+                    row.nvml.iter().find(|n| n.device_id == d).and_then(f)
+                })
+            };
+        (
+            nv_series(&|n| n.sm_clock.as_ref().map(|c| c.mean_mhz)),
+            nv_series(&|n| n.power.as_ref().map(|p| p.mean_w)),
+        )
+    });
+    Charts {
+        labels,
+        dimmed,
+        xs,
+        bucket_note,
+        has_scopes,
+        host,
+        device,
+        idle,
+        nvml,
+    }
+}
+
+fn render(
+    header: &Header,
+    s: &LedgerSummary,
+    charts: &Charts,
+    source: &str,
+    opts: &ReportOptions,
+) -> String {
     let title = opts
         .title
         .clone()
@@ -375,9 +494,9 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
     let _ = writeln!(
         o,
         "<p>Left out of the statistics: warm-up {}; perturbed {}; incomplete {}.{}{}</p></section>",
-        html_escape(&fmt_indices(&s.warmup)),
-        html_escape(&fmt_indices(&s.perturbed)),
-        html_escape(&fmt_indices(&s.incomplete)),
+        html_escape(&s.warmup.to_string()),
+        html_escape(&s.perturbed.to_string()),
+        html_escape(&s.incomplete.to_string()),
         if s.run_complete {
             ""
         } else {
@@ -461,43 +580,20 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
 
     // Scopes.
     o.push_str("<section id=\"scopes\"><h2>Scopes</h2>");
-    let bks = buckets(rows.len(), opts.max_points);
-    let labels: Vec<String> = bks.iter().map(|r| bucket_label(rows, r)).collect();
-    let excluded: BTreeSet<u64> = s
-        .warmup
-        .iter()
-        .chain(&s.perturbed)
-        .chain(&s.incomplete)
-        .copied()
-        .collect();
-    let dimmed: Vec<bool> = bks
-        .iter()
-        .map(|r| r.clone().all(|i| excluded.contains(&rows[i].index)))
-        .collect();
-    let bucketed = bks.iter().any(|r| r.len() > 1);
-    let bucket_note = if bucketed {
-        format!(
-            " Each bar is the mean of about {} consecutive iterations.",
-            rows.len().div_ceil(bks.len().max(1))
-        )
-    } else {
-        String::new()
-    };
-    let (own, outside): (Vec<_>, Vec<_>) = rows.iter().map(self_host_times).unzip();
-    let host_series = stacked_scope_series(
-        &own,
-        Some(("outside any scope", outside)),
-        &bks,
-        opts.max_scopes,
-    );
-    let has_scopes = rows.iter().any(|r| !r.scopes.is_empty());
-    if has_scopes {
+    let Charts {
+        labels,
+        dimmed,
+        xs,
+        bucket_note,
+        ..
+    } = charts;
+    if charts.has_scopes {
         o.push_str(&stacked_bar_chart(
             "chart-scopes-host",
             "Host time per iteration by scope (own time, stacked)",
-            &labels,
-            &host_series,
-            &dimmed,
+            labels,
+            &charts.host,
+            dimmed,
             AxisFormat::Ns,
             "host time",
             &format!(
@@ -506,23 +602,12 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
                  thread. Faded bars are left out of the statistics.{bucket_note}"
             ),
         ));
-        let dev: Vec<BTreeMap<String, f64>> = rows
-            .iter()
-            .map(|r| {
-                let mut m = BTreeMap::new();
-                for sc in &r.scopes {
-                    *m.entry(sc.path.clone()).or_default() += sc.device_ns as f64;
-                }
-                m
-            })
-            .collect();
-        let dev_series = stacked_scope_series(&dev, None, &bks, opts.max_scopes);
         o.push_str(&stacked_bar_chart(
             "chart-scopes-device",
             "Device time per iteration by scope (own launches, stacked)",
-            &labels,
-            &dev_series,
-            &dimmed,
+            labels,
+            &charts.device,
+            dimmed,
             AxisFormat::Ns,
             "device time",
             &format!(
@@ -562,25 +647,11 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
     // Idle.
     o.push_str("<section id=\"idle\"><h2>Device idle time</h2>");
     let shades = shades_for(s);
-    let device_ids: BTreeSet<u32> = rows
-        .iter()
-        .flat_map(|r| r.devices.iter().map(|d| d.device_id))
-        .collect();
-    let xs: Vec<f64> = bks
-        .iter()
-        .map(|r| mean_of(r.clone().map(|i| Some(rows[i].index as f64))).unwrap_or(0.0))
-        .collect();
-    let idle_series = per_gpu_series(&device_ids, rows, &bks, |row, d| {
-        row.devices
-            .iter()
-            .find(|x| x.device_id == d)
-            .and_then(idle_share)
-    });
     o.push_str(&line_chart(
         "chart-idle",
         "Idle share of the device's activity window per iteration",
-        &xs,
-        &idle_series,
+        xs,
+        &charts.idle,
         &shades,
         AxisFormat::Percent,
         "idle share",
@@ -615,33 +686,12 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
 
     // NVML.
     o.push_str("<section id=\"nvml\"><h2>Clocks and power</h2>");
-    let nvml_ids: BTreeSet<u32> = rows
-        .iter()
-        .flat_map(|r| r.nvml.iter().map(|n| n.device_id))
-        .collect();
-    if nvml_ids.is_empty() {
-        o.push_str(&placeholder(
-            "chart-clocks",
-            "SM clock per iteration",
-            "no NVML figures in this ledger: clocks and power were not sampled",
-        ));
-        o.push_str(&placeholder(
-            "chart-power",
-            "Board power per iteration",
-            "no NVML figures in this ledger",
-        ));
-    } else {
-        let nv_series =
-            |f: &dyn Fn(&crate::ledger::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
-                per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
-                    row.nvml.iter().find(|n| n.device_id == d).and_then(f)
-                })
-            };
+    if let Some((clocks, power)) = &charts.nvml {
         o.push_str(&line_chart(
             "chart-clocks",
             "SM clock per iteration (NVML mean)",
-            &xs,
-            &nv_series(&|n| n.sm_clock.as_ref().map(|c| c.mean_mhz)),
+            xs,
+            clocks,
             &shades,
             AxisFormat::Plain,
             "SM clock (MHz)",
@@ -652,14 +702,25 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
         o.push_str(&line_chart(
             "chart-power",
             "Board power per iteration (NVML mean)",
-            &xs,
-            &nv_series(&|n| n.power.as_ref().map(|p| p.mean_w)),
+            xs,
+            power,
             &shades,
             AxisFormat::Plain,
             "power (W)",
             "iteration",
             false,
             "",
+        ));
+    } else {
+        o.push_str(&placeholder(
+            "chart-clocks",
+            "SM clock per iteration",
+            "no NVML figures in this ledger: clocks and power were not sampled",
+        ));
+        o.push_str(&placeholder(
+            "chart-power",
+            "Board power per iteration",
+            "no NVML figures in this ledger",
         ));
     }
     o.push_str("</section>\n");
@@ -687,8 +748,8 @@ fn render(ledger: &Ledger, s: &LedgerSummary, source: &str, opts: &ReportOptions
          gpu-ledger {}). Self-contained: no script, no network.</footer></body></html>",
         env!("CARGO_PKG_VERSION"),
         html_escape(source),
-        ledger.header.schema_version,
-        html_escape(&ledger.header.gpu_ledger_version)
+        header.schema_version,
+        html_escape(&header.gpu_ledger_version)
     );
     o
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::summary::{ceiling_text, LedgerSummary};
-use super::text::{fmt_count, fmt_indices, fmt_ns, fmt_pct, md_cell, sig3};
+use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell, sig3};
 use crate::analysis::compare::Comparison;
 use crate::analysis::stats::{Distribution, IterationMetric};
 
@@ -43,9 +43,9 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
         "**Iterations:** {} rows, {} used (left out: warm-up {}; perturbed {}; incomplete {}){}\n",
         s.rows,
         s.used.len(),
-        fmt_indices(&s.warmup),
-        fmt_indices(&s.perturbed),
-        fmt_indices(&s.incomplete),
+        s.warmup,
+        s.perturbed,
+        s.incomplete,
         if s.run_complete {
             ""
         } else {
@@ -279,12 +279,7 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
     let _ = writeln!(
         o,
         "| left out (warm-up / perturbed / incomplete) | {} / {} / {} | {} / {} / {} |",
-        fmt_indices(&c.a.warmup),
-        fmt_indices(&c.a.perturbed),
-        fmt_indices(&c.a.incomplete),
-        fmt_indices(&c.b.warmup),
-        fmt_indices(&c.b.perturbed),
-        fmt_indices(&c.b.incomplete)
+        c.a.warmup, c.a.perturbed, c.a.incomplete, c.b.warmup, c.b.perturbed, c.b.incomplete
     );
     let l = &c.launches;
     let _ = writeln!(

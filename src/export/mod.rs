@@ -10,6 +10,8 @@
 //! - [`trace`]: the Trace Event Format JSON that ui.perfetto.dev and `chrome://tracing` open,
 //!   written as a stream ([`TraceWriter`]);
 //! - [`mod@csv`]: one CSV line per iteration row ([`CsvLayout`]);
+//! - [`streamed`]: the summary of a ledger read as a stream, in bounded memory
+//!   ([`SummaryBuilder`]);
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
@@ -31,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+mod chart_buckets;
 mod csp;
 pub mod csv;
 pub mod experiment;
@@ -38,6 +41,7 @@ pub mod html;
 pub mod markdown;
 pub mod merge;
 pub mod stream;
+pub mod streamed;
 pub mod summary;
 pub mod svg;
 pub mod text;
@@ -47,8 +51,9 @@ pub use self::csv::{write_csv, CsvLayout};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use html::{write_html_report, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
-pub use merge::{merge_ranks, MergeError, MergedIteration, MergedView, RankSeries};
+pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
 pub use stream::{LedgerStream, StreamItem};
+pub use streamed::{ReportBuilder, SummaryBuilder};
 pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};
 pub use svg::{roofline_svg, Roofline, RooflinePoint};
 pub use trace::{

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::text::{fmt_indices, fmt_ns};
+use super::text::{fmt_ns, IndexRuns};
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
 use crate::analysis::stats::{
     idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
     FEW_ITERATIONS,
 };
 use crate::ledger::reader::Ledger;
-use crate::ledger::schema::{Header, IterationRow, RankInfo};
+use crate::ledger::schema::{Header, IterationRow, RankInfo, Trailer};
 use crate::ledger::{run_energy, NvmlIterationSummary, RunEnergy};
 
 /// What to summarise and how.
@@ -70,7 +70,7 @@ pub struct NvmlDeviceSummary {
     /// Highest temperature seen, °C.
     pub temperature_max_c: Option<u32>,
     /// Throttle (clock-event) reasons seen, with the iterations they were seen in.
-    pub throttle_reasons: BTreeMap<String, Vec<u64>>,
+    pub throttle_reasons: BTreeMap<String, IndexRuns>,
 }
 
 /// One ledger, summarised.
@@ -84,14 +84,14 @@ pub struct LedgerSummary {
     pub rank: Option<RankInfo>,
     /// Iteration rows in the ledger.
     pub rows: usize,
-    /// Indices of the rows used for statistics.
-    pub used: Vec<u64>,
+    /// Indices of the rows used for statistics, as runs (a million consecutive rows take one).
+    pub used: IndexRuns,
     /// Indices left out as warm-up.
-    pub warmup: Vec<u64>,
+    pub warmup: IndexRuns,
     /// Indices left out as perturbed (counter replay).
-    pub perturbed: Vec<u64>,
+    pub perturbed: IndexRuns,
     /// Indices left out as incomplete.
-    pub incomplete: Vec<u64>,
+    pub incomplete: IndexRuns,
     /// Host wall time per iteration, ns.
     pub host_wall_ns: Option<Distribution>,
     /// Per-scope distributions, by path.
@@ -112,6 +112,9 @@ pub struct LedgerSummary {
     pub run_complete: bool,
     /// Everything that limits what the figures mean.
     pub warnings: Vec<String>,
+    /// Whether some percentile comes from a quantile sketch (a series longer than
+    /// [`crate::analysis::series::EXACT_VALUES`]); the warnings say so.
+    pub sketched: bool,
 }
 
 /// A family's Amdahl ceiling as text: `1.53×`, `∞` when the family fills all device time
@@ -126,7 +129,7 @@ pub(crate) fn ceiling_text(f: &FamilySummary) -> String {
 
 /// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
 /// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.
-fn environment_line(h: &Header) -> String {
+pub(crate) fn environment_line(h: &Header) -> String {
     let env = &h.environment;
     let mut parts: Vec<String> = Vec::new();
     let mut gpus: BTreeMap<(String, [u32; 2], u32), usize> = BTreeMap::new();
@@ -190,9 +193,9 @@ impl LedgerSummary {
             rank: ledger.header.rank.clone(),
             rows: ledger.iterations.len(),
             used: used.iter().map(|r| r.index).collect(),
-            warmup: sel.warmup.clone(),
-            perturbed: sel.perturbed.clone(),
-            incomplete: sel.incomplete.clone(),
+            warmup: sel.warmup.iter().copied().collect(),
+            perturbed: sel.perturbed.iter().copied().collect(),
+            incomplete: sel.incomplete.iter().copied().collect(),
             host_wall_ns: Distribution::from_u64(&wall),
             scopes,
             families,
@@ -203,6 +206,7 @@ impl LedgerSummary {
             activities_recorded: ledger.header.config.record_activities,
             run_complete: ledger.trailer.is_some(),
             warnings: Vec::new(),
+            sketched: false,
         };
         s.warnings = warnings(ledger, &s, &used);
         s
@@ -253,7 +257,7 @@ fn nvml_summaries(used: &[&IterationRow]) -> Vec<NvmlDeviceSummary> {
         mem: Vec<f64>,
         power: Vec<f64>,
         temp: Option<u32>,
-        throttle: BTreeMap<String, Vec<u64>>,
+        throttle: BTreeMap<String, IndexRuns>,
     }
     let mut by: BTreeMap<u32, Acc> = BTreeMap::new();
     for r in used {
@@ -291,20 +295,56 @@ fn nvml_summaries(used: &[&IterationRow]) -> Vec<NvmlDeviceSummary> {
 /// The words of the collector's row warning when most kernel time is in no scope.
 const UNSCOPED_ROW_WARNING: &str = "in no scope although scopes were open";
 
-/// When most device time of the rows that had scopes is in `(unscoped)`: the share, the threads
-/// that launched it, and the fix.
-fn unscoped_warning(rows: &[IterationRow]) -> Option<String> {
-    let (mut unscoped, mut busy) = (0u64, 0u64);
-    let mut threads: BTreeMap<String, u64> = BTreeMap::new();
-    for r in rows {
+/// What the warnings take from every row (used or not), gathered one row at a time.
+#[derive(Debug, Default)]
+pub(crate) struct RowWarnings {
+    unscoped: u64,
+    busy: u64,
+    threads: BTreeMap<String, u64>,
+    row_warnings: BTreeMap<String, IndexRuns>,
+    dropped: u64,
+    dropped_at: IndexRuns,
+    missing: u64,
+    missing_at: IndexRuns,
+}
+
+impl RowWarnings {
+    /// Adds one row.
+    pub(crate) fn push(&mut self, r: &IterationRow) {
+        self.push_unscoped(r);
+        // Said once for the run by the unscoped warning, not once per share.
+        for x in r
+            .warnings
+            .iter()
+            .filter(|x| !x.contains(UNSCOPED_ROW_WARNING))
+        {
+            if !self.row_warnings.contains_key(x.as_str()) {
+                self.row_warnings.insert(x.clone(), IndexRuns::default());
+            }
+            if let Some(at) = self.row_warnings.get_mut(x.as_str()) {
+                at.push(r.index);
+            }
+        }
+        if r.dropped_records > 0 {
+            self.dropped = self.dropped.saturating_add(r.dropped_records);
+            self.dropped_at.push(r.index);
+        }
+        if r.missing_records > 0 {
+            self.missing = self.missing.saturating_add(r.missing_records);
+            self.missing_at.push(r.index);
+        }
+    }
+
+    /// The device time of the rows that had scopes, and what of it is in `(unscoped)`.
+    fn push_unscoped(&mut self, r: &IterationRow) {
         if !r
             .scopes
             .iter()
             .any(|s| s.path != crate::UNSCOPED && s.calls > 0)
         {
-            continue;
+            return;
         }
-        busy = busy.saturating_add(
+        self.busy = self.busy.saturating_add(
             r.devices
                 .iter()
                 .fold(0u64, |a, d| a.saturating_add(d.busy_ns)),
@@ -314,7 +354,7 @@ fn unscoped_warning(rows: &[IterationRow]) -> Option<String> {
             .iter()
             .filter(|s| s.path == crate::UNSCOPED)
             .fold(0u64, |a, s| a.saturating_add(s.device_ns));
-        unscoped = unscoped.saturating_add(u);
+        self.unscoped = self.unscoped.saturating_add(u);
         for t in r
             .launch_threads
             .iter()
@@ -324,41 +364,68 @@ fn unscoped_warning(rows: &[IterationRow]) -> Option<String> {
                 Some(n) => format!("\"{n}\" (tid {})", t.tid),
                 None => format!("tid {}", t.tid),
             };
-            *threads.entry(name).or_default() += t.attribution.unscoped;
+            *self.threads.entry(name).or_default() += t.attribution.unscoped;
         }
     }
-    if busy == 0 || unscoped.saturating_mul(2) <= busy {
-        return None;
+
+    /// When most device time of the rows that had scopes is in `(unscoped)`: the share, the
+    /// threads that launched it, and the fix.
+    fn unscoped_warning(&self) -> Option<String> {
+        let (unscoped, busy) = (self.unscoped, self.busy);
+        if busy == 0 || unscoped.saturating_mul(2) <= busy {
+            return None;
+        }
+        let from = if self.threads.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = self
+                .threads
+                .iter()
+                .map(|(n, k)| format!("{n}: {k} kernels"))
+                .collect();
+            format!(
+                ", launched on threads with no scope open ({})",
+                names.join(", ")
+            )
+        };
+        Some(format!(
+            "{:.0} % of the device time of the iterations that had scopes is in {}{from}: hand the \
+             scope to the launching thread (Profiler::context(), ScopeContext::enter) or follow the \
+             thread that opens the scopes (Config::follow)",
+            100.0 * unscoped as f64 / busy as f64,
+            crate::UNSCOPED
+        ))
     }
-    let from = if threads.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<String> = threads
-            .iter()
-            .map(|(n, k)| format!("{n}: {k} kernels"))
-            .collect();
-        format!(
-            ", launched on threads with no scope open ({})",
-            names.join(", ")
-        )
-    };
-    Some(format!(
-        "{:.0} % of the device time of the iterations that had scopes is in {}{from}: hand the \
-         scope to the launching thread (Profiler::context(), ScopeContext::enter) or follow the \
-         thread that opens the scopes (Config::follow)",
-        100.0 * unscoped as f64 / busy as f64,
-        crate::UNSCOPED
-    ))
 }
 
 fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<String> {
-    let mut w: Vec<String> = ledger
-        .header
+    let mut rows = RowWarnings::default();
+    ledger.iterations.iter().for_each(|r| rows.push(r));
+    let lacks_nvml = !used.is_empty() && used.iter().all(|r| r.nvml.is_empty());
+    summary_warnings(
+        &ledger.header,
+        ledger.trailer.as_ref(),
+        s,
+        &rows,
+        lacks_nvml,
+    )
+}
+
+/// Every warning of a summary: the header's and trailer's, the selection's, the rows' (`rows`),
+/// NVML's (`lacks_nvml`: no used row has NVML figures) and the distributions'.
+pub(crate) fn summary_warnings(
+    header: &Header,
+    trailer: Option<&Trailer>,
+    s: &LedgerSummary,
+    rows: &RowWarnings,
+    lacks_nvml: bool,
+) -> Vec<String> {
+    let mut w: Vec<String> = header
         .warnings
         .iter()
         .map(|x| format!("header: {x}"))
         .collect();
-    match &ledger.trailer {
+    match trailer {
         None => w.push(
             "no trailer: the run did not finish (crash or kill); the rows present are valid, \
              the run totals are unknown"
@@ -387,9 +454,9 @@ fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<S
         w.push(format!(
             "no iteration is usable for statistics ({} rows: warm-up {}, perturbed {}, incomplete {})",
             s.rows,
-            fmt_indices(&s.warmup),
-            fmt_indices(&s.perturbed),
-            fmt_indices(&s.incomplete)
+            s.warmup,
+            s.perturbed,
+            s.incomplete
         ));
     } else if s.used.len() < FEW_ITERATIONS {
         w.push(format!(
@@ -397,54 +464,32 @@ fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<S
             s.used.len()
         ));
     }
-    w.extend(unscoped_warning(&ledger.iterations));
-    let mut row_warnings: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let (mut dropped, mut dropped_at) = (0u64, Vec::new());
-    let (mut missing, mut missing_at) = (0u64, Vec::new());
-    for r in &ledger.iterations {
-        // Said once for the run by `unscoped_warning`, not once per share.
-        for x in r
-            .warnings
-            .iter()
-            .filter(|x| !x.contains(UNSCOPED_ROW_WARNING))
-        {
-            row_warnings.entry(x.as_str()).or_default().push(r.index);
-        }
-        if r.dropped_records > 0 {
-            dropped = dropped.saturating_add(r.dropped_records);
-            dropped_at.push(r.index);
-        }
-        if r.missing_records > 0 {
-            missing = missing.saturating_add(r.missing_records);
-            missing_at.push(r.index);
-        }
+    w.extend(rows.unscoped_warning());
+    for (x, at) in &rows.row_warnings {
+        w.push(format!("iterations {at}: {x}"));
     }
-    for (x, at) in row_warnings {
-        w.push(format!("iterations {}: {x}", fmt_indices(&at)));
-    }
-    if dropped > 0 {
+    if rows.dropped > 0 {
         w.push(format!(
-            "{dropped} activity records dropped by CUPTI (iterations {}): device times of those \
+            "{} activity records dropped by CUPTI (iterations {}): device times of those \
              iterations are undercounted; raise the buffer count or size",
-            fmt_indices(&dropped_at)
+            rows.dropped, rows.dropped_at
         ));
     }
-    if missing > 0 {
+    if rows.missing > 0 {
         w.push(format!(
-            "{missing} launches without a GPU record within the settle time (iterations {}); \
+            "{} launches without a GPU record within the settle time (iterations {}); \
              raise settle_ms",
-            fmt_indices(&missing_at)
+            rows.missing, rows.missing_at
         ));
     }
-    if !used.is_empty() && used.iter().all(|r| r.nvml.is_empty()) {
+    if lacks_nvml {
         w.push("no NVML figures: clocks, power, throttling and energy are unknown".into());
     }
     for n in &s.nvml {
         for (reason, at) in &n.throttle_reasons {
             w.push(format!(
                 "GPU {}: clock event (throttle) reason {reason} in iterations {}",
-                n.device_id,
-                fmt_indices(at)
+                n.device_id, at
             ));
         }
         if let Some(c) = &n.sm_clock_mhz {
@@ -465,6 +510,16 @@ fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<S
                 fmt_ns(d.median)
             ));
         }
+    }
+    if s.sketched {
+        w.push(format!(
+            "percentiles from a quantile sketch: a series passed {} values, or all of them {} \
+             together; each median, p90 and p99 is within {} % of the exact one (count, mean, \
+             min and max are exact)",
+            crate::analysis::series::EXACT_VALUES,
+            crate::analysis::series::EXACT_BUDGET,
+            crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
     }
     w
 }

@@ -2,7 +2,7 @@
 //! durations and quantities. Only [`md_cell`] is public, for callers that put their own text
 //! next to an export's Markdown (the command line tool's hypothesis and change lines).
 
-use std::fmt::Write as _;
+pub(crate) use crate::analysis::IndexRuns;
 
 /// Most characters of one name, path or warning an export shows: a ledger line may hold a name
 /// of many megabytes, which would otherwise be copied into every table and chart that names it.
@@ -137,7 +137,11 @@ pub(crate) fn fmt_pct(p: f64) -> String {
 }
 
 /// Iteration indices as compact ranges: `[0, 1, 2, 5, 7, 8]` → `0–2, 5, 7–8`; `none` when empty.
+/// The exports write [`IndexRuns`] instead; this list's formatting stays as what the runs are
+/// checked against.
+#[cfg(test)]
 pub(crate) fn fmt_indices(indices: &[u64]) -> String {
+    use std::fmt::Write as _;
     if indices.is_empty() {
         return "none".into();
     }
@@ -167,6 +171,30 @@ pub(crate) fn fmt_indices(indices: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_runs_write_what_fmt_indices_writes() {
+        for v in [
+            vec![],
+            vec![3],
+            vec![0, 1, 2, 5, 7, 8],
+            vec![4, 4, 5, 9],
+            vec![9, 1, 2, 3, 0],
+            vec![u64::MAX - 1, u64::MAX],
+            vec![10, 12, 11, 14, 3, 13, 2, 4, 0, 9],
+        ] {
+            let r: IndexRuns = v.iter().copied().collect();
+            assert_eq!(r.to_string(), fmt_indices(&v), "{v:?}");
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(r.len(), sorted.len(), "{v:?}");
+            assert_eq!(r.iter().collect::<Vec<_>>(), sorted, "{v:?}");
+            assert_eq!(r.is_empty(), v.is_empty());
+        }
+        let r: IndexRuns = (0..1_000_000).collect();
+        assert_eq!(r.runs().len(), 1, "consecutive indices take one run");
+    }
 
     #[test]
     fn escapes() {

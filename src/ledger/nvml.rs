@@ -200,13 +200,35 @@ pub fn run_energy<'a, I>(iterations: I, work_per_iteration: Option<f64>) -> RunE
 where
     I: IntoIterator<Item = &'a [NvmlIterationSummary]>,
 {
-    let mut out = RunEnergy {
-        work_per_iteration,
-        ..RunEnergy::default()
-    };
-    let mut min = f64::INFINITY;
-    let mut max = f64::NEG_INFINITY;
+    let mut acc = EnergyAccumulator::default();
     for devices in iterations {
+        acc.push(devices);
+    }
+    acc.finish(work_per_iteration)
+}
+
+/// [`run_energy`] one iteration at a time, for rows read as a stream.
+#[derive(Debug, Clone)]
+pub struct EnergyAccumulator {
+    out: RunEnergy,
+    min: f64,
+    max: f64,
+}
+
+impl Default for EnergyAccumulator {
+    fn default() -> Self {
+        Self {
+            out: RunEnergy::default(),
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+}
+
+impl EnergyAccumulator {
+    /// Adds the NVML summaries of one iteration.
+    pub fn push(&mut self, devices: &[NvmlIterationSummary]) {
+        let out = &mut self.out;
         out.iterations += 1;
         if devices.iter().any(|d| d.coarse) {
             out.coarse_iterations += 1;
@@ -221,7 +243,7 @@ where
             }
         }
         if devices.is_empty() || devices.iter().any(|d| d.energy.is_none()) {
-            continue;
+            return;
         }
         let mut joules = 0.0;
         for d in devices {
@@ -247,24 +269,30 @@ where
         }
         out.iterations_with_energy += 1;
         out.total_j += joules;
-        min = min.min(joules);
-        max = max.max(joules);
+        self.min = self.min.min(joules);
+        self.max = self.max.max(joules);
     }
-    out.per_device.sort_by_key(|d| d.device_id);
-    if out.iterations_with_energy > 0 {
-        let n = out.iterations_with_energy as f64;
-        let mean = out.total_j / n;
-        out.mean_j_per_iteration = Some(mean);
-        out.min_j_per_iteration = Some(min);
-        out.max_j_per_iteration = Some(max);
-        if let Some(work) = work_per_iteration.filter(|w| w.is_finite() && *w > 0.0) {
-            out.j_per_unit_work = Some(mean / work);
-            if out.total_j > 0.0 {
-                out.work_per_j = Some(work * n / out.total_j);
+
+    /// The run's energy; `work_per_iteration` as in [`run_energy`].
+    pub fn finish(self, work_per_iteration: Option<f64>) -> RunEnergy {
+        let Self { mut out, min, max } = self;
+        out.work_per_iteration = work_per_iteration;
+        out.per_device.sort_by_key(|d| d.device_id);
+        if out.iterations_with_energy > 0 {
+            let n = out.iterations_with_energy as f64;
+            let mean = out.total_j / n;
+            out.mean_j_per_iteration = Some(mean);
+            out.min_j_per_iteration = Some(min);
+            out.max_j_per_iteration = Some(max);
+            if let Some(work) = work_per_iteration.filter(|w| w.is_finite() && *w > 0.0) {
+                out.j_per_unit_work = Some(mean / work);
+                if out.total_j > 0.0 {
+                    out.work_per_j = Some(work * n / out.total_j);
+                }
             }
         }
+        out
     }
-    out
 }
 
 #[cfg(test)]

@@ -35,6 +35,12 @@ pub struct SpeedupEstimate {
     pub resamples: usize,
     /// Seed of the generator.
     pub seed: u64,
+    /// Values of A the rounds drew from: every kept iteration's, or a uniform sample of them.
+    #[serde(default)]
+    pub sample_a: usize,
+    /// Values of B the rounds drew from.
+    #[serde(default)]
+    pub sample_b: usize,
 }
 
 impl SpeedupEstimate {
@@ -109,7 +115,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (`n > 0`), without modulo bias (Lemire 2019).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         let mut m = u128::from(self.next_u64()) * u128::from(n);
         if (m as u64) < n {
             let threshold = n.wrapping_neg() % n;
@@ -118,6 +124,64 @@ impl SplitMix64 {
             }
         }
         (m >> 64) as u64
+    }
+}
+
+/// Draws resamples of one sample with replacement and gives their medians. A resample is kept as
+/// counts per rank of the sorted sample rather than as values: drawing index `j` counts the rank
+/// of `values[j]`, and the median is read off the running count, which gives the very median that
+/// selecting in the drawn values gives, from the same draws, at a fraction of the cost.
+struct Resampler {
+    sorted: Vec<f64>,
+    /// The rank in `sorted` of each value, in the sample's order.
+    rank: Vec<u32>,
+    counts: Vec<u32>,
+}
+
+impl Resampler {
+    /// `values` finite and not empty, fewer than 2^32.
+    fn new(values: &[f64]) -> Self {
+        let mut order: Vec<u32> = (0..values.len() as u32).collect();
+        order.sort_by(|&i, &j| values[i as usize].total_cmp(&values[j as usize]));
+        let mut rank = vec![0u32; values.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        Self {
+            sorted: order.iter().map(|&i| values[i as usize]).collect(),
+            rank,
+            counts: vec![0; values.len()],
+        }
+    }
+
+    /// The median of `n` values drawn with replacement (`n` the sample's size): the middle one,
+    /// or halfway between the two middle ones, as [`median_in_place`] takes it.
+    fn median_of_resample(&mut self, rng: &mut SplitMix64) -> f64 {
+        let n = self.rank.len();
+        for _ in 0..n {
+            let j = rng.below(n as u64) as usize;
+            self.counts[self.rank[j] as usize] += 1;
+        }
+        let (want_lo, want_hi) = (n.saturating_sub(1) / 2, n / 2);
+        let (mut lo, mut hi) = (f64::NAN, f64::NAN);
+        let mut seen = 0usize;
+        for (k, &c) in self.counts.iter().enumerate() {
+            let next = seen + c as usize;
+            if seen <= want_lo && want_lo < next {
+                lo = self.sorted[k];
+            }
+            if want_hi < next {
+                hi = self.sorted[k];
+                break;
+            }
+            seen = next;
+        }
+        self.counts.fill(0);
+        if n % 2 == 1 {
+            hi
+        } else {
+            lo + (hi - lo) / 2.0
+        }
     }
 }
 
@@ -142,18 +206,11 @@ pub fn bootstrap_speedup(
         return None;
     }
     let mut rng = SplitMix64(seed);
-    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    let (mut ra, mut rb) = (Resampler::new(&a), Resampler::new(&b));
     let mut ratios = Vec::with_capacity(resamples);
     for _ in 0..resamples {
-        for x in ra.iter_mut() {
-            *x = a[rng.below(a.len() as u64) as usize];
-        }
-        for x in rb.iter_mut() {
-            *x = b[rng.below(b.len() as u64) as usize];
-        }
-        let (Some(sa), Some(sb)) = (median_in_place(&mut ra), median_in_place(&mut rb)) else {
-            continue;
-        };
+        let sa = ra.median_of_resample(&mut rng);
+        let sb = rb.median_of_resample(&mut rng);
         if sb > 0.0 {
             ratios.push(sa / sb);
         }
@@ -167,6 +224,8 @@ pub fn bootstrap_speedup(
         confidence,
         resamples,
         seed,
+        sample_a: a.len(),
+        sample_b: b.len(),
     })
 }
 
@@ -182,6 +241,8 @@ mod tests {
             confidence: 0.95,
             resamples: 100,
             seed: 1,
+            sample_a: 10,
+            sample_b: 10,
         }
     }
 
@@ -211,6 +272,21 @@ mod tests {
             seen[r.below(5) as usize] += 1;
         }
         assert!(seen.iter().all(|&c| (1800..2200).contains(&c)), "{seen:?}");
+    }
+
+    #[test]
+    fn counted_resamples_give_the_medians_of_the_drawn_values() {
+        for n in [1usize, 2, 3, 10, 11, 200] {
+            let values: Vec<f64> = (0..n).map(|i| ((i * 37) % 17) as f64 - 3.0).collect();
+            let mut r = Resampler::new(&values);
+            let (mut x, mut y) = (SplitMix64(9), SplitMix64(9));
+            for _ in 0..50 {
+                let got = r.median_of_resample(&mut x);
+                let mut drawn: Vec<f64> =
+                    (0..n).map(|_| values[y.below(n as u64) as usize]).collect();
+                assert_eq!(got, median_in_place(&mut drawn).unwrap(), "n = {n}");
+            }
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::families::FamilyRules;
+use super::indices::IndexRuns;
 use super::stats::{
     family_distributions, scope_distributions, select_rows, Distribution, FamilyStats,
     IterationMetric, RowFilter, ScopeStats,
@@ -17,13 +18,18 @@ use super::stats::{
 use crate::ledger::schema::{Header, IterationRow};
 
 mod bootstrap;
+mod streaming;
 mod warnings;
 
-use warnings::{environment_warnings, nvml_warnings, record_warnings, selection_warnings};
+use warnings::{
+    environment_warnings, nvml_warnings, record_warnings, selection_warnings, OperatingPoints,
+    RecordCounts,
+};
 
 pub use super::stats::FEW_ITERATIONS;
 pub(crate) use bootstrap::SplitMix64;
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
+pub use streaming::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 
 /// One ledger: its header and its iteration rows.
 #[derive(Debug, Clone, Copy)]
@@ -96,11 +102,11 @@ pub struct RunSide {
     /// Rows kept.
     pub used: usize,
     /// Iteration indices left out as warm-up.
-    pub warmup: Vec<u64>,
+    pub warmup: IndexRuns,
     /// Iteration indices left out as perturbed.
-    pub perturbed: Vec<u64>,
+    pub perturbed: IndexRuns,
     /// Iteration indices left out as incomplete.
-    pub incomplete: Vec<u64>,
+    pub incomplete: IndexRuns,
     /// Distribution of the metric over the kept rows, ns.
     pub distribution: Distribution,
 }
@@ -195,6 +201,93 @@ fn mean_of(rows: &[&IterationRow], f: impl Fn(&IterationRow) -> u64) -> f64 {
     rows.iter().map(|r| f(r) as f64).sum::<f64>() / rows.len() as f64
 }
 
+fn kernel_launches(r: &IterationRow) -> u64 {
+    r.kernels
+        .iter()
+        .map(|k| k.count)
+        .fold(0, u64::saturating_add)
+}
+
+fn memcpy_ops(r: &IterationRow) -> u64 {
+    r.memcpy
+        .iter()
+        .map(|k| k.count)
+        .fold(0, u64::saturating_add)
+}
+
+fn memset_ops(r: &IterationRow) -> u64 {
+    r.memset
+        .iter()
+        .map(|k| k.count)
+        .fold(0, u64::saturating_add)
+}
+
+/// What one side brings to a comparison, from its rows read whole or as a stream.
+#[derive(Debug)]
+struct SideFigures {
+    rows: usize,
+    used: usize,
+    warmup: IndexRuns,
+    perturbed: IndexRuns,
+    incomplete: IndexRuns,
+    /// The metric's positive values the bootstrap resamples: every kept one, in ledger order, or
+    /// a uniform sample of them past the bound.
+    values: Vec<f64>,
+    distribution: Option<Distribution>,
+    scopes: Vec<ScopeStats>,
+    families: Vec<FamilyStats>,
+    /// Kernel launches, memcpy and memset operations per kept iteration.
+    ops: [f64; 3],
+    records: RecordCounts,
+    nvml: OperatingPoints,
+}
+
+impl SideFigures {
+    fn of_rows(rows: &[IterationRow], opts: &CompareOptions) -> Self {
+        let sel = select_rows(rows, &opts.filter);
+        let values: Vec<f64> = opts
+            .metric
+            .values(sel.used.iter().copied())
+            .into_iter()
+            .filter(|v| *v > 0.0)
+            .collect();
+        let mut records = RecordCounts::default();
+        let mut nvml = OperatingPoints::default();
+        for r in &sel.used {
+            records.push(r);
+            nvml.push(r);
+        }
+        Self {
+            rows: rows.len(),
+            used: sel.used.len(),
+            distribution: Distribution::from_samples(&values),
+            values,
+            scopes: scope_distributions(sel.used.iter().copied()),
+            families: family_distributions(sel.used.iter().copied(), &opts.family_rules),
+            ops: [
+                mean_of(&sel.used, kernel_launches),
+                mean_of(&sel.used, memcpy_ops),
+                mean_of(&sel.used, memset_ops),
+            ],
+            records,
+            nvml,
+            warmup: sel.warmup.into_iter().collect(),
+            perturbed: sel.perturbed.into_iter().collect(),
+            incomplete: sel.incomplete.into_iter().collect(),
+        }
+    }
+}
+
+fn check_options(opts: &CompareOptions) -> Result<(), CompareError> {
+    if opts.resamples == 0 {
+        return Err(CompareError::InvalidOption("resamples must be positive"));
+    }
+    if !(opts.confidence > 0.0 && opts.confidence < 1.0) {
+        return Err(CompareError::InvalidOption("confidence must be in (0, 1)"));
+    }
+    Ok(())
+}
+
 /// Compares ledger `a` (baseline) with ledger `b` (the change).
 ///
 /// # Errors
@@ -205,80 +298,105 @@ pub fn compare(
     b: LedgerView<'_>,
     opts: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
-    if opts.resamples == 0 {
-        return Err(CompareError::InvalidOption("resamples must be positive"));
-    }
-    if !(opts.confidence > 0.0 && opts.confidence < 1.0) {
-        return Err(CompareError::InvalidOption("confidence must be in (0, 1)"));
-    }
-    let sel_a = select_rows(a.rows, &opts.filter);
-    let sel_b = select_rows(b.rows, &opts.filter);
+    check_options(opts)?;
+    let fa = SideFigures::of_rows(a.rows, opts);
+    let fb = SideFigures::of_rows(b.rows, opts);
+    combine(a.header, fa, b.header, fb, opts)
+}
+
+/// The comparison of two sides' figures.
+fn combine(
+    ha: &Header,
+    a: SideFigures,
+    hb: &Header,
+    b: SideFigures,
+    opts: &CompareOptions,
+) -> Result<Comparison, CompareError> {
     let metric_name = format!("{:?}", opts.metric);
-    let side = |name: &'static str, view: &LedgerView<'_>, sel: &super::stats::RowSelection<'_>| {
-        let values: Vec<f64> = opts
-            .metric
-            .values(sel.used.iter().copied())
-            .into_iter()
-            .filter(|v| *v > 0.0)
-            .collect();
+    let side = |name: &'static str, f: &SideFigures| {
         let err = CompareError::NoUsableRows {
             side: name,
             metric: metric_name.clone(),
-            rows: view.rows.len(),
-            kept: sel.used.len(),
+            rows: f.rows,
+            kept: f.used,
         };
-        let distribution = Distribution::from_samples(&values).ok_or(err)?;
-        Ok::<_, CompareError>((
-            values,
-            RunSide {
-                rows: view.rows.len(),
-                used: sel.used.len(),
-                warmup: sel.warmup.clone(),
-                perturbed: sel.perturbed.clone(),
-                incomplete: sel.incomplete.clone(),
-                distribution,
-            },
-        ))
+        let distribution = f.distribution.ok_or(err)?;
+        Ok::<_, CompareError>(RunSide {
+            rows: f.rows,
+            used: f.used,
+            warmup: f.warmup.clone(),
+            perturbed: f.perturbed.clone(),
+            incomplete: f.incomplete.clone(),
+            distribution,
+        })
     };
-    let (va, side_a) = side("A", &a, &sel_a)?;
-    let (vb, side_b) = side("B", &b, &sel_b)?;
-    let speedup = bootstrap_speedup(&va, &vb, opts.resamples, opts.confidence, opts.seed).ok_or(
-        CompareError::NoUsableRows {
-            side: "A or B",
-            metric: metric_name,
-            rows: a.rows.len() + b.rows.len(),
-            kept: sel_a.used.len() + sel_b.used.len(),
-        },
-    )?;
+    let side_a = side("A", &a)?;
+    let side_b = side("B", &b)?;
+    let speedup = bootstrap_speedup(
+        &a.values,
+        &b.values,
+        opts.resamples,
+        opts.confidence,
+        opts.seed,
+    )
+    .ok_or(CompareError::NoUsableRows {
+        side: "A or B",
+        metric: metric_name,
+        rows: a.rows + b.rows,
+        kept: a.used + b.used,
+    })?;
 
-    let scopes = scope_changes(&sel_a.used, &sel_b.used);
-    let families = family_changes(&sel_a.used, &sel_b.used, &opts.family_rules);
-    let count = |f: fn(&IterationRow) -> u64| (mean_of(&sel_a.used, f), mean_of(&sel_b.used, f));
-    let (kernels_a, kernels_b) = count(|r| {
-        r.kernels
-            .iter()
-            .map(|k| k.count)
-            .fold(0, u64::saturating_add)
-    });
-    let (memcpy_a, memcpy_b) = count(|r| {
-        r.memcpy
-            .iter()
-            .map(|k| k.count)
-            .fold(0, u64::saturating_add)
-    });
-    let (memset_a, memset_b) = count(|r| {
-        r.memset
-            .iter()
-            .map(|k| k.count)
-            .fold(0, u64::saturating_add)
-    });
+    let sketched = |f: &SideFigures| {
+        f.distribution.is_some_and(|d| d.sketched)
+            || f.scopes.iter().any(|s| {
+                [
+                    s.calls,
+                    s.host_ns,
+                    s.device_ns,
+                    s.device_ns_inclusive,
+                    s.launches,
+                ]
+                .iter()
+                .any(|d| d.sketched)
+            })
+            || f.families
+                .iter()
+                .any(|x| x.total_ns.sketched || x.launches.sketched)
+    };
+    let any_sketched = sketched(&a) || sketched(&b);
+    let scopes = scope_changes(a.scopes, b.scopes);
+    let families = family_changes(a.families, b.families);
+    let [kernels_a, memcpy_a, memset_a] = a.ops;
+    let [kernels_b, memcpy_b, memset_b] = b.ops;
 
     let mut warnings = Vec::new();
-    environment_warnings(a.header, b.header, &mut warnings);
+    environment_warnings(ha, hb, &mut warnings);
     selection_warnings(&side_a, &side_b, opts, &mut warnings);
-    record_warnings("A", &sel_a.used, &mut warnings);
-    record_warnings("B", &sel_b.used, &mut warnings);
-    nvml_warnings(&sel_a.used, &sel_b.used, opts.nvml_tolerance, &mut warnings);
+    record_warnings("A", a.records, &mut warnings);
+    record_warnings("B", b.records, &mut warnings);
+    nvml_warnings(&a.nvml, &b.nvml, opts.nvml_tolerance, &mut warnings);
+    if speedup.sample_a < side_a.distribution.n || speedup.sample_b < side_b.distribution.n {
+        warnings.push(format!(
+            "the bootstrap resampled a uniform sample of {} of A's {} and {} of B's {} kept \
+             iterations (the speed-up is the ratio of the samples' medians); the medians shown \
+             are from a quantile sketch, within {} %",
+            speedup.sample_a,
+            side_a.distribution.n,
+            speedup.sample_b,
+            side_b.distribution.n,
+            crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
+    }
+
+    if any_sketched {
+        warnings.push(format!(
+            "percentiles from a quantile sketch: a series passed {} values, or a side's series {} \
+             together; each median, p90 and p99 is within {} % of the exact one",
+            crate::analysis::series::EXACT_VALUES,
+            crate::analysis::series::EXACT_BUDGET,
+            crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
+    }
 
     Ok(Comparison {
         metric: opts.metric,
@@ -301,15 +419,9 @@ pub fn compare(
     })
 }
 
-fn scope_changes(a: &[&IterationRow], b: &[&IterationRow]) -> Vec<ScopeChange> {
-    let mut sa: BTreeMap<String, ScopeStats> = scope_distributions(a.iter().copied())
-        .into_iter()
-        .map(|s| (s.path.clone(), s))
-        .collect();
-    let mut sb: BTreeMap<String, ScopeStats> = scope_distributions(b.iter().copied())
-        .into_iter()
-        .map(|s| (s.path.clone(), s))
-        .collect();
+fn scope_changes(a: Vec<ScopeStats>, b: Vec<ScopeStats>) -> Vec<ScopeChange> {
+    let mut sa: BTreeMap<String, ScopeStats> = a.into_iter().map(|s| (s.path.clone(), s)).collect();
+    let mut sb: BTreeMap<String, ScopeStats> = b.into_iter().map(|s| (s.path.clone(), s)).collect();
     let paths: BTreeSet<String> = sa.keys().chain(sb.keys()).cloned().collect();
     paths
         .into_iter()
@@ -337,19 +449,11 @@ fn scope_changes(a: &[&IterationRow], b: &[&IterationRow]) -> Vec<ScopeChange> {
         .collect()
 }
 
-fn family_changes(
-    a: &[&IterationRow],
-    b: &[&IterationRow],
-    rules: &FamilyRules,
-) -> Vec<FamilyChange> {
-    let mut fa: BTreeMap<String, FamilyStats> = family_distributions(a.iter().copied(), rules)
-        .into_iter()
-        .map(|s| (s.family.clone(), s))
-        .collect();
-    let mut fb: BTreeMap<String, FamilyStats> = family_distributions(b.iter().copied(), rules)
-        .into_iter()
-        .map(|s| (s.family.clone(), s))
-        .collect();
+fn family_changes(a: Vec<FamilyStats>, b: Vec<FamilyStats>) -> Vec<FamilyChange> {
+    let mut fa: BTreeMap<String, FamilyStats> =
+        a.into_iter().map(|s| (s.family.clone(), s)).collect();
+    let mut fb: BTreeMap<String, FamilyStats> =
+        b.into_iter().map(|s| (s.family.clone(), s)).collect();
     let names: BTreeSet<String> = fa.keys().chain(fb.keys()).cloned().collect();
     let mut out: Vec<FamilyChange> = names
         .into_iter()

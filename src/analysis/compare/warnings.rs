@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::{CompareOptions, RunSide};
-use crate::analysis::stats::{median_in_place, FEW_ITERATIONS};
+use crate::analysis::series::{Budget, Series};
+use crate::analysis::stats::FEW_ITERATIONS;
 use crate::ledger::schema::{Header, IterationRow};
 
 fn differ<T: PartialEq + std::fmt::Debug>(what: &str, a: &T, b: &T, out: &mut Vec<String>) {
@@ -281,15 +282,22 @@ pub(super) fn selection_warnings(
     }
 }
 
-pub(super) fn record_warnings(name: &str, rows: &[&IterationRow], out: &mut Vec<String>) {
-    let dropped: u64 = rows
-        .iter()
-        .map(|r| r.dropped_records)
-        .fold(0, u64::saturating_add);
-    let missing: u64 = rows
-        .iter()
-        .map(|r| r.missing_records)
-        .fold(0, u64::saturating_add);
+/// The activity records the kept iterations of one side dropped or missed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct RecordCounts {
+    pub(super) dropped: u64,
+    pub(super) missing: u64,
+}
+
+impl RecordCounts {
+    pub(super) fn push(&mut self, r: &IterationRow) {
+        self.dropped = self.dropped.saturating_add(r.dropped_records);
+        self.missing = self.missing.saturating_add(r.missing_records);
+    }
+}
+
+pub(super) fn record_warnings(name: &str, c: RecordCounts, out: &mut Vec<String>) {
+    let RecordCounts { dropped, missing } = c;
     if dropped > 0 || missing > 0 {
         out.push(format!(
             "{name}: {dropped} dropped and {missing} missing activity records in the kept iterations"
@@ -299,50 +307,67 @@ pub(super) fn record_warnings(name: &str, rows: &[&IterationRow], out: &mut Vec<
 
 /// Operating point of one device over a run's kept iterations: medians of the per-iteration
 /// NVML figures, and every throttle reason seen.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct OperatingPoint {
-    figures: BTreeMap<&'static str, Vec<f64>>,
+    figures: BTreeMap<&'static str, Series>,
     throttle: BTreeSet<String>,
     throttle_known: bool,
 }
 
-fn operating_points(rows: &[&IterationRow]) -> BTreeMap<u32, OperatingPoint> {
-    let mut out: BTreeMap<u32, OperatingPoint> = BTreeMap::new();
-    for n in rows.iter().flat_map(|r| r.nvml.iter()) {
-        let op = out.entry(n.device_id).or_default();
-        let mut put = |name: &'static str, v: Option<f64>| {
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                op.figures.entry(name).or_default().push(v);
+/// The operating point of each device, gathered one kept row at a time.
+#[derive(Debug, Default)]
+pub(super) struct OperatingPoints(BTreeMap<u32, OperatingPoint>, Budget);
+
+impl OperatingPoints {
+    /// Operating points whose figures' exact values count against `budget`.
+    pub(super) fn with_budget(budget: Budget) -> Self {
+        Self(BTreeMap::new(), budget)
+    }
+
+    pub(super) fn push(&mut self, r: &IterationRow) {
+        let budget = &self.1;
+        for n in &r.nvml {
+            let op = self.0.entry(n.device_id).or_insert_with(|| OperatingPoint {
+                figures: BTreeMap::new(),
+                throttle: BTreeSet::new(),
+                throttle_known: false,
+            });
+            let mut put = |name: &'static str, v: Option<f64>| {
+                if let Some(v) = v.filter(|v| v.is_finite()) {
+                    op.figures
+                        .entry(name)
+                        .or_insert_with(|| budget.series())
+                        .push(v);
+                }
+            };
+            put(
+                "SM clock mean (MHz)",
+                n.sm_clock.as_ref().map(|c| c.mean_mhz),
+            );
+            put(
+                "memory clock mean (MHz)",
+                n.mem_clock.as_ref().map(|c| c.mean_mhz),
+            );
+            put("power mean (W)", n.power.as_ref().map(|p| p.mean_w));
+            put("temperature max (°C)", n.temperature_max_c.map(f64::from));
+            if n.throttle_samples > 0 {
+                op.throttle_known = true;
+                op.throttle.extend(n.throttle_reasons.iter().cloned());
             }
-        };
-        put(
-            "SM clock mean (MHz)",
-            n.sm_clock.as_ref().map(|c| c.mean_mhz),
-        );
-        put(
-            "memory clock mean (MHz)",
-            n.mem_clock.as_ref().map(|c| c.mean_mhz),
-        );
-        put("power mean (W)", n.power.as_ref().map(|p| p.mean_w));
-        put("temperature max (°C)", n.temperature_max_c.map(f64::from));
-        if n.throttle_samples > 0 {
-            op.throttle_known = true;
-            op.throttle.extend(n.throttle_reasons.iter().cloned());
         }
     }
-    out
 }
 
 /// Warnings when the NVML operating point (clocks, power, temperature, throttle reasons) of the
 /// kept iterations differs, per device, by more than `tolerance` (relative, on medians), or could
 /// not be compared.
 pub(super) fn nvml_warnings(
-    a: &[&IterationRow],
-    b: &[&IterationRow],
+    a: &OperatingPoints,
+    b: &OperatingPoints,
     tolerance: f64,
     out: &mut Vec<String>,
 ) {
-    let (pa, pb) = (operating_points(a), operating_points(b));
+    let (pa, pb) = (&a.0, &b.0);
     match (pa.is_empty(), pb.is_empty()) {
         (true, true) => {
             out.push(
@@ -379,10 +404,7 @@ pub(super) fn nvml_warnings(
                 ));
                 continue;
             };
-            let (Some(ma), Some(mb)) = (
-                median_in_place(&mut va.clone()),
-                median_in_place(&mut vb.clone()),
-            ) else {
+            let (Some(ma), Some(mb)) = (va.median(), vb.median()) else {
                 continue;
             };
             let scale = ma.abs().max(mb.abs());
