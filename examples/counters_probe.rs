@@ -1,6 +1,8 @@
 //! Diagnostic: collects one metric over one vector add with the CUPTI Range Profiler (user range,
 //! user replay) and prints its value or the error. Run once per metric, each in its own process,
-//! to map which metrics this CUPTI accepts: `counters_probe METRIC[,METRIC...]`.
+//! to map which metrics this CUPTI accepts: `counters_probe METRIC[,METRIC...]`. `PROBE_AUTO=1`:
+//! auto ranges with kernel replay over two launches instead, with no CUPTI subscriber of
+//! gpu-ledger's own.
 
 use std::process::ExitCode;
 
@@ -56,11 +58,23 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    // PROBE_AUTO=1: auto ranges with kernel replay, and no kernel-name recorder (no CUPTI
+    // subscriber of gpu-ledger's own): one range per kernel launch.
+    let auto = flag("PROBE_AUTO");
     let config = CounterConfig {
         metrics: metric.split(',').map(str::to_string).collect(),
-        range_mode: RangeMode::User,
-        replay_mode: ReplayMode::User,
+        range_mode: if auto {
+            RangeMode::Auto
+        } else {
+            RangeMode::User
+        },
+        replay_mode: if auto {
+            ReplayMode::Kernel
+        } else {
+            ReplayMode::User
+        },
         nesting_levels: nesting,
+        record_kernel_names: false,
         ..CounterConfig::default()
     };
     // PROBE_TIMELINE=1: a gpu-ledger timeline (CUPTI activity tracing) runs meanwhile.
@@ -103,6 +117,11 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
     let collected = rp.collect(|rp| {
+        if auto {
+            vadd.launch(&stream, &a, &b, &mut c, n)?;
+            vadd.launch(&stream, &a, &b, &mut c, n)?;
+            return Ok(stream.synchronize()?);
+        }
         if nesting > 1 {
             rp.push_range("outer")?;
         }
@@ -127,6 +146,11 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
     println!("  passes {} runs {}", collected.passes, collected.runs);
     for r in &collected.ranges {
         println!("  range {}: {:?}", r.name, r.values);
+    }
+    if auto {
+        println!("  auto ranges: {}", collected.ranges.len());
+        let first = collected.ranges.first().ok_or("no auto range")?;
+        return Ok(first.values.values().next().copied().unwrap_or(f64::NAN));
     }
     let inner = if nesting > 1 { "outer/vadd" } else { "vadd" };
     let range = collected.range(inner).ok_or("no range")?;

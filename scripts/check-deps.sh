@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # An application that depends on gpu-ledger with the default features must compile neither the
-# command-line tool's crates (clap), the analysis' (cpp_demangle), the tracing layer's
-# (tracing-subscriber) nor the kernel suite's (half, cudarc's cuBLAS and NVRTC bindings). Fails naming what it found. The same check with every
-# feature on must find them all, or the check itself is broken.
+# command-line tool's crates (clap), the analysis' (cpp_demangle, sketches-ddsketch), the tracing
+# layer's (tracing-subscriber) nor the kernel suite's (half, cudarc's cuBLAS and NVRTC bindings).
+# Fails naming what it found. The same check with every feature on must find them all, or the
+# check itself is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,7 @@ found() {
   local tree cudarc out=()
   tree=$(cargo tree -p gpu-ledger -e normal,features --prefix none "$@")
   cudarc=$(cargo tree -p gpu-ledger -e normal,features --prefix none -i cudarc "$@")
-  for crate in clap cpp_demangle half tracing-subscriber; do
+  for crate in clap cpp_demangle sketches-ddsketch half tracing-subscriber; do
     grep -qE "^$crate v" <<<"$tree" && out+=("$crate")
   done
   for feature in cublas nvrtc; do
@@ -26,7 +27,7 @@ if [[ -n $default ]]; then
   exit 1
 fi
 all=$(found --features cli,kernels,tracing)
-if [[ $all != "clap cpp_demangle half tracing-subscriber cudarc/cublas cudarc/nvrtc" ]]; then
+if [[ $all != "clap cpp_demangle sketches-ddsketch half tracing-subscriber cudarc/cublas cudarc/nvrtc" ]]; then
   echo "check-deps: the check is broken: with --features cli,kernels,tracing it found '$all'" >&2
   exit 1
 fi
@@ -48,4 +49,4 @@ if [[ -z $(forced --features cudarc/cuda-13000) ]]; then
   echo "check-deps: the check is broken: it does not see cudarc/cuda-13000 named on the command line" >&2
   exit 1
 fi
-echo "check-deps: the default features compile none of clap, cpp_demangle, half, tracing-subscriber, cudarc/cublas, cudarc/nvrtc, and no feature turns on a CUDA version or linking mode of cudarc"
+echo "check-deps: the default features compile none of clap, cpp_demangle, sketches-ddsketch, half, tracing-subscriber, cudarc/cublas, cudarc/nvrtc, and no feature turns on a CUDA version or linking mode of cudarc"
