@@ -523,6 +523,7 @@ fn start_inner(
     }
     let mut session = None;
     let mut activity = None;
+    let mut refused_callbacks = Vec::new();
     if let Some(lib) = cupti {
         let shared = Arc::new(ActivityShared {
             pool: BufferPool::new(config.buffers, config.max_buffers, config.buffer_bytes),
@@ -530,20 +531,23 @@ fn start_inner(
             stats: ActivityStats::default(),
         });
         let started = TimelineSession::start(lib, shared.clone(), running.calls().clone())?;
-        if !started.refused_callbacks().is_empty() {
-            warnings.push(format!(
-                "CUPTI {} refused the callback of {} traced functions ({}): their calls are \
-                 not captured, and their GPU records are placed by time",
-                lib.release.name,
-                started.refused_callbacks().len(),
-                started.refused_callbacks().join(", ")
-            ));
-        }
+        refused_callbacks = started.refused_callbacks().to_vec();
         session = Some(started);
         activity = Some(shared);
     }
     let start_cupti_ns = running.cupti_now();
     let mut environment = crate::env::environment(cupti, start_time);
+    // Functions the driver predates are refused by a newer CUPTI: a gate of the release, not a
+    // loss, since the driver cannot run them.
+    if let (Some(lib), false) = (cupti, refused_callbacks.is_empty()) {
+        environment.cupti_features.push(format!(
+            "callbacks refused by CUPTI {} for {} functions ({}): calls of these are not \
+             captured and their GPU records are placed by time",
+            lib.release.name,
+            refused_callbacks.len(),
+            refused_callbacks.join(", ")
+        ));
+    }
     let sampler = if config.nvml {
         start_nvml(config, &mut environment, origin, &mut warnings)
     } else {
