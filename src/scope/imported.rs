@@ -27,15 +27,7 @@ pub(crate) fn on_nvtx(event: NvtxEvent<'_>) {
 /// Opens a scope for an NVTX range of `domain` named `message`, unless the thread already has
 /// as many imported ranges open as the run allows (counted).
 fn push(domain: usize, message: &str) {
-    let _ = THREAD.try_with(|t| {
-        // Borrowed: the push is one of gpu-ledger's own scopes' ranges.
-        let Ok(mut guard) = t.try_borrow_mut() else {
-            return;
-        };
-        let t = &mut *guard;
-        if !t.refresh() {
-            return;
-        }
+    with_thread(|t| {
         let Some(running) = t.running.take() else {
             return;
         };
@@ -54,17 +46,23 @@ fn push(domain: usize, message: &str) {
     });
 }
 
-/// Ends the innermost imported range of `domain` on the calling thread; a pop whose push came
-/// before the run started finds none and does nothing.
-fn pop(domain: usize) {
+/// Runs `f` on the calling thread's scope state while a run is on, unless the state is
+/// borrowed: then the NVTX call is one of gpu-ledger's own scopes' ranges, and is skipped.
+fn with_thread(f: impl FnOnce(&mut super::ThreadScopes)) {
     let _ = THREAD.try_with(|t| {
         let Ok(mut guard) = t.try_borrow_mut() else {
             return;
         };
-        let t = &mut *guard;
-        if !t.refresh() {
-            return;
+        if guard.refresh() {
+            f(&mut guard);
         }
+    });
+}
+
+/// Ends the innermost imported range of `domain` on the calling thread; a pop whose push came
+/// before the run started finds none and does nothing.
+fn pop(domain: usize) {
+    with_thread(|t| {
         let Some(pos) = t.imported.iter().rposition(|(d, _)| *d == domain) else {
             return;
         };
