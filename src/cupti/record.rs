@@ -319,7 +319,7 @@ macro_rules! sync_record {
 /// # Safety
 /// `rec` points to a complete activity record handed out by `cuptiActivityGetNextRecord` for a
 /// buffer produced by a CUPTI release that emits `layouts`
-/// ([`super::layouts::release`] of its API version).
+/// (the release its API version names).
 pub unsafe fn decode(
     rec: *const sys::CUpti_Activity,
     names: &mut NameCache,
