@@ -198,7 +198,7 @@ impl NvtxImport {
 /// [`Profiler::builder`](crate::Profiler::builder).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// What to record.
+    /// What to record; `GPU_LEDGER_LEVEL` overrides it at start ([`LEVEL_ENV`]).
     pub level: Level,
     /// Where to write the ledger. Default: `$GPU_LEDGER_PATH`, else
     /// `gpu-ledger-<unix seconds>-<pid>[-rank<N>].jsonl` in the current directory.

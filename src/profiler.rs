@@ -219,7 +219,8 @@ impl Profiler {
     ///
     /// # Errors
     /// [`Error::NoDriver`], [`Error::NoDevice`], and at the timeline and counters levels
-    /// [`Error::CuptiNotFound`] or [`Error::CuptiVersionMismatch`].
+    /// [`Error::CuptiNotFound`], [`Error::CuptiPathUnusable`], [`Error::CuptiVersionMismatch`]
+    /// or [`Error::CuptiNeedsNewerDriver`].
     pub fn preflight(level: Level) -> Result<()> {
         crate::driver::device::require_driver()?;
         if level >= Level::Timeline {
@@ -228,12 +229,15 @@ impl Profiler {
         Ok(())
     }
 
-    /// Starts profiling with `config`.
+    /// Starts profiling with `config`, at the level `GPU_LEDGER_LEVEL` names when it is set
+    /// ([`crate::LEVEL_ENV`]; `off` returns an inert profiler and writes no ledger).
     ///
     /// # Errors
-    /// [`Error::AlreadyRunning`]; [`Error::LedgerWrite`] for an unwritable ledger path; at the
-    /// timeline level [`Error::NoDriver`], [`Error::CuptiNotFound`],
-    /// [`Error::CuptiVersionMismatch`], [`Error::CuptiBusy`] or another CUPTI failure. With
+    /// [`Error::AlreadyRunning`]; [`Error::LedgerWrite`] for an unwritable ledger path;
+    /// [`Error::Config`] for a `GPU_LEDGER_LEVEL` that is no level; at the timeline level
+    /// [`Error::NoDriver`], [`Error::CuptiNotFound`], [`Error::CuptiPathUnusable`],
+    /// [`Error::CuptiVersionMismatch`], [`Error::CuptiNeedsNewerDriver`], [`Error::CuptiBusy`]
+    /// or another CUPTI failure. With
     /// `fail_open`, every error but an unwritable ledger and an invalid configuration
     /// ([`Error::Config`]: bad settings, unknown metric names) returns an inert profiler
     /// instead, and the ledger header says why.

@@ -33,8 +33,8 @@ pub(crate) fn field_size<T, F>(_: impl Fn(&T) -> &F) -> usize {
 
 /// A parameter struct followed by zeroed bytes. A later CUPTI release appends fields to its
 /// parameter structs, and CUPTI 13.4 reads some of them past the `structSize` an older caller
-/// passes (a heap corruption in `cuptiProfilerHostGetBaseMetrics` was seen with 13.0-sized
-/// structs): zeros there are the fields' defaults.
+/// passes (13.0-sized structs corrupted the heap in `cuptiProfilerHostGetBaseMetrics`:
+/// docs/measurements.md): zeros there are the fields' defaults.
 #[repr(C)]
 pub(crate) struct Padded<T> {
     params: T,
