@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates src/bindings.rs, src/cbids.rs, src/records_13_5.rs and src/release_cbids.rs
+# Regenerates src/bindings.rs, src/records_13_5.rs and src/release_cbids.rs
 # byte-for-byte from pinned wheels:
 # - the CUPTI 13.0 headers (and the NVTX 13.0 headers that CUPTI's NVTX callback parameters use):
 #   the API, the callback data, and the activity records up to 13.0's;
@@ -42,4 +42,4 @@ done
 newest="$work/r13.5.25/nvidia/cu13/include"
 cargo run --quiet --release --locked --manifest-path "$here/generator/Cargo.toml" -- \
   "$include" "$here" "$newest" "${release_args[@]}"
-echo "regenerated $here/src/bindings.rs, cbids.rs, records_13_5.rs and release_cbids.rs"
+echo "regenerated $here/src/bindings.rs, records_13_5.rs and release_cbids.rs"

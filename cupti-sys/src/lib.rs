@@ -15,9 +15,6 @@
 mod bindings;
 #[allow(missing_docs)]
 #[rustfmt::skip]
-mod cbids;
-#[allow(missing_docs)]
-#[rustfmt::skip]
 mod release_cbids;
 
 /// Activity record versions that CUPTI releases after 13.0 emit (`CUpti_ActivityKernel11` to
@@ -30,8 +27,16 @@ pub mod r13_5 {
 }
 
 pub use bindings::*;
-pub use cbids::{DRIVER_API_CBIDS, RUNTIME_API_CBIDS};
 pub use release_cbids::RELEASE_CBIDS;
+
+/// The callback ids of the release the API bindings were generated from (13.0), for code that
+/// has no loaded CUPTI to ask (tests, offline decoding).
+pub fn bound_cbids() -> &'static ReleaseCbids {
+    RELEASE_CBIDS
+        .iter()
+        .find(|r| r.api_version == BOUND_CUPTI_API_VERSION)
+        .expect("the bound release is among RELEASE_CBIDS (cupti-sys/regenerate.sh)")
+}
 
 /// One CUPTI release's callback ids: the same id names the same function in every release, but
 /// names change between releases and each knows ids only below its own `SIZE`.

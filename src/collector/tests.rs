@@ -386,7 +386,8 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
 
 /// A captured call of the driver function `name`.
 fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
-    let cbid = sys::DRIVER_API_CBIDS
+    let cbid = sys::bound_cbids()
+        .driver
         .iter()
         .find(|(_, n)| *n == name)
         .map(|(id, _)| *id)

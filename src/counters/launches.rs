@@ -10,7 +10,7 @@ use cupti_sys as sys;
 use parking_lot::Mutex;
 
 use crate::cupti;
-use crate::cupti::functions::{classify_api, ApiClass};
+use crate::cupti::functions::{traced_functions, ApiClass};
 use crate::cupti::range_profiler::{LaunchSink, LaunchSubscription};
 use crate::cupti::LoadedCupti;
 use crate::error::Result;
@@ -101,11 +101,11 @@ impl LaunchSink for LaunchLog {
     }
 }
 
-fn cbids(table: &[(u32, &str)], size: u32, class: ApiClass) -> Vec<u32> {
-    let mut v: Vec<u32> = table
-        .iter()
-        .filter(|(id, name)| *id < size && classify_api(name) == Some(class))
-        .map(|(id, _)| *id)
+/// The loaded release's callback ids of the `runtime` (or driver) API's functions of `class`.
+fn cbids(lib: &'static LoadedCupti, runtime: bool, class: ApiClass) -> Vec<u32> {
+    let mut v: Vec<u32> = traced_functions(lib.release.cbids)
+        .filter(|&(rt, _, _, c)| rt == runtime && c == class)
+        .map(|(_, id, _, _)| id)
         .collect();
     v.sort_unstable();
     v
@@ -129,13 +129,11 @@ impl LaunchRecorder {
     /// [`crate::Error::CuptiBusy`] when another CUPTI subscriber exists; CUPTI loading errors.
     pub fn start() -> Result<Self> {
         let lib = cupti::api()?;
-        let r = lib.release.cbids;
         let log = Arc::new(LaunchLog {
-            // The loaded release's own ids.
-            driver_kernel: cbids(r.driver, r.driver_size, ApiClass::KernelLaunch),
-            driver_graph: cbids(r.driver, r.driver_size, ApiClass::GraphLaunch),
-            runtime_kernel: cbids(r.runtime, r.runtime_size, ApiClass::KernelLaunch),
-            runtime_graph: cbids(r.runtime, r.runtime_size, ApiClass::GraphLaunch),
+            driver_kernel: cbids(lib, false, ApiClass::KernelLaunch),
+            driver_graph: cbids(lib, false, ApiClass::GraphLaunch),
+            runtime_kernel: cbids(lib, true, ApiClass::KernelLaunch),
+            runtime_graph: cbids(lib, true, ApiClass::GraphLaunch),
             launches: Mutex::new(Vec::new()),
         });
         let subscription = LaunchSubscription::new(lib, log.clone())?;

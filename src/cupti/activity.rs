@@ -14,7 +14,7 @@ use cupti_sys as sys;
 use parking_lot::RwLock;
 
 use super::calls::{self, ApiCalls};
-use super::functions::classify_api;
+use super::functions::traced_functions;
 use super::pool::BufferPool;
 use super::record::{decode, NameCache, Record};
 use super::{LoadedCupti, Subscription};
@@ -230,7 +230,7 @@ impl TimelineSession {
         Ok(session)
     }
 
-    /// The API callback, for every function attribution traces ([`classify_api`]), by the
+    /// The API callback, for every function attribution traces ([`traced_functions`]), by the
     /// loaded release's own callback ids. The functions whose callback the release refuses
     /// (`CUPTI_ERROR_INVALID_PARAMETER`) are returned by name: their calls are not captured, and
     /// their records are placed by time. Refusing them all is an error.
@@ -239,34 +239,22 @@ impl TimelineSession {
             return Ok(Vec::new());
         };
         use sys::CUpti_CallbackDomain as d;
-        let cbids = self.lib.release.cbids;
         let mut refused = Vec::new();
         let mut enabled = 0usize;
-        for (domain, table, size) in [
-            (
-                d::CUPTI_CB_DOMAIN_DRIVER_API,
-                cbids.driver,
-                cbids.driver_size,
-            ),
-            (
-                d::CUPTI_CB_DOMAIN_RUNTIME_API,
-                cbids.runtime,
-                cbids.runtime_size,
-            ),
-        ] {
-            for (cbid, name) in table {
-                if *cbid >= size || classify_api(name).is_none() {
-                    continue;
+        for (runtime, cbid, name, _) in traced_functions(self.lib.release.cbids) {
+            let domain = if runtime {
+                d::CUPTI_CB_DOMAIN_RUNTIME_API
+            } else {
+                d::CUPTI_CB_DOMAIN_DRIVER_API
+            };
+            match cupti::enable_callback(self.lib, sub, domain, cbid, enable) {
+                Ok(()) => enabled += 1,
+                Err(crate::Error::Cupti { code, .. })
+                    if code == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER =>
+                {
+                    refused.push(name);
                 }
-                match cupti::enable_callback(self.lib, sub, domain, *cbid, enable) {
-                    Ok(()) => enabled += 1,
-                    Err(crate::Error::Cupti { code, .. })
-                        if code == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER =>
-                    {
-                        refused.push(*name);
-                    }
-                    Err(e) => return Err(e),
-                }
+                Err(e) => return Err(e),
             }
         }
         if enable && enabled == 0 {

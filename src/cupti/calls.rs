@@ -356,9 +356,9 @@ mod tests {
     /// Enters and exits one call, as CUPTI's callback would.
     fn call(calls: &ApiCalls, runtime: bool, name: &str, corr: u32, inner: impl FnOnce()) {
         let table = if runtime {
-            sys::RUNTIME_API_CBIDS
+            sys::bound_cbids().runtime
         } else {
-            sys::DRIVER_API_CBIDS
+            sys::bound_cbids().driver
         };
         let id = cbid(table, name);
         let mut data = 0u64;

@@ -63,11 +63,26 @@ pub(crate) struct ApiClasses {
 impl Default for ApiClasses {
     /// The tables of the CUPTI the API bindings were generated from (13.0).
     fn default() -> Self {
-        ApiClasses {
-            driver: class_table(sys::DRIVER_API_CBIDS),
-            runtime: class_table(sys::RUNTIME_API_CBIDS),
-        }
+        ApiClasses::for_release(sys::bound_cbids())
     }
+}
+
+/// The functions of `cbids` that attribution traces, among the ids that release knows (below
+/// its `SIZE`): `(runtime API, callback id, name, class)`.
+pub(crate) fn traced_functions(
+    cbids: &'static sys::ReleaseCbids,
+) -> impl Iterator<Item = (bool, u32, &'static str, ApiClass)> {
+    [
+        (false, cbids.driver, cbids.driver_size),
+        (true, cbids.runtime, cbids.runtime_size),
+    ]
+    .into_iter()
+    .flat_map(|(runtime, table, size)| {
+        table
+            .iter()
+            .filter(move |(id, _)| *id < size)
+            .filter_map(move |&(id, name)| Some((runtime, id, name, classify_api(name)?)))
+    })
 }
 
 /// Callback id -> class, for one API's `(id, name)` table.
