@@ -252,8 +252,15 @@ fn dims(x: i32, y: i32, z: i32) -> [u32; 3] {
 /// A kernel record of any struct version: the fields gpu-ledger reads have the same names and
 /// meaning in every version; `isDeviceLaunched` came with version 10.
 macro_rules! kernel_record {
-    ($r:expr, $names:expr, $device_launched:expr) => {{
-        let r = $r;
+    (@launched $r:ident) => {
+        false
+    };
+    (@launched $r:ident, $field:ident) => {
+        $r.$field != 0
+    };
+    // `$rec` cast to `$t`; `isDeviceLaunched` read when named.
+    ($rec:expr, $names:expr, $t:ty $(, $launched:ident)?) => {{
+        let r = unsafe { &*($rec as *const $t) };
         Record::Kernel(KernelRecord {
             name: unsafe { $names.intern(r.name) },
             start: r.start,
@@ -275,7 +282,7 @@ macro_rules! kernel_record {
             local_bytes_total: r.localMemoryTotal_v2,
             graph_id: r.graphId,
             graph_node_id: r.graphNodeId,
-            device_launched: $device_launched(r),
+            device_launched: kernel_record!(@launched r $(, $launched)?),
         })
     }};
 }
@@ -335,31 +342,34 @@ pub unsafe fn decode(
     match kind {
         k::CUPTI_ACTIVITY_KIND_KERNEL | k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
             match layouts.kernel {
-                K::V9 => kernel_record!(
-                    unsafe { &*(rec as *const sys::CUpti_ActivityKernel9) },
-                    names,
-                    |_| false
-                ),
-                K::V10 => kernel_record!(
-                    unsafe { &*(rec as *const sys::CUpti_ActivityKernel10) },
-                    names,
-                    |r: &sys::CUpti_ActivityKernel10| r.isDeviceLaunched != 0
-                ),
-                K::V11 => kernel_record!(
-                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel11) },
-                    names,
-                    |r: &sys::r13_5::CUpti_ActivityKernel11| r.isDeviceLaunched != 0
-                ),
-                K::V12 => kernel_record!(
-                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel12) },
-                    names,
-                    |r: &sys::r13_5::CUpti_ActivityKernel12| r.isDeviceLaunched != 0
-                ),
-                K::V13 => kernel_record!(
-                    unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityKernel13) },
-                    names,
-                    |r: &sys::r13_5::CUpti_ActivityKernel13| r.isDeviceLaunched != 0
-                ),
+                K::V9 => kernel_record!(rec, names, sys::CUpti_ActivityKernel9),
+                K::V10 => {
+                    kernel_record!(rec, names, sys::CUpti_ActivityKernel10, isDeviceLaunched)
+                }
+                K::V11 => {
+                    kernel_record!(
+                        rec,
+                        names,
+                        sys::r13_5::CUpti_ActivityKernel11,
+                        isDeviceLaunched
+                    )
+                }
+                K::V12 => {
+                    kernel_record!(
+                        rec,
+                        names,
+                        sys::r13_5::CUpti_ActivityKernel12,
+                        isDeviceLaunched
+                    )
+                }
+                K::V13 => {
+                    kernel_record!(
+                        rec,
+                        names,
+                        sys::r13_5::CUpti_ActivityKernel13,
+                        isDeviceLaunched
+                    )
+                }
             }
         }
         k::CUPTI_ACTIVITY_KIND_MEMCPY => Record::Memcpy(match layouts.memcpy {
