@@ -761,13 +761,7 @@ impl NvtxState {
 /// The loader's errors, and [`Error::CuptiNeedsNewerDriver`].
 fn cupti_for_driver() -> Result<&'static cupti::LoadedCupti> {
     let lib = cupti::api()?;
-    let major: u32 = lib
-        .release
-        .name
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
+    let major = lib.release.cuda_major();
     let driver = crate::driver::device::driver_version()?;
     if driver / 1000 < major {
         return Err(Error::CuptiNeedsNewerDriver {

@@ -109,6 +109,15 @@ pub struct Release {
 }
 
 impl Release {
+    /// The CUDA major release it belongs to (12, 13): a driver of an older one cannot serve it.
+    pub(crate) fn cuda_major(&self) -> u32 {
+        if self.name.starts_with("12.") {
+            12
+        } else {
+            13
+        }
+    }
+
     /// The feature gates that follow from the release, each with its reason, as the ledger
     /// header records them.
     pub(crate) fn features(&self) -> Vec<String> {
