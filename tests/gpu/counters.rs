@@ -966,27 +966,13 @@ fn counters_level_rejects_an_unknown_metric_before_the_run_with_suggestions() {
     assert!(msg.contains("dram__bytes_read.sum"), "{msg}");
 }
 
-/// The `counters_probe` example built next to this test binary (the GPU bundle puts both in one
-/// folder; cargo puts examples in `target/<profile>/examples`).
-fn counters_probe_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    [
-        dir.join("counters_probe"),
-        dir.join("../examples/counters_probe"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
-    .expect("the counters_probe example next to the test binary (cargo test builds it)")
-}
-
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn counters_level_counters_held_by_another_process_leave_the_timeline_running_and_say_why() {
     use std::io::BufRead;
     let _g = SERIAL.lock();
     // Another process holds a Range Profiler collection open on the GPU.
-    let mut other = std::process::Command::new(counters_probe_binary())
+    let mut other = std::process::Command::new(crate::example_binary("counters_probe"))
         .arg(names::GPU_TIME)
         .env("PROBE_HOLD_MS", "20000")
         .stdout(std::process::Stdio::piped())

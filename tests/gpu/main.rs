@@ -22,6 +22,17 @@ mod nvml;
 mod nvtx;
 mod timeline;
 
+/// An example built next to this test binary (the GPU bundle puts both in one folder; cargo puts
+/// examples in `target/<profile>/examples`).
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap();
+    [dir.join(name), dir.join("../examples").join(name)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("the {name} example next to the test binary"))
+}
+
 /// One profiler per process: GPU tests take turns.
 pub static SERIAL: Mutex<()> = Mutex::new(());
 

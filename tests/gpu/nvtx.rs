@@ -9,17 +9,6 @@ use gpu_ledger::read_ledger;
 
 use super::SERIAL;
 
-/// An example built next to this test binary (the GPU bundle puts both in one folder; cargo
-/// puts examples in `target/<profile>/examples`).
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap();
-    [dir.join(name), dir.join("../examples").join(name)]
-        .into_iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("the {name} example next to the test binary"))
-}
-
 /// Nsight Compute, which the GPU host has.
 fn ncu() -> PathBuf {
     let found = std::env::var_os("PATH")
@@ -37,7 +26,7 @@ fn nvtx_ranges_of_the_application_become_scopes_and_an_nvtx_mark_ends_the_iterat
     let _g = SERIAL.lock();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("nvtx.jsonl");
-    let out = Command::new(example("nvtx_scopes"))
+    let out = Command::new(crate::example_binary("nvtx_scopes"))
         .arg("6")
         .arg(&ledger)
         .env_remove("NVTX_INJECTION64_PATH")
@@ -98,7 +87,7 @@ fn ncu_kernels(include: &str) -> Vec<String> {
         ])
         .args(["--metrics", "gpu__time_duration.sum", "--csv", "--log-file"])
         .arg(&log)
-        .arg(example("nvtx_scopes"))
+        .arg(crate::example_binary("nvtx_scopes"))
         .arg("2")
         .arg(dir.path().join("ledger.jsonl"))
         // Nsight Compute is the NVTX tool and holds the counters: gpu-ledger at its scopes
@@ -146,7 +135,7 @@ fn nsight_compute_selects_exactly_one_scopes_kernels_through_its_nvtx_range() {
 #[ignore = "needs an NVIDIA GPU"]
 fn tracing_spans_give_the_same_per_scope_table_as_guards() {
     let _g = SERIAL.lock();
-    let out = Command::new(example("tracing_scopes"))
+    let out = Command::new(crate::example_binary("tracing_scopes"))
         .arg("4")
         .output()
         .unwrap();
