@@ -1,5 +1,6 @@
-//! Profiles one step at `Level::Scopes`. Handing gpu-ledger this crate's `CudaStream` compiles only
-//! when both use the same cudarc, the one whose features this crate's Cargo.toml chose.
+//! Profiles one step at `Level::Scopes`. Handing gpu-ledger the application's `CudaStream` compiles
+//! only when both use the same cudarc, the one whose features the application's Cargo.toml chose
+//! (each of `ci/apps/*/Cargo.toml` builds this program).
 
 use cudarc::driver::CudaContext;
 use gpu_ledger::{Level, Profiler};
