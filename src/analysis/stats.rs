@@ -519,12 +519,17 @@ pub fn family_distributions<'a>(
             })
         })
         .collect();
-    out.sort_by(|a, b| {
+    sort_families(&mut out);
+    out
+}
+
+/// Families by mean time per iteration, largest first; ties by name.
+pub(crate) fn sort_families(families: &mut [FamilyStats]) {
+    families.sort_by(|a, b| {
         b.total_ns_mean_per_iteration
             .total_cmp(&a.total_ns_mean_per_iteration)
             .then_with(|| a.family.cmp(&b.family))
     });
-    out
 }
 
 #[cfg(test)]

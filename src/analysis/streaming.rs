@@ -311,11 +311,7 @@ impl<'r> FamilySeries<'r> {
                 })
             })
             .collect();
-        out.sort_by(|a, b| {
-            b.total_ns_mean_per_iteration
-                .total_cmp(&a.total_ns_mean_per_iteration)
-                .then_with(|| a.family.cmp(&b.family))
-        });
+        super::stats::sort_families(&mut out);
         out
     }
 }
