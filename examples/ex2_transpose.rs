@@ -7,6 +7,7 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
@@ -44,7 +45,12 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut direct,
             },
         ],
-        &ExperimentConfig::new(20, 10, &path),
+        &ExperimentConfig::new(20, 10, &path).with_counters(&[
+            names::SHARED_LD_BANK_CONFLICTS,
+            names::SHARED_ST_BANK_CONFLICTS,
+            names::GLOBAL_ST_SECTORS,
+            names::GLOBAL_ST_REQUESTS,
+        ]),
     )?;
     let mut page = ExperimentPage::new(
         "ex2 transpose: coalescing and bank conflicts",
@@ -60,10 +66,37 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         results,
         std::path::Path::new(&path),
     );
-    page.counters = "not collected (Level::Timeline). Waiting for counters: shared bank conflicts \
-                     (tiled ≫ 0, padded < 1 % of them), global store sector efficiency (direct \
-                     far below the tiled ones)"
-        .into();
+    let conflicts = |i: usize| {
+        let r: &gpu_ledger::kernels::suite::experiment::SideResult = &page.results[i];
+        Some(
+            r.counter("", names::SHARED_LD_BANK_CONFLICTS)?
+                + r.counter("", names::SHARED_ST_BANK_CONFLICTS)?,
+        )
+    };
+    let elems = (rows * cols) as f64;
+    let (tiled_conflicts, padded_conflicts) = (conflicts(0), conflicts(1));
+    page.check(
+        "baseline: shared bank conflicts per element",
+        tiled_conflicts.map(|c| c / elems),
+        "> 0.5 (a warp reads a tile column from one bank: 31 of 32 wavefronts are conflicts)",
+        |v| v > 0.5,
+    );
+    page.check(
+        "change / baseline: shared bank conflicts",
+        padded_conflicts.zip(tiled_conflicts).map(|(p, t)| p / t),
+        "< 0.01",
+        |v| v < 0.01,
+    );
+    let per_request = |i: usize| {
+        let r = &page.results[i];
+        Some(r.counter("", names::GLOBAL_ST_SECTORS)? / r.counter("", names::GLOBAL_ST_REQUESTS)?)
+    };
+    page.check(
+        "direct / baseline: global store sectors per request",
+        per_request(2).zip(per_request(0)).map(|(d, t)| d / t),
+        "≥ 4 (direct: a sector per lane; tiled: 4 sectors per warp)",
+        |v| v >= 4.0,
+    );
     page.notes.push(
         "prediction: same launch structure for all three (see the kernel table) and effective \
          bandwidth direct < tiled ≤ padded"

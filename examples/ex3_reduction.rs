@@ -7,12 +7,16 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::reduce::{
     ReduceKernels, ReduceMode, ReduceVariant, ReductionGpu, ReductionSpec,
 };
+
+/// Warps stalled at a barrier per issued instruction.
+const BARRIER_STALLS: &str = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio";
 
 fn main() -> ExitCode {
     exit_code("ex3_reduction", run())
@@ -54,7 +58,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut tree,
             },
         ],
-        &ExperimentConfig::new(20, 20, &path),
+        &ExperimentConfig::new(20, 20, &path).with_counters(&[BARRIER_STALLS, names::DRAM_BYTES_READ]),
     )?;
     let mut page = ExperimentPage::new(
         "ex3 reduction: synchronization and tail behaviour",
@@ -72,9 +76,24 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         results,
         std::path::Path::new(&path),
     );
-    page.counters = "not collected (Level::Timeline). Waiting for counters: barrier stalls of \
-                     the tree against the shuffle first pass, branch efficiency, DRAM bytes"
-        .into();
+    let stalls = |i: usize, k: &str| page.results[i].counter_mean(k, BARRIER_STALLS);
+    let (tree, shuffle) = (
+        stalls(2, "reduce_tree_partials"),
+        stalls(0, "reduce_shuffle_partials"),
+    );
+    page.check(
+        "tree / shuffle first pass: barrier stalls per issue",
+        tree.zip(shuffle).map(|(t, s)| t / s.max(f64::MIN_POSITIVE)),
+        "> 1 (a __syncthreads per tree level against one per block)",
+        |v| v > 1.0,
+    );
+    let read = |i: usize| page.results[i].counter("", names::DRAM_BYTES_READ);
+    page.check(
+        "change / baseline: DRAM bytes read per run",
+        read(1).zip(read(0)).map(|(c, b)| c / b),
+        "1 ± 5 % (the partials are re-read from L2)",
+        |v| (v - 1.0).abs() <= 0.05,
+    );
     page.notes.push(
         "prediction: the second pass appears as its own kernel (reduce_second_pass, grid 1) in \
          the baseline and not in the change; both sums match the float64 CPU sum"

@@ -15,6 +15,11 @@ use gpu_ledger::kernels::suite::gemm::{
 };
 use gpu_ledger::kernels::suite::Workload;
 
+/// Cycles the tensor pipe was active, % of peak.
+const TENSOR_PIPE: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
+/// Achieved occupancy: warps active, % of the maximum.
+const WARPS_ACTIVE: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+
 fn main() -> ExitCode {
     exit_code("ex4_gemm", run())
 }
@@ -50,7 +55,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut naive,
             },
         ],
-        &ExperimentConfig::new(10, 3, &path),
+        &ExperimentConfig::new(10, 3, &path).with_counters(&[TENSOR_PIPE, WARPS_ACTIVE]),
     )?;
     let mut page = ExperimentPage::new(
         "ex4 GEMM: tensor-core eligibility and waves",
@@ -79,9 +84,30 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             ));
         }
     }
-    page.counters = "not collected (Level::Timeline). Waiting for counters: tensor-pipe \
-                     utilisation (wmma and cuBLAS > 0, FP32 kernels 0), achieved occupancy"
-        .into();
+    for (i, expect_tensor) in [(0usize, false), (1, true), (2, true), (3, false)] {
+        let r = &page.results[i];
+        let label = r.label.clone();
+        let tensor = r.counter_mean("", TENSOR_PIPE);
+        let occupancy = r.counter_mean("", WARPS_ACTIVE);
+        if expect_tensor {
+            page.check(format!("{label}: tensor pipe active, % of peak"), tensor, "> 0", |v| {
+                v > 0.0
+            });
+        } else {
+            page.check(
+                format!("{label}: tensor pipe active, % of peak"),
+                tensor,
+                "0 (FP32 SIMT kernel)",
+                |v| v == 0.0,
+            );
+        }
+        page.check(
+            format!("{label}: achieved occupancy (warps active, % of peak)"),
+            occupancy,
+            "in (0, 100]",
+            |v| v > 0.0 && v <= 100.0,
+        );
+    }
     println!("{page}");
     Ok(page.all_correct())
 }

@@ -6,6 +6,7 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
@@ -41,7 +42,8 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut fused,
             },
         ],
-        &ExperimentConfig::new(20, 10, &path),
+        &ExperimentConfig::new(20, 10, &path)
+            .with_counters(&[names::DRAM_BYTES_READ, names::DRAM_BYTES_WRITE]),
     )?;
     let ratio = SoftmaxSpec::new(rows, cols, true).work().bytes as f64
         / SoftmaxSpec::new(rows, cols, false).work().bytes as f64;
@@ -64,9 +66,16 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         "analytic bytes fused / composed = {ratio:.2} (expected at most 0.35); launches per run 1 \
          against 5 (see the table)"
     ));
-    page.counters = "not collected (Level::Timeline). Waiting for counters: DRAM bytes of the \
-                     fused kernel against the composition's (prediction ≤ 35 %)"
-        .into();
+    let bytes = |i: usize| {
+        let r = &page.results[i];
+        Some(r.counter("", names::DRAM_BYTES_READ)? + r.counter("", names::DRAM_BYTES_WRITE)?)
+    };
+    page.check(
+        "change / baseline: DRAM bytes per run",
+        bytes(1).zip(bytes(0)).map(|(c, b)| c / b),
+        format!("≤ 0.35 (analytic {ratio:.2})"),
+        |v| v <= 0.35,
+    );
     println!("{page}");
     Ok(page.all_correct())
 }

@@ -8,12 +8,18 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::attention::{
     AttentionGpu, AttentionKernels, AttentionSpec, AttentionVariant,
 };
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
+
+/// Achieved occupancy: warps active, % of the maximum.
+const WARPS_ACTIVE: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+/// L2 sectors read by L1 (global loads that missed L1).
+const L2_READ_SECTORS: &str = "lts__t_sectors_srcunit_tex_op_read.sum";
 
 fn main() -> ExitCode {
     exit_code("ex6_attention", run())
@@ -50,7 +56,12 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                     workload: &mut mid,
                 },
             ],
-            &ExperimentConfig::new(10, 3, &path),
+            &ExperimentConfig::new(10, 3, &path).with_counters(&[
+                WARPS_ACTIVE,
+                names::SHARED_LD_WAVEFRONTS,
+                names::DRAM_BYTES_READ,
+                L2_READ_SECTORS,
+            ]),
         )?;
         let mut page = ExperimentPage::new(
             format!("ex6 attention, head dim {d}: resource trade-offs"),
@@ -67,9 +78,21 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             results,
             std::path::Path::new(&path),
         );
-        page.counters = "not collected (Level::Timeline). Waiting for counters: achieved \
-                         occupancy, shared-memory wavefronts, L2/DRAM bytes per variant"
-            .into();
+        // Doubling the query tile halves the K/V tiles each query row needs from L2.
+        let l2 = |i: usize| page.results[i].counter("", L2_READ_SECTORS);
+        page.check(
+            "change / baseline: L2 sectors read by L1",
+            l2(1).zip(l2(0)).map(|(c, b)| c / b),
+            "< 0.75 (half the K/V re-reads; Q and the output unchanged)",
+            |v| v < 0.75,
+        );
+        let wavefronts = |i: usize| page.results[i].counter("", names::SHARED_LD_WAVEFRONTS);
+        page.check(
+            "change / baseline: shared-memory load wavefronts",
+            wavefronts(1).zip(wavefronts(0)).map(|(c, b)| c / b),
+            "≤ 1 (K/V tiles are filled half as often per FLOP)",
+            |v| v <= 1.0,
+        );
         if let Some((i, r)) = page
             .results
             .iter()

@@ -7,10 +7,15 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
 use gpu_ledger::kernels::suite::spill::{SpillGpu, SpillKernels, SpillSpec};
+
+/// Warps stalled on the long scoreboard (L1TEX: local and global memory) per issued instruction.
+const LONG_SCOREBOARD: &str =
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio";
 
 fn main() -> ExitCode {
     exit_code("ex7_spill", run())
@@ -49,7 +54,11 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut registers,
             },
         ],
-        &ExperimentConfig::new(20, 10, &path),
+        &ExperimentConfig::new(20, 10, &path).with_counters(&[
+            names::LOCAL_LD_SECTORS,
+            names::LOCAL_ST_SECTORS,
+            LONG_SCOREBOARD,
+        ]),
     )?;
     let (local_dynamic, local_free) = kernels.local_bytes()?;
     let mut page = ExperimentPage::new(
@@ -73,9 +82,19 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         "driver's view (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES): spill_dynamic_index {local_dynamic} B, \
          spill_free {local_free} B per thread; compare with the ledger's local column"
     ));
-    page.counters = "not collected (Level::Timeline). Waiting for counters: local load/store \
-                     sectors (spilling > 0, register version 0), long-scoreboard stalls"
-        .into();
+    let local = |i: usize| {
+        let r = &page.results[i];
+        Some(r.counter("", names::LOCAL_LD_SECTORS)? + r.counter("", names::LOCAL_ST_SECTORS)?)
+    };
+    page.check("baseline: local load and store sectors", local(0), "> 0", |v| v > 0.0);
+    page.check("change: local load and store sectors", local(1), "0", |v| v == 0.0);
+    let stalls = |i: usize| page.results[i].counter_mean("", LONG_SCOREBOARD);
+    page.check(
+        "change / baseline: long-scoreboard stalls per issue",
+        stalls(1).zip(stalls(0)).map(|(c, b)| c / b.max(f64::MIN_POSITIVE)),
+        "< 1 (local loads wait on the long scoreboard; registers do not)",
+        |v| v < 1.0,
+    );
     println!("{page}");
     Ok(page.all_correct())
 }

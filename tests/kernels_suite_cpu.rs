@@ -4,7 +4,7 @@
 
 use gpu_ledger::analysis::{occupancy, wave_efficiency, DeviceLimits, LaunchResources};
 use gpu_ledger::kernels::suite::attention::{self, AttentionSpec, AttentionVariant, VARIANTS};
-use gpu_ledger::kernels::suite::experiment::{ExperimentPage, SideResult};
+use gpu_ledger::kernels::suite::experiment::{ExperimentPage, KernelCounters, SideResult};
 use gpu_ledger::kernels::suite::gemm::{self, CublasGemmSpec, GemmKernel, GemmSpec};
 use gpu_ledger::kernels::suite::reduce::{self, ReduceMode, ReduceVariant, ReductionSpec};
 use gpu_ledger::kernels::suite::softmax::{self, SoftmaxSpec};
@@ -509,6 +509,8 @@ fn experiment_page_shows_the_ledger_discipline() {
         wall_ns: vec![12.0 * ns; 5],
         kernels: Vec::new(),
         verification: Verification::compare("vadd", &[1.0], &[1.0], 1e-6),
+        counters: Vec::new(),
+        counters_missing: None,
     };
     let page = ExperimentPage::new(
         "ex1 vector add",
@@ -525,7 +527,7 @@ fn experiment_page_shows_the_ledger_discipline() {
         "hypothesis",
         "change",
         "counters",
-        "not collected",
+        "not requested",
         "result",
         "×1.05",
     ] {
@@ -534,4 +536,69 @@ fn experiment_page_shows_the_ledger_discipline() {
     assert!(page.all_correct());
     let (k, e) = page.speedup(1).unwrap();
     assert!((k - 4000.0 / 3800.0).abs() < 1e-9 && (e - k).abs() < 1e-9);
+}
+
+#[test]
+fn experiment_page_prints_counters_and_checks_predictions_against_them() {
+    let side = |label: &str, read: f64, missing: Option<&str>| SideResult {
+        label: label.into(),
+        name: "vadd n=1".into(),
+        work: Work {
+            bytes: 12,
+            flops: 1,
+        },
+        repeats: 1,
+        launches_per_iteration: 2.0,
+        device_ns: vec![1000.0; 3],
+        wall_ns: vec![1200.0; 3],
+        kernels: Vec::new(),
+        verification: Verification::compare("vadd", &[1.0], &[1.0], 1e-6),
+        counters: if missing.is_some() {
+            Vec::new()
+        } else {
+            ["vector_add", "vector_add", "reduce_second_pass"]
+                .iter()
+                .map(|k| KernelCounters {
+                    kernel: (*k).into(),
+                    values: [("dram__bytes_read.sum".to_string(), read)].into(),
+                })
+                .collect()
+        },
+        counters_missing: missing.map(str::to_string),
+    };
+    let mut page = ExperimentPage::new(
+        "ex",
+        "test GPU",
+        "b",
+        "h",
+        "c",
+        vec![
+            side("baseline", 800.0, None),
+            side("change", 0.0, Some("not collected: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")),
+        ],
+        std::path::Path::new("x.jsonl"),
+    );
+    let base = &page.results[0];
+    // Summed over the launches whose kernel name contains the filter; every launch for "".
+    assert_eq!(base.counter("vector_add", "dram__bytes_read.sum"), Some(1600.0));
+    assert_eq!(base.counter("", "dram__bytes_read.sum"), Some(2400.0));
+    assert_eq!(base.counter("gemm", "dram__bytes_read.sum"), None);
+    assert_eq!(base.counter("", "dram__bytes_write.sum"), None);
+    let read = base.counter("vector_add", "dram__bytes_read.sum");
+    let missing = page.results[1].counter("", "dram__bytes_read.sum");
+    page.check("baseline: bytes read", read, "1600 ± 1 %", |v| (v - 1600.0).abs() < 16.0);
+    page.check("baseline: bytes read, wrong", read, "< 100", |v| v < 100.0);
+    page.check("change: bytes read", missing, "> 0", |v| v > 0.0);
+    let text = page.to_string();
+    for needle in [
+        "per kernel launch",
+        "missing: change: not collected: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+        "reduce_second_pass",
+        "dram__bytes_read.sum",
+        "baseline: bytes read: measured 1600, predicted 1600 ± 1 %: met",
+        "baseline: bytes read, wrong: measured 1600, predicted < 100: NOT MET",
+        "change: bytes read: measured -, predicted > 0: not measured",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
 }

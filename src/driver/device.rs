@@ -59,6 +59,9 @@ pub(crate) fn gpu_record(ordinal: u32) -> Result<GpuRecord> {
         sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         // SAFETY: as above.
         total_memory_bytes: unsafe { cu::device::total_mem(dev) }? as u64,
+        l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .ok()
+            .map(u64::from),
         uuid: cu::device::get_uuid(dev)
             .ok()
             .map(|u| format_uuid(&u.bytes)),

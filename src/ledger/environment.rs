@@ -24,6 +24,10 @@ pub struct GpuRecord {
     pub sm_count: u32,
     /// Device memory, bytes.
     pub total_memory_bytes: u64,
+    /// L2 cache, bytes (`CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE`): what decides whether a kernel's
+    /// DRAM figures depend on the cache state it starts in.
+    #[serde(default)]
+    pub l2_bytes: Option<u64>,
     /// UUID in NVML's form (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), from `cuDeviceGetUuid`;
     /// used to match the device to its NVML record.
     #[serde(default)]

@@ -1,10 +1,15 @@
 //! One-page experiment ledgers: a baseline and one change run under the profiler at the timeline
 //! level, each verified against its CPU reference, summarised as baseline, hypothesis, the one
-//! change, kernel time, end-to-end time and the counters that were (not) collected.
+//! change, kernel time, end-to-end time, and the hardware counters the predictions need measured
+//! against what was predicted.
 //!
 //! [`measure`] runs the sides; [`ExperimentPage`] prints them. The first side is the baseline,
-//! the second the change; any further side is shown for reference.
+//! the second the change; any further side is shown for reference. Counters
+//! ([`ExperimentConfig::with_counters`]) are collected after the timed iterations, on one more
+//! iteration per side at the counters level (one range per kernel launch, kernel replay), so
+//! the timed rows stay unperturbed.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use super::{all_kernel_time, gb_per_s, tflop_per_s, GpuWorkload, SuiteResult, Verification};
 use crate::analysis::{analyze_kernel, DeviceLimits, Distribution};
+use crate::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, ReplayMode};
 use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
@@ -36,17 +42,38 @@ pub struct ExperimentConfig {
     pub repeats: u32,
     /// Where the ledger goes.
     pub ledger_path: PathBuf,
+    /// Hardware counters collected per kernel launch on one iteration per side after the timed
+    /// ones; none when empty.
+    pub counters: Vec<String>,
 }
 
 impl ExperimentConfig {
-    /// `iterations` iterations of `repeats` runs, ledger at `ledger_path`.
+    /// `iterations` iterations of `repeats` runs, ledger at `ledger_path`, no counters.
     pub fn new(iterations: usize, repeats: u32, ledger_path: impl Into<PathBuf>) -> Self {
         ExperimentConfig {
             iterations,
             repeats,
             ledger_path: ledger_path.into(),
+            counters: Vec::new(),
         }
     }
+
+    /// Also collects `metrics` for every kernel launch of one run of each side, after the timed
+    /// iterations (auto ranges with kernel replay: each kernel is replayed once per pass, so
+    /// these rows are flagged perturbed and left out of the timings).
+    pub fn with_counters(mut self, metrics: &[&str]) -> Self {
+        self.counters = metrics.iter().map(|m| m.to_string()).collect();
+        self
+    }
+}
+
+/// One kernel launch's hardware counters, as the counters level recorded them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelCounters {
+    /// The kernel, from the timeline's record of the launch.
+    pub kernel: String,
+    /// Metric name to value.
+    pub values: BTreeMap<String, f64>,
 }
 
 /// Static facts of one kernel as the ledger recorded it, with its theoretical occupancy.
@@ -105,6 +132,10 @@ pub struct SideResult {
     pub kernels: Vec<KernelFacts>,
     /// The check of its output against the CPU reference, made before profiling.
     pub verification: Verification,
+    /// Counters of each kernel launch of one run, in launch order, when collected.
+    pub counters: Vec<KernelCounters>,
+    /// Why counters requested for this side are missing.
+    pub counters_missing: Option<String>,
 }
 
 impl SideResult {
@@ -126,6 +157,29 @@ impl SideResult {
             .map(|t| t / f64::from(self.repeats.max(1)))
             .collect();
         Distribution::from_samples(&per)
+    }
+
+    /// `metric` summed over the launches of one run whose kernel name contains `kernel` (every
+    /// launch when `kernel` is empty); `None` when no such launch has the metric.
+    pub fn counter(&self, kernel: &str, metric: &str) -> Option<f64> {
+        let values: Vec<f64> = self
+            .counters
+            .iter()
+            .filter(|k| k.kernel.contains(kernel))
+            .filter_map(|k| k.values.get(metric).copied())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    }
+
+    /// The mean of `metric` over the same launches as [`SideResult::counter`]: for ratios and
+    /// percentages, which do not add.
+    pub fn counter_mean(&self, kernel: &str, metric: &str) -> Option<f64> {
+        let n = self
+            .counters
+            .iter()
+            .filter(|k| k.kernel.contains(kernel) && k.values.contains_key(metric))
+            .count();
+        self.counter(kernel, metric).map(|sum| sum / n as f64)
     }
 }
 
@@ -151,11 +205,27 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         }
         w.stream().synchronize()?;
     }
-    let profiler = Profiler::builder()
+    let n = sides.len();
+    let mut builder = Profiler::builder()
         .level(Level::Timeline)
         .ledger_path(&cfg.ledger_path)
-        .settle(Duration::from_secs(5))
-        .start()?;
+        .settle(Duration::from_secs(5));
+    if let (false, Some(first)) = (cfg.counters.is_empty(), sides.first()) {
+        let config = CounterConfig {
+            metrics: cfg.counters.clone(),
+            range_mode: RangeMode::Auto,
+            replay_mode: ReplayMode::Kernel,
+            ..CounterConfig::default()
+        };
+        let mut setup = CountersSetup::new(first.workload.stream().context(), config);
+        // After the warm-up iteration and the timed ones: one collection per side.
+        setup.window = CounterWindow {
+            skip: 1 + (cfg.iterations * n) as u64,
+            collections: n as u64,
+        };
+        builder = builder.counters(setup);
+    }
+    let profiler = builder.start()?;
     // One iteration of every side to absorb CUPTI's first-launch instrumentation; left out.
     for side in sides.iter_mut() {
         side.workload.run()?;
@@ -174,6 +244,16 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
             profiler.step();
         }
     }
+    if !cfg.counters.is_empty() {
+        for side in sides.iter_mut() {
+            {
+                let _s = Profiler::scope(side.label);
+                side.workload.run()?;
+                side.workload.stream().synchronize()?;
+            }
+            profiler.step();
+        }
+    }
     let summary = profiler.finish()?;
     let ledger = read_ledger(&summary.ledger_path)?;
     let limits = ledger
@@ -182,7 +262,11 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         .gpus
         .first()
         .and_then(DeviceLimits::for_gpu);
-    let n = sides.len();
+    let not_collected = ledger
+        .header
+        .counters
+        .as_ref()
+        .and_then(|c| (!c.collected).then(|| c.reason.clone().unwrap_or_default()));
     let mut results = Vec::new();
     for (s, (side, check)) in sides.iter().zip(checks).enumerate() {
         let rows: Vec<&IterationRow> = ledger
@@ -201,6 +285,11 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
                 .map(|k| KernelFacts::of(k, limits.as_ref()))
                 .collect();
         }
+        let (counters, counters_missing) = if cfg.counters.is_empty() {
+            (Vec::new(), None)
+        } else {
+            side_counters(&ledger.iterations, 1 + cfg.iterations * n + s, &not_collected)
+        };
         let launches: u64 = rows.iter().map(|r| all_kernel_time(r).0).sum();
         results.push(SideResult {
             label: side.label.to_string(),
@@ -215,9 +304,65 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
             wall_ns: rows.iter().map(|r| r.host_wall_ns as f64).collect(),
             kernels,
             verification: check,
+            counters,
+            counters_missing,
         });
     }
     Ok(results)
+}
+
+/// The counters of the row at `index` (a side's counters iteration), or why there are none.
+fn side_counters(
+    rows: &[IterationRow],
+    index: usize,
+    not_collected: &Option<String>,
+) -> (Vec<KernelCounters>, Option<String>) {
+    if let Some(reason) = not_collected {
+        return (Vec::new(), Some(format!("not collected: {reason}")));
+    }
+    let Some(row) = rows.iter().find(|r| r.index as usize == index) else {
+        return (Vec::new(), Some(format!("iteration {index} has no row")));
+    };
+    let Some(c) = &row.counters else {
+        return (
+            Vec::new(),
+            Some(format!("iteration {index} was not in the counters window")),
+        );
+    };
+    if let Some(e) = &c.error {
+        return (Vec::new(), Some(e.clone()));
+    }
+    if !c.complete || c.ranges.is_empty() {
+        return (
+            Vec::new(),
+            Some(format!(
+                "iteration {index}: the collection holds no ranges (run {} of {})",
+                c.run, c.runs
+            )),
+        );
+    }
+    let kernels = c
+        .ranges
+        .iter()
+        .map(|r| KernelCounters {
+            kernel: r.kernel.clone().unwrap_or_else(|| format!("range {}", r.name)),
+            values: r.values.clone(),
+        })
+        .collect();
+    (kernels, None)
+}
+
+/// A prediction that needs a counter, checked against the measured value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterCheck {
+    /// What is measured (`baseline: DRAM bytes read per element`).
+    pub what: String,
+    /// The measured value, when the counters were collected.
+    pub measured: Option<f64>,
+    /// The prediction as a rule (`8 ± 2 %`, `< 1 % of the baseline's`).
+    pub predicted: String,
+    /// Whether the measured value meets it; `None` when not measured.
+    pub met: Option<bool>,
 }
 
 /// A one-page experiment ledger.
@@ -238,6 +383,8 @@ pub struct ExperimentPage {
     pub results: Vec<SideResult>,
     /// What counters say, or why none were collected.
     pub counters: String,
+    /// The predictions that need counters, measured.
+    pub checks: Vec<CounterCheck>,
     /// Further lines (predictions checked, caveats).
     pub notes: Vec<String>,
     /// The ledger written.
@@ -255,6 +402,7 @@ impl ExperimentPage {
         results: Vec<SideResult>,
         ledger_path: &Path,
     ) -> Self {
+        let counters = counters_line(&results);
         ExperimentPage {
             title: title.into(),
             device: device.into(),
@@ -262,9 +410,8 @@ impl ExperimentPage {
             hypothesis: hypothesis.into(),
             change: change.into(),
             results,
-            counters: "not collected (this run is Level::Timeline; the counter predictions wait \
-                       for Level::Counters)"
-                .into(),
+            counters,
+            checks: Vec::new(),
             notes: Vec::new(),
             ledger_path: ledger_path.to_path_buf(),
         }
@@ -277,6 +424,23 @@ impl ExperimentPage {
         let k = base.device_per_run()?.median / other.device_per_run()?.median;
         let e = base.wall_per_run()?.median / other.wall_per_run()?.median;
         Some((k, e))
+    }
+
+    /// Checks a prediction against `measured` (`None`: not collected): `ok` says whether the
+    /// value meets `predicted`.
+    pub fn check(
+        &mut self,
+        what: impl Into<String>,
+        measured: Option<f64>,
+        predicted: impl Into<String>,
+        ok: impl Fn(f64) -> bool,
+    ) {
+        self.checks.push(CounterCheck {
+            what: what.into(),
+            measured,
+            met: measured.map(ok),
+            predicted: predicted.into(),
+        });
     }
 
     /// True when every side's output matched its reference.
@@ -399,6 +563,22 @@ impl fmt::Display for ExperimentPage {
             wrap(f, "correct", &format!("{}: {}", r.label, r.verification))?;
         }
         wrap(f, "counters", &self.counters)?;
+        write_counters(f, &self.results)?;
+        for c in &self.checks {
+            let (measured, verdict) = match (c.measured, c.met) {
+                (Some(m), Some(true)) => (fmt_value(m), "met"),
+                (Some(m), _) => (fmt_value(m), "NOT MET"),
+                (None, _) => ("-".to_string(), "not measured"),
+            };
+            wrap(
+                f,
+                "predicted",
+                &format!(
+                    "{}: measured {measured}, predicted {}: {verdict}",
+                    c.what, c.predicted
+                ),
+            )?;
+        }
         for i in 1..self.results.len() {
             if let Some((k, e)) = self.speedup(i) {
                 wrap(
@@ -418,6 +598,61 @@ impl fmt::Display for ExperimentPage {
         wrap(f, "ledger", &self.ledger_path.display().to_string())?;
         Ok(())
     }
+}
+
+/// The page's counters line: how they were collected, or why they were not.
+fn counters_line(results: &[SideResult]) -> String {
+    let missing: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.counters_missing.as_ref().map(|m| format!("{}: {m}", r.label)))
+        .collect();
+    if results.iter().all(|r| r.counters.is_empty()) && missing.is_empty() {
+        return "not requested".into();
+    }
+    let mut line = "per kernel launch on one run of each side after the timed iterations \
+                    (auto ranges, kernel replay; those rows are flagged perturbed)"
+        .to_string();
+    if !missing.is_empty() {
+        line.push_str("; missing: ");
+        line.push_str(&missing.join("; "));
+    }
+    line
+}
+
+/// A counter value: integers as integers, the rest with three significant decimals.
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Each side's kernels with their counter values, one metric per line.
+fn write_counters(f: &mut fmt::Formatter<'_>, results: &[SideResult]) -> fmt::Result {
+    for r in results {
+        for k in &r.counters {
+            let mut name = k.kernel.clone();
+            if name.len() > 28 {
+                name.truncate(27);
+                name.push('…');
+            }
+            for (metric, v) in &k.values {
+                writeln!(
+                    f,
+                    "{:<12}{:<10} {:<28} {:<52} {:>14}",
+                    "",
+                    r.label,
+                    name,
+                    metric,
+                    fmt_value(*v)
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The device line for a page: name, compute capability and SM count.
