@@ -61,6 +61,9 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
     // PROBE_AUTO=1: auto ranges with kernel replay, and no kernel-name recorder (no CUPTI
     // subscriber of gpu-ledger's own): one range per kernel launch.
     let auto = flag("PROBE_AUTO");
+    // PROBE_AUTO_USER_REPLAY=1 (with PROBE_AUTO): auto ranges replayed by running the workload
+    // again, instead of CUPTI's kernel replay.
+    let auto_user_replay = flag("PROBE_AUTO_USER_REPLAY");
     let config = CounterConfig {
         metrics: metric.split(',').map(str::to_string).collect(),
         range_mode: if auto {
@@ -68,7 +71,7 @@ fn probe(metric: &str) -> Result<f64, Box<dyn std::error::Error>> {
         } else {
             RangeMode::User
         },
-        replay_mode: if auto {
+        replay_mode: if auto && !auto_user_replay {
             ReplayMode::Kernel
         } else {
             ReplayMode::User

@@ -7,10 +7,10 @@
 
 use std::process::ExitCode;
 
+use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::experiment::{
     device_line, exit_code, measure, open_device, ExperimentConfig, ExperimentPage, Side,
 };
-use gpu_ledger::counters::metrics::names;
 use gpu_ledger::kernels::suite::gb_per_s;
 use gpu_ledger::kernels::suite::vadd::{
     DeviceCopyGpu, DeviceCopySpec, VaddKernels, VaddVariant, VectorAddGpu, VectorAddSpec,
@@ -99,13 +99,18 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         let r = &page.results[i];
         let label = r.label.clone();
         let read = r.counter(kernel, names::DRAM_BYTES_READ).map(|b| b / elems);
-        let write = r.counter(kernel, names::DRAM_BYTES_WRITE).map(|b| b / elems);
+        let write = r
+            .counter(kernel, names::DRAM_BYTES_WRITE)
+            .map(|b| b / elems);
         let per_request = |s: &str, q: &str| Some(r.counter(kernel, s)? / r.counter(kernel, q)?);
         let ld = per_request(names::GLOBAL_LD_SECTORS, names::GLOBAL_LD_REQUESTS);
         let st = per_request(names::GLOBAL_ST_SECTORS, names::GLOBAL_ST_REQUESTS);
-        page.check(format!("{label}: DRAM bytes read per element"), read, "8 ± 2 %", |v| {
-            (v / 8.0 - 1.0).abs() <= 0.02
-        });
+        page.check(
+            format!("{label}: DRAM bytes read per element"),
+            read,
+            "8 ± 2 %",
+            |v| (v / 8.0 - 1.0).abs() <= 0.02,
+        );
         // Lines a kernel leaves dirty in L2 are written back after it, and lines left dirty
         // before it during it: docs/counters.md ("Why DRAM writes ...").
         page.check(

@@ -58,7 +58,8 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
                 workload: &mut tree,
             },
         ],
-        &ExperimentConfig::new(20, 20, &path).with_counters(&[BARRIER_STALLS, names::DRAM_BYTES_READ]),
+        &ExperimentConfig::new(20, 20, &path)
+            .with_counters(&[BARRIER_STALLS, names::DRAM_BYTES_READ]),
     )?;
     let mut page = ExperimentPage::new(
         "ex3 reduction: synchronization and tail behaviour",

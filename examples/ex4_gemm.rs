@@ -90,9 +90,12 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         let tensor = r.counter_mean("", TENSOR_PIPE);
         let occupancy = r.counter_mean("", WARPS_ACTIVE);
         if expect_tensor {
-            page.check(format!("{label}: tensor pipe active, % of peak"), tensor, "> 0", |v| {
-                v > 0.0
-            });
+            page.check(
+                format!("{label}: tensor pipe active, % of peak"),
+                tensor,
+                "> 0",
+                |v| v > 0.0,
+            );
         } else {
             page.check(
                 format!("{label}: tensor pipe active, % of peak"),

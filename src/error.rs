@@ -87,6 +87,21 @@ pub enum Error {
         driver: String,
     },
 
+    /// The loaded CUPTI release lacks a counters feature that was asked for.
+    #[error("counters: CUPTI {release} at {} {what}, so {feature} cannot be collected; {fix}", path.display())]
+    CuptiLacks {
+        /// The CUPTI release (`12.9`).
+        release: String,
+        /// Where it was loaded from.
+        path: PathBuf,
+        /// The feature asked for (`auto ranges`).
+        feature: String,
+        /// What the release does instead.
+        what: &'static str,
+        /// What to do.
+        fix: &'static str,
+    },
+
     /// A CUPTI call failed.
     #[error("CUPTI call {call} failed: {code} ({message}){}", hint_suffix(.hint))]
     Cupti {

@@ -82,11 +82,11 @@ pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
     pub use crate::cupti::calls::{Attribution, CapturedCall};
-    pub use crate::cupti::layouts::{Layouts, Release};
+    pub use crate::cupti::layouts::{Lack, Layouts, Release};
     pub use crate::cupti::record::{decode, NameCache, Record};
     pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};
     pub use crate::cupti::{subscribe, unsubscribe};
-    pub use crate::driver::device::{driver_present, require_driver};
+    pub use crate::driver::device::{driver_present, driver_version, require_driver};
     pub use crate::driver::events::elapsed_ns;
     pub use crate::env::{environment, nvml_index};
     pub use crate::ledger::writer::LedgerWriter;

@@ -481,7 +481,13 @@ fn start_inner(
     let mut counters_header = None;
     let mut counter_iterations = None;
     if let Some(setup) = &config.counters {
-        match crate::counters::RangeProfiler::new(&setup.context, setup.config.clone()) {
+        // The timeline will trace alongside: what the release evaluates wrongly while it traces
+        // is refused here, before the Range Profiler is set up.
+        let checked =
+            crate::counters::release::check_release(&setup.config, &setup.config.metrics, true);
+        match checked.and_then(|()| {
+            crate::counters::RangeProfiler::new(&setup.context, setup.config.clone())
+        }) {
             Ok(rp) => {
                 counters_header = Some(crate::counters::CountersHeader::collected(&rp));
                 counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));

@@ -134,6 +134,25 @@ fn auto_ranges_after_a_graph_launch_or_past_the_launches_stay_unnamed() {
 }
 
 #[test]
+fn fewer_auto_ranges_than_kernel_launches_name_none_of_them() {
+    // CUPTI lost a range: the i-th range is no longer known to be the i-th kernel.
+    let mut ranges = vec![range("0", &[]), range("1", &[])];
+    let launches = vec![
+        Launch::Kernel("a".into()),
+        Launch::Kernel("b".into()),
+        Launch::Kernel("c".into()),
+    ];
+    assert_eq!(name_auto_ranges(&mut ranges, &launches), 0);
+    assert!(ranges
+        .iter()
+        .all(|r| r.kernel.is_none() && r.launch_index.is_none()));
+    // After a graph launch the count is unknown: the ranges before it are still named.
+    let mut ranges = vec![range("0", &[])];
+    let launches = vec![Launch::Kernel("a".into()), Launch::Graph];
+    assert_eq!(name_auto_ranges(&mut ranges, &launches), 1);
+}
+
+#[test]
 fn sass_metrics_with_user_replay_are_refused_inside_a_profiler_with_the_fix() {
     let mut c = CounterConfig {
         metrics: vec!["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum".into()],

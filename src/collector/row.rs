@@ -238,7 +238,9 @@ impl RowBuilder {
         let host_end = it.host_end_ns().unwrap_or(it.host_start_ns);
         let mut counters = it.counters.take();
         if let Some(c) = counters.as_mut().filter(|c| self.auto_ranges && c.complete) {
-            name_auto_ranges(c, &it.placed);
+            if let Some(w) = name_auto_ranges(c, &it.placed) {
+                it.warnings.push(w);
+            }
         }
         let (attribution, launch_threads) =
             self.launches
@@ -299,8 +301,12 @@ fn claim_counters_kernels(placed: &mut [Placed], counters_path: u32) {
 /// Names auto ranges from the iteration's kernel records: range `"i"` is the `i`-th kernel in
 /// launch order (correlation id, then start time for the kernels of one graph launch). With user
 /// replay every iteration of the collection must launch the same kernels; the names come from
-/// the iteration that completed it.
-fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
+/// the iteration that completed it. When CUPTI returned fewer ranges than the kernels launched,
+/// none is named (position no longer says which kernel a range is) and the warning says so.
+pub(super) fn name_auto_ranges(
+    counters: &mut IterationCounters,
+    placed: &[Placed],
+) -> Option<String> {
     let mut kernels: Vec<&KernelRecord> = placed
         .iter()
         .filter_map(|p| match &p.activity {
@@ -314,12 +320,21 @@ fn name_auto_ranges(counters: &mut IterationCounters, placed: &[Placed]) {
         .map(|k| Launch::Kernel(k.name.to_string()))
         .collect();
     let launches = AutoRangeLaunches::new(&launches);
+    let ranges = counters.ranges.len() + counters.dropped_ranges as usize;
+    if let Some(kernels) = launches.lost_ranges(ranges) {
+        return Some(format!(
+            "counters: CUPTI returned {ranges} auto range(s) for {kernels} kernel launches, so \
+             ranges are not named by kernel (the i-th range may not be the i-th kernel); collect \
+             user ranges (RangeMode::User) or with user replay"
+        ));
+    }
     for r in counters.ranges.iter_mut().filter(|r| r.kernel.is_none()) {
         if let Some((i, k)) = launches.get(&r.name) {
             r.kernel = Some(k.to_string());
             r.launch_index = Some(i as u64);
         }
     }
+    None
 }
 
 /// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.

@@ -623,3 +623,52 @@ fn iteration_ends_that_arrive_out_of_order_each_end_their_iteration() {
         trailer.warnings
     );
 }
+
+#[test]
+fn auto_ranges_fewer_than_the_kernels_launched_are_left_unnamed_with_a_warning() {
+    use super::attribution::{Activity, Placed};
+    use crate::ledger::counters::{CounterRange, IterationCounters};
+    let placed = |n: u32| -> Vec<Placed> {
+        (1..=n)
+            .map(|i| match kernel(i, u64::from(i) * 1000, &format!("k{i}")) {
+                Record::Kernel(k) => Placed {
+                    path_id: 0,
+                    activity: Activity::Kernel(k),
+                    by: Default::default(),
+                },
+                _ => unreachable!(),
+            })
+            .collect()
+    };
+    let counters = |ranges: usize| IterationCounters {
+        collection: 0,
+        first_iteration: 1,
+        run: 1,
+        runs: 1,
+        complete: true,
+        ranges: (0..ranges)
+            .map(|i| CounterRange {
+                name: i.to_string(),
+                depth: 1,
+                kernel: None,
+                launch_index: None,
+                values: Default::default(),
+                derived: Default::default(),
+            })
+            .collect(),
+        dropped_ranges: 0,
+        error: None,
+    };
+    let mut all = counters(3);
+    assert_eq!(super::row::name_auto_ranges(&mut all, &placed(3)), None);
+    let names: Vec<_> = all.ranges.iter().map(|r| r.kernel.as_deref()).collect();
+    assert_eq!(names, [Some("k1"), Some("k2"), Some("k3")]);
+    let mut short = counters(2);
+    let warning = super::row::name_auto_ranges(&mut short, &placed(3)).expect("a warning");
+    assert!(
+        warning.contains("2 auto range(s) for 3 kernel launches")
+            && warning.contains("RangeMode::User"),
+        "{warning}"
+    );
+    assert!(short.ranges.iter().all(|r| r.kernel.is_none()));
+}

@@ -91,6 +91,7 @@ impl Unavailable {
             | Error::CuptiVersionMismatch { .. }
             | Error::CuptiPathUnusable { .. }
             | Error::CuptiNeedsNewerDriver { .. } => Unavailable::NoCupti,
+            Error::CuptiLacks { .. } => Unavailable::UnsupportedRelease,
             _ => Unavailable::Other,
         }
     }
@@ -103,7 +104,11 @@ impl Unavailable {
             Unavailable::UnsupportedDevice => UNSUPPORTED_FIX,
             Unavailable::UnknownMetric => METRIC_NAME_FIX,
             Unavailable::NoCupti => {
-                "install a CUDA 13.0 CUPTI and an NVIDIA driver (see the CUPTI loading error)"
+                "install a CUPTI of CUDA 12.6 to 13.5 and an NVIDIA driver that serves it (see \
+                 the CUPTI loading error)"
+            }
+            Unavailable::UnsupportedRelease => {
+                "see the error: it names what the loaded CUPTI release lacks and what to do"
             }
             Unavailable::Other => "see the error message",
         }

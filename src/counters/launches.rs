@@ -26,12 +26,18 @@ pub enum Launch {
 }
 
 /// Names the auto ranges of a collection: range `"i"` is the `i`-th launch. Ranges after a graph
-/// launch, or past the end of `launches`, keep `kernel: None`. Returns how many were named.
+/// launch, or past the end of `launches`, keep `kernel: None`; so do all of them when there are
+/// fewer ranges than kernel launches and no graph launch (CUPTI lost some, so position no longer
+/// says which kernel a range is). Returns how many were named.
 pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) -> usize {
     let launches = AutoRangeLaunches::new(launches);
+    let lost = launches.lost_ranges(ranges.len());
     let mut named = 0;
     for r in ranges.iter_mut() {
         r.kernel = None;
+        if lost.is_some() {
+            continue;
+        }
         if let Some((i, k)) = launches.get(&r.name) {
             r.kernel = Some(k.to_string());
             r.launch_index = Some(i as u64);
@@ -43,15 +49,20 @@ pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) 
 
 /// The launches auto ranges can stand for: those before the first graph launch, which runs an
 /// unknown number of kernels (found once, not per range).
-pub(crate) struct AutoRangeLaunches<'a>(&'a [Launch]);
+pub(crate) struct AutoRangeLaunches<'a>(&'a [Launch], bool);
 
 impl<'a> AutoRangeLaunches<'a> {
     pub(crate) fn new(launches: &'a [Launch]) -> Self {
-        let before_graph = launches
-            .iter()
-            .position(|l| matches!(l, Launch::Graph))
-            .unwrap_or(launches.len());
-        AutoRangeLaunches(&launches[..before_graph])
+        let graph = launches.iter().position(|l| matches!(l, Launch::Graph));
+        let before_graph = graph.unwrap_or(launches.len());
+        AutoRangeLaunches(&launches[..before_graph], graph.is_some())
+    }
+
+    /// `Some(launches)` when `ranges` auto ranges (stored and dropped) are fewer than the
+    /// kernel launches and no graph launch makes the count unknown: ranges were lost, and the
+    /// `i`-th range is no longer known to be the `i`-th kernel.
+    pub(crate) fn lost_ranges(&self, ranges: usize) -> Option<usize> {
+        (!self.1 && ranges < self.0.len()).then_some(self.0.len())
     }
 
     /// The launch auto range `range` (`"0"`, `"1"`, ...) stands for: its index and kernel name.

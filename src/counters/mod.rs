@@ -42,6 +42,7 @@ pub mod error;
 pub mod launches;
 pub mod metrics;
 mod records;
+pub(crate) mod release;
 mod session;
 pub(crate) mod window;
 

@@ -245,6 +245,29 @@ impl ChipCatalog {
     }
 }
 
+/// The rollups and submetrics most metric names end in (Nsight Compute's naming), for a base
+/// metric whose submetrics CUPTI does not list.
+const COMMON_SUFFIXES: &[&str] = &[
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "sum.per_second",
+    "avg.per_second",
+    "sum.per_cycle_active",
+    "avg.per_cycle_active",
+    "sum.per_cycle_elapsed",
+    "avg.per_cycle_elapsed",
+    "sum.pct_of_peak_sustained_active",
+    "avg.pct_of_peak_sustained_active",
+    "sum.pct_of_peak_sustained_elapsed",
+    "avg.pct_of_peak_sustained_elapsed",
+    "sum.peak_sustained",
+    "avg.peak_sustained",
+    "ratio",
+    "pct",
+];
+
 impl MetricCatalog for ChipCatalog {
     /// A name is accepted when its base metric is one the chip lists; a wrong rollup or
     /// submetric is then refused by `cuptiProfilerHostConfigAddMetrics`. Names are not passed to
@@ -271,10 +294,13 @@ impl MetricCatalog for ChipCatalog {
                     continue;
                 }
             }
-            let full = self.full_names(b);
+            let mut full = self.full_names(b);
             if full.is_empty() {
-                candidates.push(b.clone());
-            } else {
+                // CUPTI 12.9 on a CUDA 13.0 driver lists no submetrics: suggest from the
+                // names' grammar; adding the metrics still decides what is valid.
+                full = COMMON_SUFFIXES.iter().map(|s| format!("{b}.{s}")).collect();
+            }
+            {
                 candidates.extend(nearest(name, full.iter().map(String::as_str), n));
             }
         }
@@ -426,6 +452,7 @@ impl RangeProfiler {
         let lib = cupti::api()?;
         let catalog = ChipCatalog::with_lib(lib, ctx)?;
         let resolved = resolve(&config.metrics, &catalog)?;
+        super::release::check_release(&config, &resolved.metrics, cupti::activity::tracing())?;
         let metric_c = resolved
             .metrics
             .iter()

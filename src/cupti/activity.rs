@@ -61,6 +61,11 @@ pub(crate) struct ActivityShared {
 /// The state CUPTI's callbacks reach (they take no user pointer). Set while a session runs.
 static SHARED: RwLock<Option<Arc<ActivityShared>>> = RwLock::new(None);
 
+/// Whether a timeline session traces in this process now.
+pub(crate) fn tracing() -> bool {
+    SHARED.read().is_some()
+}
+
 unsafe extern "C" fn buffer_requested(
     buffer: *mut *mut u8,
     size: *mut usize,

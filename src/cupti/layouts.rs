@@ -118,21 +118,71 @@ impl Release {
         }
     }
 
-    /// The feature gates that follow from the release, each with its reason, as the ledger
-    /// header records them.
-    pub(crate) fn features(&self) -> Vec<String> {
+    /// Auto ranges (one range per kernel launch) with a driver of CUDA major `driver_major`, or
+    /// what this release lacks. CUPTI 12.9 on a CUDA 13.0 driver completes every Range Profiler
+    /// call and returns a collection of no ranges, with kernel or with user replay
+    /// (docs/measurements.md); a 12.x CUPTI on a 13.x driver is refused for them.
+    pub fn auto_ranges(&self, driver_major: u32) -> Result<(), Lack> {
+        if self.cuda_major() < driver_major {
+            return Err(Lack {
+                what: "returns no auto ranges on a driver of a newer CUDA major release",
+                fix: "collect user ranges (RangeMode::User: one range per scope), or load a \
+                      CUPTI of the driver's CUDA release (GPU_LEDGER_CUPTI_PATH, `pip install \
+                      nvidia-cuda-cupti`)",
+            });
+        }
+        Ok(())
+    }
+
+    /// SASS-instrumented metrics (`smsp__sass_*`) while the activity API traces, or what this
+    /// release lacks. CUPTI 13.4 evaluates them as 0 for every range while the timeline traces
+    /// and correctly without it; 13.0 evaluates them correctly either way (docs/measurements.md).
+    pub fn sass_metrics_while_tracing(&self) -> Result<(), Lack> {
+        if self.name == "13.4" {
+            return Err(Lack {
+                what: "evaluates SASS-instrumented metrics (smsp__sass_*) as 0 while the \
+                       timeline traces",
+                fix: "collect them with the standalone RangeProfiler (gpu_ledger::counters, no \
+                      Profiler running), choose metrics that are not smsp__sass_*, or load \
+                      CUPTI 13.0 (GPU_LEDGER_CUPTI_PATH)",
+            });
+        }
+        Ok(())
+    }
+
+    /// The feature gates that follow from the release on a driver of CUDA major
+    /// `driver_major`, each with its reason, as the ledger header records them.
+    pub(crate) fn features(&self, driver_major: u32) -> Vec<String> {
         let device_launched = if self.layouts.kernel == KernelLayout::V9 {
             "kernel.device_launched off (CUpti_ActivityKernel9 has no isDeviceLaunched: \
              device-launched kernels count as host-launched)"
         } else {
             "kernel.device_launched on"
         };
+        let gate = |name: &str, r: Result<(), Lack>| match r {
+            Ok(()) => format!("{name} on"),
+            Err(l) => format!("{name} off (CUPTI {} {})", self.name, l.what),
+        };
         vec![
             format!("records {}", self.layouts.describe()),
             "counters on (Range Profiler and Profiler Host APIs, CUPTI 12.6 and later)".into(),
+            gate("counters.auto_ranges", self.auto_ranges(driver_major)),
+            gate(
+                "counters.sass_metrics_while_tracing",
+                self.sass_metrics_while_tracing(),
+            ),
             device_launched.into(),
         ]
     }
+}
+
+/// A counters feature a CUPTI release lacks: what it does instead, and what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lack {
+    /// What the release does (`returns no auto ranges on ...`).
+    pub what: &'static str,
+    /// The fix.
+    pub fix: &'static str,
 }
 
 /// Why a CUPTI's API version is not supported.
@@ -274,6 +324,36 @@ mod tests {
             );
         }
         assert_eq!(release(130_001).unwrap().layouts, Layouts::BOUND);
+    }
+
+    #[test]
+    fn counters_gates_follow_the_release_and_the_driver_and_the_header_states_them() {
+        let r = |api| release(api).unwrap();
+        // 12.x on a CUDA 13 driver returns no auto ranges; on its own driver it is not refused.
+        assert!(r(28).auto_ranges(13).is_err());
+        assert!(r(28).auto_ranges(12).is_ok());
+        assert!(r(130_001).auto_ranges(13).is_ok());
+        assert!(r(130_401).auto_ranges(13).is_ok());
+        // 13.4 evaluates SASS-instrumented metrics as 0 while tracing; 13.0 does not.
+        assert!(r(130_401).sass_metrics_while_tracing().is_err());
+        assert!(r(130_001).sass_metrics_while_tracing().is_ok());
+        let f = r(28).features(13);
+        assert!(
+            f.iter()
+                .any(|l| l.starts_with("counters.auto_ranges off (CUPTI 12.9 returns no")),
+            "{f:?}"
+        );
+        assert!(
+            f.contains(&"counters.sass_metrics_while_tracing on".to_string()),
+            "{f:?}"
+        );
+        let f = r(130_401).features(13);
+        assert!(f.contains(&"counters.auto_ranges on".to_string()), "{f:?}");
+        assert!(
+            f.iter()
+                .any(|l| l.starts_with("counters.sass_metrics_while_tracing off (CUPTI 13.4")),
+            "{f:?}"
+        );
     }
 
     #[test]

@@ -98,9 +98,16 @@ fn pci_bus_id(dev: sys::CUdevice) -> Option<String> {
 }
 
 /// `cuDriverGetVersion` (13000 for CUDA 13.0).
-pub(crate) fn driver_version() -> Result<u32> {
+///
+/// # Errors
+/// [`Error::NoDriver`] without a driver library; a driver error.
+pub fn driver_version() -> Result<u32> {
+    // cudarc's dynamic loading panics on a machine without libcuda.
+    if !driver_present() {
+        return Err(Error::NoDriver);
+    }
     let mut v = 0i32;
-    // SAFETY: out-pointer valid; the driver library is loaded (callers check first).
+    // SAFETY: out-pointer valid; the driver library is loaded (checked above).
     unsafe { sys::cuDriverGetVersion(&mut v) }.result()?;
     Ok(v as u32)
 }

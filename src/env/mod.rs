@@ -37,7 +37,12 @@ pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) ->
         env.cupti_api_version = Some(lib.api_version);
         env.cupti_path = Some(lib.path.display().to_string());
         env.cupti_release = Some(lib.release.name.to_string());
-        env.cupti_features = lib.release.features();
+        // Without a driver version the gates are stated for a driver of the CUPTI's own release.
+        let driver_major = device::driver_present()
+            .then(|| device::driver_version().ok())
+            .flatten()
+            .map_or_else(|| lib.release.cuda_major(), |v| v / 1000);
+        env.cupti_features = lib.release.features(driver_major);
     } else {
         env.missing.push("cupti: not loaded at this level".into());
     }

@@ -152,6 +152,8 @@ pub enum Unavailable {
     UnknownMetric,
     /// CUPTI or the CUDA driver is missing or of the wrong version.
     NoCupti,
+    /// The loaded CUPTI release lacks what was asked for (auto ranges, a kind of metric).
+    UnsupportedRelease,
     /// Anything else (the error text says what).
     Other,
 }

@@ -11,7 +11,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gpu_ledger::counters::metrics::{names, resolve, MetricCatalog};
 use gpu_ledger::counters::{
     derive, ChipCatalog, Collected, CounterConfig, CounterWindow, CountersSetup, DeriveOptions,
-    RangeMode, RangeProfiler, ReplayMode, PRESETS,
+    RangeMode, RangeProfiler, ReplayMode, Unavailable, PRESETS,
 };
 use gpu_ledger::{read_ledger, Profiler};
 
@@ -123,6 +123,52 @@ fn launch_fma(
 }
 
 /// A Range Profiler on the test GPU (shared with the kernel-suite counter tests).
+/// What the loaded CUPTI release lacks for auto ranges on this driver, by the release's own gate
+/// (each release's gate is unit-tested in the crate); `None` when it has them.
+pub(crate) fn auto_ranges_lack() -> Option<gpu_ledger::internals::Lack> {
+    let lib = gpu_ledger::internals::cupti().expect("CUPTI loads on the GPU host");
+    let driver = gpu_ledger::internals::driver_version().expect("the driver reports its version");
+    lib.release.auto_ranges(driver / 1000).err()
+}
+
+/// Asserts that `err` is the refusal of auto ranges that names the release, what it does and
+/// the fix.
+pub(crate) fn assert_auto_ranges_refused(err: &gpu_ledger::Error) {
+    let text = err.to_string();
+    println!("refused as expected: {text}");
+    let lib = gpu_ledger::internals::cupti().unwrap();
+    assert!(
+        matches!(err, gpu_ledger::Error::CuptiLacks { .. })
+            && text.contains(&format!("CUPTI {}", lib.release.name))
+            && text.contains("auto ranges")
+            && text.contains("RangeMode::User"),
+        "{text}"
+    );
+}
+
+/// [`profiler`] with auto ranges: `None` after asserting the clear refusal when the loaded
+/// release lacks them on this driver.
+pub(crate) fn auto_profiler(
+    g: &Gpu,
+    metrics: &[&str],
+    replay: ReplayMode,
+) -> Option<RangeProfiler> {
+    if auto_ranges_lack().is_some() {
+        let config = CounterConfig {
+            metrics: metrics.iter().map(|m| m.to_string()).collect(),
+            range_mode: RangeMode::Auto,
+            replay_mode: replay,
+            ..CounterConfig::default()
+        };
+        let err = RangeProfiler::new(&g.ctx, config)
+            .err()
+            .expect("auto ranges refused by this CUPTI release");
+        assert_auto_ranges_refused(&err);
+        return None;
+    }
+    Some(profiler(g, metrics, RangeMode::Auto, replay))
+}
+
 pub(crate) fn profiler(
     g: &Gpu,
     metrics: &[&str],
@@ -493,12 +539,13 @@ fn counters_auto_ranges_three_kernels_in_launch_order_with_kernel_replay() {
     let y = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
     let mut z = g.stream.alloc_zeros::<f32>(n1 as usize).unwrap();
     g.stream.synchronize().unwrap();
-    let mut rp = profiler(
+    let Some(mut rp) = auto_profiler(
         &g,
         &[names::FADD, names::FMUL, names::FFMA],
-        RangeMode::Auto,
         ReplayMode::Kernel,
-    );
+    ) else {
+        return;
+    };
     let col = rp
         .collect(|_rp| {
             g.vadd.launch(&g.stream, &x, &y, &mut z, u64::from(n1))?;
@@ -917,6 +964,52 @@ fn counters_level_auto_ranges_are_named_from_the_kernel_records_in_launch_order(
             row.warnings
         );
     }
+    // A release that lacks auto ranges on this driver, or evaluates these SASS-instrumented
+    // metrics as 0 while the timeline traces, is refused before the run: the timeline runs and
+    // the header says why.
+    let lib = gpu_ledger::internals::cupti().unwrap();
+    let lack = auto_ranges_lack().map(|l| ("auto ranges", l)).or_else(|| {
+        lib.release
+            .sass_metrics_while_tracing()
+            .err()
+            .map(|l| ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum", l))
+    });
+    if let Some((feature, l)) = lack {
+        let h = ledger.header.counters.as_ref().unwrap();
+        let reason = h.reason.clone().unwrap_or_default();
+        println!("refused as expected: {reason}");
+        assert!(!h.collected, "{h:?}");
+        assert_eq!(
+            h.unavailable,
+            Some(Unavailable::UnsupportedRelease),
+            "{h:?}"
+        );
+        assert!(
+            reason.contains(&format!("CUPTI {}", lib.release.name))
+                && reason.contains(feature)
+                && reason.contains(l.what)
+                && reason.contains(l.fix),
+            "{reason}"
+        );
+        assert!(
+            ledger
+                .header
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("hardware counters are not collected")),
+            "{:?}",
+            ledger.header.warnings
+        );
+        for row in &ledger.iterations {
+            assert_eq!(crate::kernel_launches(row), 3, "row {}", row.index);
+            assert!(
+                !row.perturbed && row.counters.is_none(),
+                "row {}",
+                row.index
+            );
+        }
+        return;
+    }
     for row in &ledger.iterations {
         // Kernel replay must not show up as extra launches in the timeline.
         assert_eq!(crate::kernel_launches(row), 3, "row {}", row.index);
@@ -930,6 +1023,9 @@ fn counters_level_auto_ranges_are_named_from_the_kernel_records_in_launch_order(
         .map(|r| (r.name.as_str(), r.kernel.as_deref(), r.launch_index))
         .collect();
     println!("ranges: {got:?}");
+    for r in &c.ranges {
+        println!("  range {} values {:?}", r.name, r.values);
+    }
     assert_eq!(
         got,
         [

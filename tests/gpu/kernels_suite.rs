@@ -46,7 +46,7 @@ use gpu_ledger::kernels::suite::{
 use gpu_ledger::ledger::schema::{IterationRow, KernelGroup};
 use gpu_ledger::{read_ledger, Ledger, Profiler};
 
-use crate::counters::{profiler, value};
+use crate::counters::{auto_profiler, profiler, value};
 use crate::{gpu, kernel_launches, num, report, timeline, SERIAL};
 
 /// H200 SXM dense BF16 tensor-core peak from the datasheet (1979 TFLOP/s with sparsity).
@@ -1293,13 +1293,14 @@ fn print_ranges(c: &Collected) {
 }
 
 /// One collection with auto ranges and kernel replay: `work` runs once and launches the kernels;
-/// each kernel gets its own range, named after it.
-fn per_kernel<F>(g: &crate::Gpu, metrics: &[&str], mut work: F) -> Collected
+/// each kernel gets its own range, named after it. `None` after asserting the clear refusal when
+/// the loaded CUPTI release lacks auto ranges on this driver.
+fn per_kernel<F>(g: &crate::Gpu, metrics: &[&str], mut work: F) -> Option<Collected>
 where
     F: FnMut() -> gpu_ledger::Result<()>,
 {
     g.stream.synchronize().unwrap();
-    let mut rp = profiler(g, metrics, RangeMode::Auto, ReplayMode::Kernel);
+    let mut rp = auto_profiler(g, metrics, ReplayMode::Kernel)?;
     let c = rp
         .collect(|_rp| {
             work()?;
@@ -1311,7 +1312,7 @@ where
     print_ranges(&c);
     assert_eq!(c.runs, 1, "kernel replay needs one run of the work");
     assert_eq!(c.dropped_ranges, 0, "every kernel has its range");
-    c
+    Some(c)
 }
 
 /// The one auto range whose kernel is `kernel`.
@@ -1500,7 +1501,7 @@ fn suite_counters_vector_add_2_28_two_reads_and_one_write_per_element() {
 const TRANSPOSE_SHAPE: (u32, u32) = (4096, 4096);
 
 /// The three transposes of [`TRANSPOSE_SHAPE`], one auto range each (kernel replay).
-fn transpose_per_kernel(g: &crate::Gpu, metrics: &[&str]) -> Collected {
+fn transpose_per_kernel(g: &crate::Gpu, metrics: &[&str]) -> Option<Collected> {
     let tk = TransposeKernels::load(&g.ctx).unwrap();
     let (rows, cols) = TRANSPOSE_SHAPE;
     let mut t = TransposeGpu::new(
@@ -1528,14 +1529,16 @@ fn transpose_per_kernel(g: &crate::Gpu, metrics: &[&str]) -> Collected {
 fn suite_counters_transpose_direct_store_sector_efficiency_far_below_tiled() {
     let _g = SERIAL.lock();
     let g = gpu();
-    let col = transpose_per_kernel(
+    let Some(col) = transpose_per_kernel(
         &g,
         &[
             names::GLOBAL_ST_SECTORS,
             names::GLOBAL_ST_REQUESTS,
             names::GPU_TIME,
         ],
-    );
+    ) else {
+        return;
+    };
     let (rows, cols) = TRANSPOSE_SHAPE;
     let elements = f64::from(rows) * f64::from(cols);
     let opts = DeriveOptions::default();
@@ -1591,7 +1594,7 @@ fn suite_counters_transpose_direct_store_sector_efficiency_far_below_tiled() {
 fn suite_counters_transpose_padded_has_under_1_percent_of_tiled_bank_conflicts() {
     let _g = SERIAL.lock();
     let g = gpu();
-    let col = transpose_per_kernel(
+    let Some(col) = transpose_per_kernel(
         &g,
         &[
             names::SHARED_LD_BANK_CONFLICTS,
@@ -1599,7 +1602,9 @@ fn suite_counters_transpose_padded_has_under_1_percent_of_tiled_bank_conflicts()
             names::SHARED_LD_WAVEFRONTS,
             names::SHARED_ST_WAVEFRONTS,
         ],
-    );
+    ) else {
+        return;
+    };
     let (rows, cols) = TRANSPOSE_SHAPE;
     let warp_accesses = f64::from(rows) * f64::from(cols) / 32.0;
     let mut conflicts = Vec::new();
@@ -1657,7 +1662,7 @@ fn suite_counters_reduction_shuffle_has_fewer_barrier_stalls_than_tree() {
         spec.launches()[0].block[0]
     );
     let mut x = ReductionGpu::new(s, &rk, spec, 32).unwrap();
-    let col = per_kernel(
+    let Some(col) = per_kernel(
         &g,
         &[
             STALL_BARRIER,
@@ -1672,7 +1677,9 @@ fn suite_counters_reduction_shuffle_has_fewer_barrier_stalls_than_tree() {
             }
             Ok(())
         },
-    );
+    ) else {
+        return;
+    };
     let (tree, shuffle) = (
         ReduceVariant::Tree.kernel(),
         ReduceVariant::Shuffle.kernel(),
@@ -1714,7 +1721,7 @@ fn suite_counters_gemm_tensor_pipe_active_for_wmma_and_idle_for_naive() {
         .iter()
         .map(|&kernel| GemmGpu::new(s, &gk, GemmSpec::new(m, n, k, kernel), 46).unwrap())
         .collect();
-    let col = per_kernel(
+    let Some(col) = per_kernel(
         &g,
         &[
             PIPE_TENSOR,
@@ -1729,7 +1736,9 @@ fn suite_counters_gemm_tensor_pipe_active_for_wmma_and_idle_for_naive() {
             }
             Ok(())
         },
-    );
+    ) else {
+        return;
+    };
     println!("GEMM {m}x{n}x{k}:");
     for kernel in GemmKernel::ALL {
         let name = kernel.kernel();
@@ -1868,7 +1877,7 @@ fn suite_counters_spill_has_local_memory_traffic_and_spill_free_none() {
         83,
     )
     .unwrap();
-    let col = per_kernel(
+    let Some(col) = per_kernel(
         &g,
         &[
             names::LOCAL_LD_SECTORS,
@@ -1882,7 +1891,9 @@ fn suite_counters_spill_has_local_memory_traffic_and_spill_free_none() {
             }
             Ok(())
         },
-    );
+    ) else {
+        return;
+    };
     let local = |k: &str| {
         kernel_value(&col, k, names::LOCAL_LD_SECTORS)
             + kernel_value(&col, k, names::LOCAL_ST_SECTORS)

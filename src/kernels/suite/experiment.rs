@@ -288,7 +288,11 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         let (counters, counters_missing) = if cfg.counters.is_empty() {
             (Vec::new(), None)
         } else {
-            side_counters(&ledger.iterations, 1 + cfg.iterations * n + s, &not_collected)
+            side_counters(
+                &ledger.iterations,
+                1 + cfg.iterations * n + s,
+                &not_collected,
+            )
         };
         let launches: u64 = rows.iter().map(|r| all_kernel_time(r).0).sum();
         results.push(SideResult {
@@ -345,7 +349,10 @@ fn side_counters(
         .ranges
         .iter()
         .map(|r| KernelCounters {
-            kernel: r.kernel.clone().unwrap_or_else(|| format!("range {}", r.name)),
+            kernel: r
+                .kernel
+                .clone()
+                .unwrap_or_else(|| format!("range {}", r.name)),
             values: r.values.clone(),
         })
         .collect();
@@ -604,7 +611,11 @@ impl fmt::Display for ExperimentPage {
 fn counters_line(results: &[SideResult]) -> String {
     let missing: Vec<String> = results
         .iter()
-        .filter_map(|r| r.counters_missing.as_ref().map(|m| format!("{}: {m}", r.label)))
+        .filter_map(|r| {
+            r.counters_missing
+                .as_ref()
+                .map(|m| format!("{}: {m}", r.label))
+        })
         .collect();
     if results.iter().all(|r| r.counters.is_empty()) && missing.is_empty() {
         return "not requested".into();
