@@ -27,6 +27,8 @@ artifacts bench --no-run | while read -r kind name exe; do
 done
 [[ -x $out/gpu-tests && -x $out/demo ]] || { echo "gpu-bundle: the build produced no gpu-tests or demo" >&2; exit 1; }
 strip "$out"/* 2>/dev/null || true
+# The comparison with Nsight Compute runs beside the ncu_compare example.
+cp scripts/ncu-compare.sh "$out/ncu-compare.sh"
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The bundled kernels' counters from gpu-ledger's Range Profiler and from Nsight Compute, side by
+# side with the analytic bytes, on the GPU host:
+#   ncu-compare.sh [OUT_DIR]        (beside the ncu_compare binary, e.g. in gpu-bundle/)
+# gpu-ledger: auto ranges with kernel replay, no cache control (CUPTI 13.0 has none). Nsight
+# Compute: the same metrics, kernel replay, `--clock-control none`, once with `--cache-control
+# none` (the same cache state as gpu-ledger's) and once with `all` (L2 flushed and invalidated
+# before each kernel). The last line counts the comparisons within 2 % of ncu at
+# `--cache-control none`.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${NCU_COMPARE_BIN:-$here/ncu_compare}
+ncu=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+out=${1:-ncu-compare-out}; mkdir -p "$out"
+[[ -x $bin ]] || { echo "ncu-compare: no $bin (build the ncu_compare example)" >&2; exit 1; }
+[[ -x $ncu ]] || { echo "ncu-compare: no ncu found (set NCU)" >&2; exit 1; }
+metrics=$("$bin" --metrics)
+"$bin" ledger "$out/ledger.jsonl"
+for cache in none all; do
+  "$ncu" --csv --page raw --print-units base --metrics "$metrics" --replay-mode kernel \
+    --clock-control none --cache-control "$cache" "$bin" plain > "$out/ncu-$cache.raw" 2> "$out/ncu-$cache.err"
+  grep '^"' "$out/ncu-$cache.raw" > "$out/ncu-$cache.csv"
+done
+python3 - "$out" "$metrics" <<'PY'
+import csv, json, sys
+out, metrics = sys.argv[1], sys.argv[2].split(",")
+ledger = [json.loads(l) for l in open(f"{out}/ledger.jsonl")]
+def ncu_rows(cache):
+    rows = list(csv.DictReader(open(f"{out}/ncu-{cache}.csv")))
+    return [r for r in rows if r.get("ID", "").strip().isdigit()]
+ncu = {c: ncu_rows(c) for c in ("none", "all")}
+for c, rows in ncu.items():
+    if len(rows) != len(ledger):
+        sys.exit(f"ncu --cache-control {c} profiled {len(rows)} kernels, gpu-ledger {len(ledger)}")
+def num(s):
+    return float(s.replace(",", "")) if s not in ("", "n/a") else float("nan")
+def rel(a, b):
+    return (a - b) / b if b else (0.0 if a == b else float("inf"))
+short = {m: m.split("__", 1)[1].split(".")[0][:34] for m in metrics}
+within = total = 0
+print(f"{'kernel':<24} {'metric':<34} {'gpu-ledger':>14} {'ncu none':>14} {'diff':>8} {'ncu all':>14} {'diff':>8} {'analytic':>12}")
+for i, l in enumerate(ledger):
+    a, b = ncu["none"][i], ncu["all"][i]
+    if a["Kernel Name"].split("(")[0] != l["kernel"]:
+        sys.exit(f"launch {i}: ncu profiled {a['Kernel Name']}, gpu-ledger {l['kernel']}")
+    for m in metrics:
+        g, n0, n1 = l["values"].get(m, float("nan")), num(a[m]), num(b[m])
+        d0, d1 = rel(g, n0), rel(g, n1)
+        total += 1
+        within += abs(d0) <= 0.02
+        print(f"{l['kernel'][:24]:<24} {short[m]:<34} {g:>14.0f} {n0:>14.0f} {d0:>+8.1%} {n1:>14.0f} {d1:>+8.1%}")
+    g = l["values"].get("dram__bytes_read.sum", 0) + l["values"].get("dram__bytes_write.sum", 0)
+    n0 = num(a["dram__bytes_read.sum"]) + num(a["dram__bytes_write.sum"])
+    n1 = num(b["dram__bytes_read.sum"]) + num(b["dram__bytes_write.sum"])
+    an = l["analytic_bytes"]
+    print(f"{l['kernel'][:24]:<24} {'DRAM read+write vs analytic':<34} {g:>14.0f} {n0:>14.0f} {rel(n0, an):>+8.1%} {n1:>14.0f} {rel(n1, an):>+8.1%} {an:>12}"
+          f"  (gpu-ledger {rel(g, an):+.1%})")
+print(f"{within} of {total} comparisons agree within 2 % (gpu-ledger against ncu --cache-control none)")
+PY
