@@ -399,6 +399,8 @@ struct Collection {
     runs: usize,
     in_pass: bool,
     depth: usize,
+    /// User ranges pushed over the whole collection.
+    pushed: usize,
     last_stop: Option<StopInfo>,
     recorder: Option<LaunchRecorder>,
     launches: Vec<Vec<Launch>>,
@@ -580,6 +582,7 @@ impl RangeProfiler {
             runs: 0,
             in_pass: false,
             depth: 0,
+            pushed: 0,
             last_stop: None,
             recorder,
             launches: Vec::new(),
@@ -643,6 +646,7 @@ impl RangeProfiler {
         }
         c.target.push_range(&name_c)?;
         c.depth += 1;
+        c.pushed += 1;
         Ok(())
     }
 
@@ -735,6 +739,16 @@ impl RangeProfiler {
         let dropped_ranges = c.target.decode()?;
         let image = c.target.counter_data();
         let n = ffi::counter_data_ranges(self.lib, image)?;
+        if n == 0 && dropped_ranges == 0 && c.pushed > 0 {
+            // CUPTI 12.9 on a CUDA 13.0 driver returned this, every call succeeding, while another
+            // process held the GPU's counters.
+            return Err(Error::Config(format!(
+                "counters: CUPTI returned no ranges for the {} range(s) pushed and reported no \
+                 error; another process may hold the GPU's counters (Nsight Compute, another \
+                 Range Profiler, DCGM profiling): stop it, or `dcgmi profile --pause`",
+                c.pushed
+            )));
+        }
         let mut ranges = Vec::with_capacity(n);
         for index in 0..n {
             let raw = ffi::range_name(self.lib, image, index, PATH_SEPARATOR)?;
