@@ -483,8 +483,11 @@ fn start_inner(
     if let Some(setup) = &config.counters {
         // The timeline will trace alongside: what the release evaluates wrongly while it traces
         // is refused here, before the Range Profiler is set up.
-        let checked =
-            crate::counters::release::check_release(&setup.config, &setup.config.metrics, true);
+        let checked = crate::counters::release::check_release(
+            &setup.config,
+            &setup.config.metrics,
+            cupti::layouts::Tracing::SetUpFirst,
+        );
         match checked.and_then(|()| {
             crate::counters::RangeProfiler::new(&setup.context, setup.config.clone())
         }) {

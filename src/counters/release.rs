@@ -2,19 +2,21 @@
 //! release that would return no ranges or zeros is refused with the reason instead.
 
 use super::{CounterConfig, RangeMode};
-use crate::cupti::{self, layouts::Lack};
+use crate::cupti::layouts::{Lack, Tracing};
+use crate::cupti::{self};
 use crate::error::{Error, Result};
 
 /// Refuses what the loaded release cannot collect right: auto ranges it returns none of on this
-/// driver, and, when `tracing` (the timeline traces alongside), SASS-instrumented metrics it
-/// evaluates as 0. `metrics` are the names to collect (presets expanded, or as requested).
+/// driver, and SASS-instrumented metrics it evaluates as 0 given `tracing` (whether and since
+/// when the timeline traces). `metrics` are the names to collect (presets expanded, or as
+/// requested).
 ///
 /// # Errors
 /// [`Error::CuptiLacks`] naming the release, the feature and the fix; a CUPTI loading error.
 pub(crate) fn check_release(
     config: &CounterConfig,
     metrics: &[String],
-    tracing: bool,
+    tracing: Tracing,
 ) -> Result<()> {
     let lib = cupti::api()?;
     let lacks = |feature: String, l: Lack| Error::CuptiLacks {
@@ -30,17 +32,15 @@ pub(crate) fn check_release(
             .auto_ranges(driver_major)
             .map_err(|l| lacks("auto ranges".into(), l))?;
     }
-    if tracing {
-        let sass: Vec<&str> = metrics
-            .iter()
-            .map(String::as_str)
-            .filter(|m| m.starts_with("smsp__sass_"))
-            .collect();
-        if !sass.is_empty() {
-            lib.release
-                .sass_metrics_while_tracing()
-                .map_err(|l| lacks(sass.join(", "), l))?;
-        }
+    let sass: Vec<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| m.starts_with("smsp__sass_"))
+        .collect();
+    if !sass.is_empty() {
+        lib.release
+            .sass_metrics(tracing)
+            .map_err(|l| lacks(sass.join(", "), l))?;
     }
     Ok(())
 }

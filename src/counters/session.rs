@@ -454,7 +454,12 @@ impl RangeProfiler {
         let lib = cupti::api()?;
         let catalog = ChipCatalog::with_lib(lib, ctx)?;
         let resolved = resolve(&config.metrics, &catalog)?;
-        super::release::check_release(&config, &resolved.metrics, cupti::activity::tracing())?;
+        let tracing = if cupti::activity::tracing() {
+            cupti::layouts::Tracing::Already
+        } else {
+            cupti::layouts::Tracing::No
+        };
+        super::release::check_release(&config, &resolved.metrics, tracing)?;
         let metric_c = resolved
             .metrics
             .iter()

@@ -134,20 +134,33 @@ impl Release {
         Ok(())
     }
 
-    /// SASS-instrumented metrics (`smsp__sass_*`) while the activity API traces, or what this
-    /// release lacks. CUPTI 13.4 evaluates them as 0 for every range while the timeline traces
-    /// and correctly without it; 13.0 evaluates them correctly either way (docs/measurements.md).
-    pub fn sass_metrics_while_tracing(&self) -> Result<(), Lack> {
-        if self.name == "13.4" {
-            return Err(Lack {
+    /// SASS-instrumented metrics (`smsp__sass_*`), or what this release lacks for them, given
+    /// whether and since when the activity API traces (docs/measurements.md, on the H200 with
+    /// driver 580): every release measured (12.9, 13.0, 13.3, 13.4, 13.5) evaluates them as 0
+    /// when the Range Profiler is set up while the timeline already traces; set up first, as the
+    /// counters level does, 13.0 evaluates them right and 13.4 as 0; 13.3 evaluates them as 0
+    /// even with no tracing.
+    pub fn sass_metrics(&self, tracing: Tracing) -> Result<(), Lack> {
+        const FIX: &str = "collect them with the standalone RangeProfiler (gpu_ledger::counters) \
+                           and no Profiler running, choose metrics that are not smsp__sass_*, or \
+                           load CUPTI 13.0 (GPU_LEDGER_CUPTI_PATH)";
+        match tracing {
+            _ if self.name == "13.3" => Err(Lack {
+                what: "evaluates SASS-instrumented metrics (smsp__sass_*) as 0",
+                fix: FIX,
+            }),
+            Tracing::Already => Err(Lack {
+                what: "evaluates SASS-instrumented metrics (smsp__sass_*) as 0 when the Range \
+                       Profiler is set up while the timeline traces",
+                fix: FIX,
+            }),
+            Tracing::SetUpFirst if self.name == "13.4" => Err(Lack {
                 what: "evaluates SASS-instrumented metrics (smsp__sass_*) as 0 while the \
                        timeline traces",
-                fix: "collect them with the standalone RangeProfiler (gpu_ledger::counters, no \
-                      Profiler running), choose metrics that are not smsp__sass_*, or load \
-                      CUPTI 13.0 (GPU_LEDGER_CUPTI_PATH)",
-            });
+                fix: FIX,
+            }),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// The feature gates that follow from the release on a driver of CUDA major
@@ -169,11 +182,22 @@ impl Release {
             gate("counters.auto_ranges", self.auto_ranges(driver_major)),
             gate(
                 "counters.sass_metrics_while_tracing",
-                self.sass_metrics_while_tracing(),
+                self.sass_metrics(Tracing::SetUpFirst),
             ),
             device_launched.into(),
         ]
     }
+}
+
+/// Whether the activity API traces while counters are collected, and since when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracing {
+    /// No timeline runs.
+    No,
+    /// The Range Profiler was set up before the timeline started (the counters level).
+    SetUpFirst,
+    /// The timeline already traced when the Range Profiler was set up.
+    Already,
 }
 
 /// A counters feature a CUPTI release lacks: what it does instead, and what to do.
@@ -334,9 +358,16 @@ mod tests {
         assert!(r(28).auto_ranges(12).is_ok());
         assert!(r(130_001).auto_ranges(13).is_ok());
         assert!(r(130_401).auto_ranges(13).is_ok());
-        // 13.4 evaluates SASS-instrumented metrics as 0 while tracing; 13.0 does not.
-        assert!(r(130_401).sass_metrics_while_tracing().is_err());
-        assert!(r(130_001).sass_metrics_while_tracing().is_ok());
+        // SASS-instrumented metrics: 0 with every release when set up during tracing; 13.4
+        // also when set up first; 13.3 always.
+        for api in [28, 130_001, 130_302, 130_401, 130_502] {
+            assert!(r(api).sass_metrics(Tracing::Already).is_err(), "{api}");
+        }
+        assert!(r(130_001).sass_metrics(Tracing::SetUpFirst).is_ok());
+        assert!(r(130_401).sass_metrics(Tracing::SetUpFirst).is_err());
+        assert!(r(130_401).sass_metrics(Tracing::No).is_ok());
+        assert!(r(130_302).sass_metrics(Tracing::No).is_err());
+        assert!(r(130_502).sass_metrics(Tracing::No).is_ok());
         let f = r(28).features(13);
         assert!(
             f.iter()
