@@ -492,6 +492,9 @@ fn start_inner(
             crate::counters::RangeProfiler::new(&setup.context, setup.config.clone())
         }) {
             Ok(rp) => {
+                if let Some(w) = crate::counters::release::busy_warning() {
+                    warnings.push(w);
+                }
                 counters_header = Some(crate::counters::CountersHeader::collected(&rp));
                 counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
                 counter_state = Some(CounterState::new(rp, setup.window, setup.derive));

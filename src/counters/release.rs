@@ -44,3 +44,15 @@ pub(crate) fn check_release(
     }
     Ok(())
 }
+
+/// The warning for the header when the loaded release does not refuse a collection while
+/// another process holds the counters; `None` when it does (or the driver cannot say).
+pub(crate) fn busy_warning() -> Option<String> {
+    let lib = cupti::api().ok()?;
+    let driver_major = crate::driver::device::driver_version().ok()? / 1000;
+    let l = lib.release.busy_detection(driver_major).err()?;
+    Some(format!(
+        "counters: CUPTI {} {}; {}",
+        lib.release.name, l.what, l.fix
+    ))
+}

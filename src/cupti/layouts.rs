@@ -134,6 +134,23 @@ impl Release {
         Ok(())
     }
 
+    /// Refusing a collection while another process holds the GPU's counters, or what this
+    /// release lacks. CUPTI 13.0 and 13.4 refuse it (`CUPTI_ERROR_HARDWARE_BUSY`); CUPTI 12.9 on
+    /// a CUDA 13.0 driver collected in a fresh process alongside another process's open
+    /// collection (docs/measurements.md), so its values may mix both.
+    pub fn busy_detection(&self, driver_major: u32) -> Result<(), Lack> {
+        if self.cuda_major() < driver_major {
+            return Err(Lack {
+                what: "does not refuse a collection while another process holds the GPU's \
+                       counters on a driver of a newer CUDA major release, so values may mix \
+                       both processes' work",
+                fix: "make sure no other profiler (Nsight Compute, another Range Profiler, DCGM \
+                      profiling) runs on the GPU, or load a CUPTI of the driver's CUDA release",
+            });
+        }
+        Ok(())
+    }
+
     /// SASS-instrumented metrics (`smsp__sass_*`), or what this release lacks for them, given
     /// whether and since when the activity API traces (docs/measurements.md, on the H200 with
     /// driver 580): every release measured (12.9, 13.0, 13.3, 13.4, 13.5) evaluates them as 0
@@ -180,6 +197,7 @@ impl Release {
             format!("records {}", self.layouts.describe()),
             "counters on (Range Profiler and Profiler Host APIs, CUPTI 12.6 and later)".into(),
             gate("counters.auto_ranges", self.auto_ranges(driver_major)),
+            gate("counters.busy_detection", self.busy_detection(driver_major)),
             gate(
                 "counters.sass_metrics_while_tracing",
                 self.sass_metrics(Tracing::SetUpFirst),
@@ -358,6 +376,9 @@ mod tests {
         assert!(r(28).auto_ranges(12).is_ok());
         assert!(r(130_001).auto_ranges(13).is_ok());
         assert!(r(130_401).auto_ranges(13).is_ok());
+        assert!(r(28).busy_detection(13).is_err());
+        assert!(r(28).busy_detection(12).is_ok());
+        assert!(r(130_001).busy_detection(13).is_ok());
         // SASS-instrumented metrics: 0 with every release when set up during tracing; 13.4
         // also when set up first; 13.3 always.
         for api in [28, 130_001, 130_302, 130_401, 130_502] {

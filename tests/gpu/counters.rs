@@ -1108,6 +1108,29 @@ fn counters_level_counters_held_by_another_process_leave_the_timeline_running_an
         "header collected {} reason {:?} ({:?}); row errors {row_errors:?}",
         header.collected, header.reason, header.unavailable
     );
+    // A release that does not refuse the collection says so in the header instead.
+    let lib = gpu_ledger::internals::cupti().unwrap();
+    let driver = gpu_ledger::internals::driver_version().unwrap() / 1000;
+    if let Err(l) = lib.release.busy_detection(driver) {
+        let w = &ledger.header.warnings;
+        println!("this release does not refuse it; header warnings {w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains(&format!("CUPTI {}", lib.release.name)) && w.contains(l.what)),
+            "{w:?}"
+        );
+        assert!(
+            ledger
+                .header
+                .environment
+                .cupti_features
+                .iter()
+                .any(|f| f.starts_with("counters.busy_detection off")),
+            "{:?}",
+            ledger.header.environment.cupti_features
+        );
+        return;
+    }
     // Either the set-up already saw the counters taken (the header says why) or opening the
     // collection did (the window's row says why); no values are reported.
     let busy = |t: &str| t.contains("HARDWARE_BUSY") || t.contains("another process");
