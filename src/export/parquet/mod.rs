@@ -463,8 +463,9 @@ fn convert_files(
     })
 }
 
-/// Converts `ledgers` into the dataset at `out` (created if absent; see [`prepare_output`] for
-/// what it may already hold), [`DatasetOptions::threads`] ledgers at a time.
+/// Converts `ledgers` into the dataset at `out`, [`DatasetOptions::threads`] ledgers at a time.
+/// `out` may not exist (it is created), be empty, or be a dataset (it holds [`MARKER`]) that
+/// ranks are added to.
 ///
 /// # Errors
 /// [`DatasetError`]: a ledger that does not read (file and line), two ledgers of one rank, an

@@ -244,10 +244,13 @@ fn attribution(r: &mut Row<'_>, a: Option<&AttributionCounts>) {
         .ou(a.map(|a| a.unscoped));
 }
 
+/// What fills one row of a table.
+pub(super) type Fill<'f> = &'f mut dyn FnMut(&mut Row<'_>);
+
 /// Where one ledger row's items go: `sink(table, fill)` appends one row to `table`.
 pub(super) fn iteration_rows<E>(
     row: &IterationRow,
-    sink: &mut dyn FnMut(usize, &mut dyn FnMut(&mut Row<'_>)) -> Result<(), E>,
+    sink: &mut dyn FnMut(usize, Fill<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     let i = row.index;
     let c = row.counters.as_ref();
