@@ -429,6 +429,22 @@ fn two_ledgers_of_one_rank_are_refused_and_ledgers_without_rank_are_numbered() {
         rows(&b),
         read_ledger(Path::new(&m)).unwrap().iterations.len()
     );
+    let o = run(&["parquet", &r0, &n, "-o", &out, "--run", "mixed"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("has no rank in its header while other ledgers of run mixed do"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = tmp.path().join("no-ledgers");
+    std::fs::create_dir(&empty).unwrap();
+    let o = run(&["parquet", &empty.display().to_string(), "-o", &out]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("holds no ledger (*.jsonl)"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["parquet", &n, "-o", &out, "--run", "../up"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(

@@ -5,6 +5,7 @@
 //! gpu-ledger summary run.jsonl                      Markdown summary on stdout
 //! gpu-ledger compare a.jsonl b.jsonl [--hypothesis T --change T --experiment-log DIR]
 //! gpu-ledger trace run.jsonl -o run.json [--iterations 100..200]   Perfetto / Chrome trace
+//! gpu-ledger trace rank*.jsonl -o job.json          ranks aligned on iteration starts
 //! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
 //! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
 //! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
@@ -52,6 +53,8 @@ mod progress;
 #[cfg(feature = "sql")]
 #[path = "gpu-ledger/sql.rs"]
 mod sql;
+#[path = "gpu-ledger/trace_ranks.rs"]
+mod trace_ranks;
 use input::{open, read_bounded, Ctx, Read};
 use output::Output;
 
@@ -125,8 +128,9 @@ enum Command {
     },
     /// Write a Chrome / Perfetto trace (open it in ui.perfetto.dev).
     Trace {
-        /// The ledger.
-        ledger: PathBuf,
+        /// The ledger; or several ranks' ledgers, aligned on iteration starts in one trace.
+        #[arg(required = true)]
+        ledgers: Vec<PathBuf>,
         /// Output file (`-` for stdout).
         #[arg(short, long)]
         output: PathBuf,
@@ -760,11 +764,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
             )
         }
         Command::Trace {
-            ledger,
+            ledgers,
             output,
             iterations,
             no_demangle,
-        } => trace(&ledger, &output, iterations, !no_demangle, progress),
+        } => match ledgers.as_slice() {
+            [ledger] => trace(ledger, &output, iterations, !no_demangle, progress),
+            _ => {
+                let opts = TraceOptions {
+                    iterations: iterations.unwrap_or_default(),
+                    demangle: !no_demangle,
+                };
+                trace_ranks::trace_ranks(&ledgers, &output, opts, progress)
+            }
+        },
         Command::Report {
             ledger,
             output,
