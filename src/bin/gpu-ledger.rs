@@ -5,10 +5,13 @@
 //! gpu-ledger summary run.jsonl                      Markdown summary on stdout
 //! gpu-ledger compare a.jsonl b.jsonl [--hypothesis T --change T --experiment-log DIR]
 //! gpu-ledger trace run.jsonl -o run.json [--iterations 100..200]   Perfetto / Chrome trace
+//! gpu-ledger trace rank*.jsonl -o job.json          ranks aligned on iteration starts
 //! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
 //! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
 //! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
 //! gpu-ledger merge rank0.jsonl rank1.jsonl ...      ranks aligned by iteration
+//! gpu-ledger parquet ledgers/ -o dataset            ledgers as a Parquet dataset
+//! gpu-ledger sql dataset --query straggler          SQL across ranks (feature `sql`)
 //! ```
 //!
 //! Exit status: 0 on success, 1 when a ledger is invalid or an output cannot be written, 2 on a
@@ -31,21 +34,29 @@ use gpu_ledger::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger::export::text::md_cell;
 use gpu_ledger::export::{
     markdown_comparison, markdown_summary, write_html_report, CsvLayout, IterationRange,
-    LedgerSummary, MergeStream, RankSeries, ReportBuilder, ReportOptions, StreamItem,
-    SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
+    LedgerSummary, ReportBuilder, ReportOptions, StreamItem, SummaryBuilder, SummaryOptions,
+    TraceOptions, TraceWriter,
 };
 use gpu_ledger::ledger::schema::{Header, IterationRow};
 
 // Not src/bin/output.rs: cargo would take that for a second binary.
 #[path = "gpu-ledger/input.rs"]
 mod input;
+#[path = "gpu-ledger/merge.rs"]
+mod merge;
 #[path = "gpu-ledger/output.rs"]
 mod output;
+#[path = "gpu-ledger/parquet.rs"]
+mod parquet;
 #[path = "gpu-ledger/progress.rs"]
 mod progress;
-use input::{open, read_bounded, Ctx, Read, Stream};
+#[cfg(feature = "sql")]
+#[path = "gpu-ledger/sql.rs"]
+mod sql;
+#[path = "gpu-ledger/trace_ranks.rs"]
+mod trace_ranks;
+use input::{open, read_bounded, Ctx, Read};
 use output::Output;
-use progress::Progress;
 
 /// Bytes of rows that summary, report and compare hold to analyse a ledger whole; a longer ledger
 /// is analysed as it streams past, in memory independent of its length (percentiles from a
@@ -117,8 +128,9 @@ enum Command {
     },
     /// Write a Chrome / Perfetto trace (open it in ui.perfetto.dev).
     Trace {
-        /// The ledger.
-        ledger: PathBuf,
+        /// The ledger; or several ranks' ledgers, aligned on iteration starts in one trace.
+        #[arg(required = true)]
+        ledgers: Vec<PathBuf>,
         /// Output file (`-` for stdout).
         #[arg(short, long)]
         output: PathBuf,
@@ -165,6 +177,39 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = MergeFormat::Markdown)]
         format: MergeFormat,
+    },
+    /// Write ledgers as a Parquet dataset: OUT/<table>/run=<run>/rank=<rank>/part-0.parquet
+    /// (tables and columns: docs/dataset.md).
+    Parquet {
+        /// Ledgers, or directories of ledgers (their *.jsonl files).
+        #[arg(required = true)]
+        ledgers: Vec<PathBuf>,
+        /// The dataset's directory: new, empty, or a dataset to add ranks to.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// The run's partition value (default: derived from each header's command line and
+        /// world size, see docs/dataset.md).
+        #[arg(long)]
+        run: Option<String>,
+        /// Replace the files of ranks already in the dataset (only those).
+        #[arg(long)]
+        overwrite: bool,
+        /// Ledgers converted at once (default: the CPUs available).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Run SQL over a Parquet dataset of ledgers: a named query (straggler, spread,
+    /// scope-percentiles, lag; docs/sql.md), a .sql file, or a statement.
+    #[cfg(feature = "sql")]
+    Sql {
+        /// The dataset's directory (written by `gpu-ledger parquet`).
+        dataset: PathBuf,
+        /// A named query, a file ending in .sql, or SQL.
+        #[arg(long, default_value = "straggler")]
+        query: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = sql::SqlFormat::Table)]
+        format: sql::SqlFormat,
     },
 }
 
@@ -676,101 +721,6 @@ fn check(paths: &[PathBuf], ctx: Ctx) -> Result<(), CliError> {
     }
 }
 
-/// The next row of a merge's input: `(index, host_wall_ns, flagged)`.
-fn next_cell(
-    stream: &mut Stream,
-    p: &mut Progress,
-    rows: &mut u64,
-) -> Result<Option<(u64, u64, bool)>, CliError> {
-    while let Some(item) = stream.next_item()? {
-        if let StreamItem::Row(_, row) = item {
-            *rows += 1;
-            p.tick(*rows);
-            return Ok(Some((
-                row.index,
-                row.host_wall_ns,
-                row.perturbed || !row.complete,
-            )));
-        }
-    }
-    Ok(None)
-}
-
-/// Reads every rank's ledger at once, in index order (each is ordered: the reader refuses
-/// an index that does not ascend), and writes each merged iteration as it is complete.
-fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<(), CliError> {
-    let mut inputs = Vec::new();
-    let mut series = Vec::new();
-    for path in paths {
-        let (stream, p) = open(path, ctx)?;
-        series.push(RankSeries::new(stream.header(), &display(path)));
-        inputs.push((stream, p, 0u64));
-    }
-    let mut merged = match MergeStream::new(series) {
-        Ok(m) => m,
-        Err(e) => {
-            // A broken ledger is reported before the ranks' conflict, as when every ledger was
-            // read before merging.
-            for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
-                while next_cell(stream, p, rows)?.is_some() {}
-                p.done(*rows);
-                warn_truncated(path, stream.truncated_last_line());
-            }
-            return Err(CliError::Other(e.to_string()));
-        }
-    };
-    let csv = format == MergeFormat::Csv;
-    // The table goes to an unnamed temporary file until every input has read without error, so
-    // that a failing ledger leaves stdout empty, as it did when all rows were held.
-    let spill_err =
-        || io_err("cannot write the merge's temporary file (set TMPDIR to a disk with space)");
-    let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
-    spill
-        .write_all(merged.head(csv).as_bytes())
-        .map_err(spill_err())?;
-    let mut heads = Vec::with_capacity(inputs.len());
-    for (stream, p, rows) in &mut inputs {
-        heads.push(next_cell(stream, p, rows)?);
-    }
-    let mut cells = vec![None; inputs.len()];
-    while let Some(index) = heads.iter().flatten().map(|h| h.0).min() {
-        for (i, (stream, p, rows)) in inputs.iter_mut().enumerate() {
-            cells[i] = None;
-            if let Some((at, wall, flagged)) = heads[i].filter(|h| h.0 == index) {
-                cells[i] = Some((wall, flagged));
-                debug_assert_eq!(at, index);
-                heads[i] = next_cell(stream, p, rows)?;
-            }
-        }
-        if let Some(it) = merged.push(index, &cells) {
-            let line = if csv { it.to_csv() } else { it.to_markdown() };
-            spill.write_all(line.as_bytes()).map_err(spill_err())?;
-        }
-    }
-    for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
-        p.done(*rows);
-        warn_truncated(path, stream.truncated_last_line());
-    }
-    let mut spilled = spill
-        .into_inner()
-        .map_err(|e| spill_err()(e.into_error()))?;
-    spilled.seek(SeekFrom::Start(0)).map_err(spill_err())?;
-    let mut out = io::stdout().lock();
-    let written = io::copy(&mut spilled, &mut out).and_then(|_| {
-        if !csv {
-            out.write_all(merged.finish_markdown().as_bytes())?;
-        }
-        out.flush()
-    });
-    match written {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(CliError::Io {
-            what: "cannot write to stdout".into(),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
-}
-
 fn run(cli: Cli) -> Result<(), CliError> {
     let progress = Ctx {
         progress: cli.progress,
@@ -814,11 +764,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
             )
         }
         Command::Trace {
-            ledger,
+            ledgers,
             output,
             iterations,
             no_demangle,
-        } => trace(&ledger, &output, iterations, !no_demangle, progress),
+        } => match ledgers.as_slice() {
+            [ledger] => trace(ledger, &output, iterations, !no_demangle, progress),
+            _ => {
+                let opts = TraceOptions {
+                    iterations: iterations.unwrap_or_default(),
+                    demangle: !no_demangle,
+                };
+                trace_ranks::trace_ranks(&ledgers, &output, opts, progress)
+            }
+        },
         Command::Report {
             ledger,
             output,
@@ -827,7 +786,20 @@ fn run(cli: Cli) -> Result<(), CliError> {
         } => report(&ledger, &output, title, &stats, progress),
         Command::Csv { ledger, output } => csv(&ledger, &output, progress),
         Command::Check { ledgers } => check(&ledgers, progress),
-        Command::Merge { ledgers, format } => merge(&ledgers, format, progress),
+        Command::Merge { ledgers, format } => merge::merge(&ledgers, format, progress),
+        Command::Parquet {
+            ledgers,
+            output,
+            run,
+            overwrite,
+            threads,
+        } => parquet::parquet(&ledgers, &output, run, overwrite, threads),
+        #[cfg(feature = "sql")]
+        Command::Sql {
+            dataset,
+            query,
+            format,
+        } => sql::sql(&dataset, &query, format),
     }
 }
 

@@ -16,7 +16,9 @@
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
 //! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
-//! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison.
+//! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison;
+//! - `parquet` (feature `parquet`): ledgers as a Hive-partitioned Parquet dataset for query
+//!   engines.
 //!
 //! ```
 //! use gpu_ledger::export::{markdown_summary, LedgerSummary, SummaryOptions};
@@ -40,6 +42,8 @@ pub mod experiment;
 pub mod html;
 pub mod markdown;
 pub mod merge;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod stream;
 pub mod streamed;
 pub mod summary;

@@ -47,7 +47,7 @@ pub(crate) fn html_escape(s: &str) -> String {
 
 /// One CSV field (RFC 4180): quoted when it holds a comma, a quote, a line break or leading or
 /// trailing space; quotes doubled.
-pub(crate) fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     let needs = s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ');
     if needs {
         format!("\"{}\"", s.replace('"', "\"\""))

@@ -21,6 +21,11 @@
 //! that the first device time seen lines up with its iteration's start, and says so in the
 //! metadata.
 //!
+//! # Several ranks
+//! [`TraceWriter::select_rank`] puts the rows of several ranks' ledgers in one trace, each rank's
+//! processes [`RANK_PID_STRIDE`] apart, its iteration k moved to start where the earliest rank's
+//! iteration k starts; the metadata (`ranks`, `alignment`) says so.
+//!
 //! # Without recorded activities
 //! Rows without `activities` (the default: `Config::record_activities` off) give per-iteration
 //! summaries instead: scope slices whose durations are the measured host times but whose positions
@@ -47,6 +52,9 @@ pub const ITERATION_TID: u32 = 1;
 pub const DEVICE_SUMMARY_TID: u32 = 0x7FFF_0000;
 /// Distance between the thread ids of two lanes of one stream.
 pub const LANE_STRIDE: u64 = 1 << 20;
+/// Distance between the process ids of two ranks in a trace of several
+/// ([`TraceWriter::select_rank`]): the `p`-th rank's host is `HOST_PID + p · RANK_PID_STRIDE`.
+pub const RANK_PID_STRIDE: u32 = 1_000_000;
 
 /// The process id of device `d`.
 pub fn device_pid(d: u32) -> u32 {
@@ -260,6 +268,16 @@ pub struct TraceWriter<W: Write> {
     names: HashMap<String, String>,
     first_ts: Option<f64>,
     last_ts: Option<f64>,
+    /// Added to every process id: 0 but in a trace of several ranks.
+    pid_base: u32,
+    /// Added to every time of the rows being written, ns: their rank's alignment.
+    shift_ns: i128,
+    /// `" (rank r)"` in a trace of several ranks, for process names.
+    rank_label: String,
+    /// The CUPTI origin of each rank (by process id base) while another rank's rows are written.
+    rank_origins: HashMap<u32, Option<i128>>,
+    /// The ranks of a trace of several, in the order first selected.
+    aligned_ranks: Vec<u32>,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -286,6 +304,11 @@ impl<W: Write> TraceWriter<W> {
             names: HashMap::new(),
             first_ts: None,
             last_ts: None,
+            pid_base: 0,
+            shift_ns: 0,
+            rank_label: String::new(),
+            rank_origins: HashMap::new(),
+            aligned_ranks: Vec::new(),
         };
         w.out.write_all(b"{\"traceEvents\":[\n")?;
         let host_name = match &header.rank {
@@ -337,15 +360,60 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn device_process(&mut self, d: u32) -> io::Result<u32> {
-        let pid = device_pid(d);
+        let pid = device_pid(d).saturating_add(self.pid_base);
         if !self.processes.contains(&pid) {
-            self.name_process(pid, &format!("GPU {d}"), d.saturating_add(1))?;
+            let name = format!("GPU {d}{}", self.rank_label);
+            let sort = (self.pid_base / RANK_PID_STRIDE).saturating_mul(1000);
+            self.name_process(pid, &name, sort.saturating_add(d).saturating_add(1))?;
         }
         Ok(pid)
     }
 
+    fn host_pid(&self) -> u32 {
+        HOST_PID.saturating_add(self.pid_base)
+    }
+
+    /// Makes the rows written next those of rank `rank`, the `position`-th of a trace of several
+    /// ranks, whose ledger has `header`: its processes are `position · RANK_PID_STRIDE` above a
+    /// single ledger's, and every time of its rows moves by `shift_ns`, which aligns its
+    /// iterations with the other ranks'. Position 0 is the rank whose header the writer was made
+    /// with.
+    ///
+    /// # Errors
+    /// Any error of the output.
+    pub fn select_rank(
+        &mut self,
+        position: u32,
+        rank: u32,
+        header: &Header,
+        shift_ns: i128,
+    ) -> io::Result<()> {
+        let base = position.saturating_mul(RANK_PID_STRIDE);
+        if base != self.pid_base {
+            self.rank_origins.insert(self.pid_base, self.cupti_origin);
+            self.cupti_origin = match self.rank_origins.get(&base) {
+                Some(o) => *o,
+                None => header.start_cupti_ns.map(i128::from),
+            };
+            self.pid_base = base;
+        }
+        self.shift_ns = shift_ns;
+        self.rank_label = format!(" (rank {rank})");
+        if !self.aligned_ranks.contains(&rank) {
+            self.aligned_ranks.push(rank);
+            let pid = self.host_pid();
+            self.name_process(
+                pid,
+                &format!("host (rank {rank})"),
+                position.saturating_mul(1000),
+            )?;
+            self.name_thread(pid, ITERATION_TID, "iterations", 0)?;
+        }
+        Ok(())
+    }
+
     fn host_ts(&mut self, ns: u64) -> f64 {
-        let ts = ns_to_us(i128::from(ns));
+        let ts = ns_to_us(i128::from(ns) + self.shift_ns);
         self.seen(ts);
         ts
     }
@@ -360,7 +428,7 @@ impl<W: Write> TraceWriter<W> {
                 o
             }
         };
-        let ts = ns_to_us(i128::from(ns) - origin);
+        let ts = ns_to_us(i128::from(ns) - origin + self.shift_ns);
         self.seen(ts);
         ts
     }
@@ -417,8 +485,9 @@ impl<W: Write> TraceWriter<W> {
         if let Some(spans) = &row.scope_spans {
             for s in spans {
                 let tid = s.thread.saturating_add(2);
-                if !self.threads.contains(&(HOST_PID, tid)) {
-                    self.name_thread(HOST_PID, tid, &format!("thread {}", s.thread), tid)?;
+                let host = self.host_pid();
+                if !self.threads.contains(&(host, tid)) {
+                    self.name_thread(host, tid, &format!("thread {}", s.thread), tid)?;
                 }
                 let ts = self.host_ts(s.start_ns);
                 let end = self.host_ts(s.end_ns.max(s.start_ns));
@@ -427,7 +496,7 @@ impl<W: Write> TraceWriter<W> {
                     name: leaf,
                     cat: "scope",
                     ph: "X",
-                    pid: HOST_PID,
+                    pid: self.host_pid(),
                     tid,
                     ts,
                     dur: end - ts,
@@ -455,7 +524,7 @@ impl<W: Write> TraceWriter<W> {
             name: &name,
             cat: "iteration",
             ph: "X",
-            pid: HOST_PID,
+            pid: self.host_pid(),
             tid: ITERATION_TID,
             ts,
             dur: end - ts,
@@ -578,7 +647,7 @@ impl<W: Write> TraceWriter<W> {
                         name: leaf,
                         cat: "scope summary",
                         ph: "X",
-                        pid: HOST_PID,
+                        pid: self.host_pid(),
                         tid: ITERATION_TID,
                         ts,
                         dur: te - ts,
@@ -730,7 +799,7 @@ impl<W: Write> TraceWriter<W> {
         } else {
             "µs since the profiler started (device times mapped with start_cupti_ns)"
         };
-        let meta = json!({
+        let mut meta = json!({
             "generator": format!("gpu-ledger {} trace export", env!("CARGO_PKG_VERSION")),
             "ledger_gpu_ledger_version": self.gpu_ledger_version,
             "ledger_schema_version": self.schema_version,
@@ -747,6 +816,16 @@ impl<W: Write> TraceWriter<W> {
             "run_complete": trailer.is_some(),
             "dropped_records": trailer.map(|t| t.dropped_records),
         });
+        if !self.aligned_ranks.is_empty() {
+            meta["ranks"] = json!(self.aligned_ranks);
+            meta["alignment"] = json!(
+                "ranks aligned on iteration boundaries: every rank's iteration k starts at the \
+                 earliest start of iteration k among the ranks (each on its own clock, as µs \
+                 since its profiler started); host clocks of different hosts are never compared: \
+                 times within an iteration are each rank's own, the time from one iteration's \
+                 start to the next is the earliest rank's"
+            );
+        }
         write!(
             self.out,
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":"
