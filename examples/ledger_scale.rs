@@ -9,10 +9,14 @@
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 use gpu_ledger::ledger::schema::LedgerLine;
+
+#[path = "common/measure.rs"]
+mod measure;
+use measure::{measure, Measured};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -122,43 +126,6 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
-}
-
-/// Wall time and peak resident memory of one child process.
-struct Measured {
-    wall: Duration,
-    peak_kib: u64,
-}
-
-fn measure(cmd: &mut Command) -> Result<Measured, Box<dyn std::error::Error>> {
-    let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak_kib = 0u64;
-    let status = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_path) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak_kib = peak_kib.max(kib);
-            }
-        }
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let wall = start.elapsed();
-    if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            std::io::Read::read_to_string(&mut e, &mut err)?;
-        }
-        return Err(format!("{cmd:?} failed: {err}").into());
-    }
-    Ok(Measured { wall, peak_kib })
 }
 
 /// A ledger of `rows` rows like a small training step: two scopes, three kernels, a copy;

@@ -13,11 +13,14 @@
 //! writes under DIR (`ledgers/`, `dataset/`, `one/`) is deleted at the end unless `--keep`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 #[path = "common/job.rs"]
 mod job;
+#[path = "common/measure.rs"]
+mod measure;
+use measure::measure;
 
 fn main() -> ExitCode {
     match run() {
@@ -184,47 +187,4 @@ fn du(dir: &Path) -> std::io::Result<u64> {
         n += if m.is_dir() { du(&e.path())? } else { m.len() };
     }
     Ok(n)
-}
-
-/// Wall time and peak resident memory of one child process.
-struct Measured {
-    wall: Duration,
-    peak_kib: u64,
-}
-
-impl Measured {
-    fn peak_mb(&self) -> f64 {
-        self.peak_kib as f64 / 1024.0
-    }
-}
-
-fn measure(cmd: &mut Command) -> Result<Measured, Box<dyn std::error::Error>> {
-    let start = Instant::now();
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
-    let status_path = format!("/proc/{}/status", child.id());
-    let mut peak_kib = 0u64;
-    let status = loop {
-        if let Ok(text) = std::fs::read_to_string(&status_path) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak_kib = peak_kib.max(kib);
-            }
-        }
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let wall = start.elapsed();
-    if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            std::io::Read::read_to_string(&mut e, &mut err)?;
-        }
-        return Err(format!("{cmd:?} failed: {err}").into());
-    }
-    Ok(Measured { wall, peak_kib })
 }
