@@ -11,19 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gpu-ledger"))
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("gpu-ledger runs")
-}
+mod cli_common;
+use cli_common::{bin, data, run, stderr, stdout};
 
 /// Runs `args`, killing the command after `limit`: `None` when it had to be killed (it hung).
 fn run_within(args: &[&str], limit: Duration) -> Option<Output> {
@@ -43,14 +32,6 @@ fn run_within(args: &[&str], limit: Duration) -> Option<Output> {
     let _ = child.kill();
     let _ = child.wait();
     None
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn assert_no_panic(o: &Output) {

@@ -5,7 +5,6 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use gpu_ledger::export::parquet::{part_path, run_key, write_dataset, DatasetOptions, TABLES};
@@ -16,26 +15,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::metadata::ParquetMetaData;
 
+mod cli_common;
+use cli_common::{data, run, stderr};
+
 #[path = "../examples/common/job.rs"]
 mod job;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_gpu-ledger"))
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("gpu-ledger runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The batches and the metadata of one part file.
 fn read(path: &Path) -> (Vec<RecordBatch>, std::sync::Arc<ParquetMetaData>) {
