@@ -482,15 +482,8 @@ fn start_inner(
     let mut counter_iterations = None;
     if let Some(setup) = &config.counters {
         // The timeline will trace alongside: what the release evaluates wrongly while it traces
-        // is refused here, before the Range Profiler is set up.
-        let checked = crate::counters::release::check_release(
-            &setup.config,
-            &setup.config.metrics,
-            cupti::layouts::Tracing::SetUpFirst,
-        );
-        match checked.and_then(|()| {
-            crate::counters::RangeProfiler::new(&setup.context, setup.config.clone())
-        }) {
+        // is refused as the Range Profiler is set up.
+        match crate::counters::RangeProfiler::for_profiler(&setup.context, setup.config.clone()) {
             Ok(rp) => {
                 if let Some(w) = crate::counters::release::busy_warning() {
                     warnings.push(w);

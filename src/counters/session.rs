@@ -450,15 +450,29 @@ impl RangeProfiler {
     /// [`Error::Config`] for invalid settings or unknown metrics; the permission, busy and
     /// unsupported-device errors of CUPTI with their fixes (see [`super::Unavailable`]).
     pub fn new(ctx: &Arc<CudaContext>, config: CounterConfig) -> Result<Self> {
-        config.validate()?;
-        let lib = cupti::api()?;
-        let catalog = ChipCatalog::with_lib(lib, ctx)?;
-        let resolved = resolve(&config.metrics, &catalog)?;
         let tracing = if cupti::activity::tracing() {
             cupti::layouts::Tracing::Already
         } else {
             cupti::layouts::Tracing::No
         };
+        Self::set_up(ctx, config, tracing)
+    }
+
+    /// [`RangeProfiler::new`] for the counters level, which sets it up before its timeline
+    /// starts tracing: what the release evaluates wrongly while it traces is refused.
+    pub(crate) fn for_profiler(ctx: &Arc<CudaContext>, config: CounterConfig) -> Result<Self> {
+        Self::set_up(ctx, config, cupti::layouts::Tracing::SetUpFirst)
+    }
+
+    fn set_up(
+        ctx: &Arc<CudaContext>,
+        config: CounterConfig,
+        tracing: cupti::layouts::Tracing,
+    ) -> Result<Self> {
+        config.validate()?;
+        let lib = cupti::api()?;
+        let catalog = ChipCatalog::with_lib(lib, ctx)?;
+        let resolved = resolve(&config.metrics, &catalog)?;
         super::release::check_release(&config, &resolved.metrics, tracing)?;
         let metric_c = resolved
             .metrics
