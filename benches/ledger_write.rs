@@ -177,6 +177,8 @@ fn row(index: u64) -> IterationRow {
         counters: None,
         attribution: None,
         launch_threads: Vec::new(),
+        untraced: false,
+        tracing_added_ns: None,
     }
 }
 

@@ -256,6 +256,101 @@ pub struct Config {
     pub follow: Follow,
     /// NVTX ranges out of scopes, and scopes out of NVTX ranges ([`Nvtx`]).
     pub nvtx: Nvtx,
+    /// At [`Level::Timeline`], trace only the iterations this selects; the others get the rows
+    /// of [`Level::Scopes`] (host times, scopes, NVML), flagged `untraced`. `None`: trace every
+    /// iteration.
+    pub timeline_sampling: Option<TimelineSampling>,
+    /// At the timeline level, measure at start how much device time CUPTI's tracing adds per
+    /// kernel, and estimate in every traced row what it added (`tracing_added_ns`). Default on;
+    /// it costs a few milliseconds at start.
+    pub calibrate_tracing: bool,
+}
+
+/// Which iterations [`Level::Timeline`] traces when not all of them: one in `every` from
+/// `first`, and every iteration of `window`. Untraced iterations cost what [`Level::Scopes`]
+/// costs: CUPTI's activity kinds are off and its callback returns at once.
+///
+/// ```
+/// use gpu_ledger::TimelineSampling;
+/// let s = TimelineSampling::every(100).starting_at(5).and_window(1000..1010);
+/// assert!(s.traces(5) && s.traces(105) && s.traces(1003));
+/// assert!(!s.traces(6) && !s.traces(0));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TimelineSampling {
+    /// Trace iterations `first`, `first + every`, `first + 2 × every`, …; `None`: only the
+    /// window.
+    pub every: Option<u64>,
+    /// The first iteration `every` traces.
+    pub first: u64,
+    /// Trace every iteration in this range as well.
+    pub window: Option<std::ops::Range<u64>>,
+}
+
+impl TimelineSampling {
+    /// One iteration in `every`, from iteration 0.
+    pub fn every(every: u64) -> Self {
+        TimelineSampling {
+            every: Some(every),
+            first: 0,
+            window: None,
+        }
+    }
+    /// Only the iterations of `window`.
+    pub fn window(window: std::ops::Range<u64>) -> Self {
+        TimelineSampling {
+            every: None,
+            first: 0,
+            window: Some(window),
+        }
+    }
+    /// The first iteration `every` traces.
+    pub fn starting_at(mut self, first: u64) -> Self {
+        self.first = first;
+        self
+    }
+    /// Also every iteration of `window`.
+    pub fn and_window(mut self, window: std::ops::Range<u64>) -> Self {
+        self.window = Some(window);
+        self
+    }
+    /// Whether iteration `index` is traced.
+    pub fn traces(&self, index: u64) -> bool {
+        let periodic = self
+            .every
+            .is_some_and(|k| index >= self.first && (index - self.first) % k.max(1) == 0);
+        periodic || self.window.as_ref().is_some_and(|w| w.contains(&index))
+    }
+    /// As the ledger header records it.
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(k) = self.every {
+            parts.push(format!("1 in {k} from iteration {}", self.first));
+        }
+        if let Some(w) = &self.window {
+            parts.push(format!("iterations {}..{}", w.start, w.end));
+        }
+        parts.join(", and ")
+    }
+    /// # Errors
+    /// [`crate::Error::Config`] for a sampling that traces nothing.
+    pub(crate) fn validate(&self) -> crate::Result<()> {
+        let bad = |why: &str| Err(crate::Error::Config(format!("timeline sampling: {why}")));
+        match (self.every, &self.window) {
+            (Some(0), _) => {
+                bad("every is 0; give 1 to trace every iteration, or 100 for one in 100")
+            }
+            (None, None) => bad(
+                "neither every nor window is set, so no iteration is traced; set \
+                 one, or leave Config::timeline_sampling unset to trace every iteration",
+            ),
+            (None, Some(w)) if w.is_empty() => bad(&format!(
+                "the window {}..{} is empty and every is unset, so no iteration is traced",
+                w.start, w.end
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Default for Config {
@@ -278,6 +373,8 @@ impl Default for Config {
             flush_on_signal: false,
             follow: Follow::default(),
             nvtx: Nvtx::default(),
+            timeline_sampling: None,
+            calibrate_tracing: true,
         }
     }
 }
@@ -384,6 +481,17 @@ impl ProfilerBuilder {
         self.config.nvtx.import = Some(import);
         self
     }
+    /// Traces only the iterations `sampling` selects. See [`Config::timeline_sampling`].
+    pub fn sample_timeline(mut self, sampling: TimelineSampling) -> Self {
+        self.config.timeline_sampling = Some(sampling);
+        self
+    }
+    /// Turns the start-up calibration of tracing's own device time on or off (on by default).
+    /// See [`Config::calibrate_tracing`].
+    pub fn calibrate_tracing(mut self, on: bool) -> Self {
+        self.config.calibrate_tracing = on;
+        self
+    }
 }
 
 /// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
@@ -422,5 +530,43 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
         follow: Some(config.follow.describe()),
         level_source: None,
         nvtx: None,
+        timeline_sampling: config
+            .timeline_sampling
+            .as_ref()
+            .map(TimelineSampling::describe),
+        tracing_calibration: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimelineSampling;
+
+    #[test]
+    fn sampling_traces_one_in_k_from_its_first_iteration_and_its_window() {
+        let s = TimelineSampling::every(100).starting_at(3);
+        let traced: Vec<u64> = (0..400).filter(|&i| s.traces(i)).collect();
+        assert_eq!(traced, vec![3, 103, 203, 303]);
+        let w = TimelineSampling::window(10..12);
+        assert!(!w.traces(9) && w.traces(10) && w.traces(11) && !w.traces(12));
+        let both = TimelineSampling::every(50).and_window(7..8);
+        assert!(both.traces(0) && both.traces(7) && both.traces(50) && !both.traces(8));
+        assert_eq!(
+            both.describe(),
+            "1 in 50 from iteration 0, and iterations 7..8"
+        );
+    }
+
+    #[test]
+    fn a_sampling_that_traces_nothing_is_refused_with_the_fix() {
+        for (s, words) in [
+            (TimelineSampling::every(0), "every is 0"),
+            (TimelineSampling::default(), "neither every nor window"),
+            (TimelineSampling::window(5..5), "is empty"),
+        ] {
+            let e = s.validate().expect_err("refused").to_string();
+            assert!(e.contains(words), "{e}");
+        }
+        assert!(TimelineSampling::every(1).validate().is_ok());
     }
 }

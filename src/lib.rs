@@ -63,7 +63,8 @@ mod thread_slot;
 mod tracing_layer;
 
 pub use config::{
-    Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, LEDGER_PATH_ENV, LEVEL_ENV,
+    Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling, LEDGER_PATH_ENV,
+    LEVEL_ENV,
 };
 pub use driver::events::RawStream;
 pub use error::{Error, Result};

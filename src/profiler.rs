@@ -83,6 +83,9 @@ struct Inner {
     collector: Option<JoinHandle<()>>,
     writer: Option<LedgerWriter>,
     trailer_rx: crossbeam_channel::Receiver<Trailer>,
+    /// Device 0's primary context, retained by the calibration: kept for the run, so that it
+    /// is not destroyed and made again under the application.
+    _calibration_ctx: Option<Arc<cudarc::driver::CudaContext>>,
 }
 
 /// How long `finish()` waits for a shutdown that the signal thread began (the signal ends the
@@ -419,6 +422,7 @@ fn write_disabled_ledger(
         rank: crate::rank::from_env(),
         warnings: vec![reason.to_string()],
         counters: None,
+        tracing_calibration: None,
     };
     writer.send(LedgerLine::Header(header));
     writer.send(LedgerLine::Trailer(Trailer {
@@ -460,6 +464,28 @@ fn start_inner(
     }
     let claim = run::claim()?;
     let mut warnings = Vec::new();
+    let sampling = match (&config.timeline_sampling, config.level) {
+        (None, _) => None,
+        (Some(s), Level::Timeline) => {
+            s.validate()?;
+            Some(s.clone())
+        }
+        (Some(_), Level::Counters) => {
+            return Err(Error::Config(
+                "timeline sampling is for Level::Timeline: at Level::Counters the counters \
+                 window chooses the iterations (CounterWindow); leave Config::timeline_sampling \
+                 unset"
+                    .into(),
+            ))
+        }
+        (Some(s), Level::Scopes) => {
+            warnings.push(format!(
+                "timeline sampling ({}) does nothing at Level::Scopes, which traces no iteration",
+                s.describe()
+            ));
+            None
+        }
+    };
     if config.counters.is_some() != (config.level == Level::Counters) {
         return Err(Error::Config(
             "Level::Counters and Config::counters go together: set both (ProfilerBuilder::counters \
@@ -525,13 +551,22 @@ fn start_inner(
         counter_state,
         config.follow.clone(),
         nvtx_state.run(),
+        sampling,
     );
+    let sampling_described = config
+        .timeline_sampling
+        .as_ref()
+        .filter(|_| running.cupti.is_some() && config.level == Level::Timeline)
+        .map(crate::config::TimelineSampling::describe);
     if let NvtxImportState::On(import) = &nvtx_state.import {
         let importer = cupti::nvtx::NvtxImporter::new(import.clone(), scope::on_nvtx);
         let _ = running.calls().nvtx.set(importer);
     }
     let mut session = None;
     let mut activity = None;
+    let mut calibration = None;
+    let mut calibration_ctx = None;
+    let mut calibration_error = None;
     let mut refused_callbacks = Vec::new();
     if let Some(lib) = cupti {
         let shared = Arc::new(ActivityShared {
@@ -543,6 +578,25 @@ fn start_inner(
         refused_callbacks = started.refused_callbacks().to_vec();
         session = Some(started);
         activity = Some(shared);
+        if config.calibrate_tracing && config.level == Level::Timeline {
+            // Nothing of the calibration is captured as the application's: its records are
+            // counted apart by kernel name.
+            running.calls().traced.store(false, Ordering::SeqCst);
+            match cupti::calibrate::calibrate(lib, cupti::activity::set_kinds) {
+                Ok((c, ctx)) => {
+                    calibration = Some(c);
+                    calibration_ctx = Some(ctx);
+                }
+                Err(e) => {
+                    warnings.push(format!(
+                        "tracing's own device time was not calibrated, so rows carry no \
+                         tracing_added_ns: {e}"
+                    ));
+                    calibration_error = Some(e.to_string());
+                }
+            }
+        }
+        running.begin_tracing()?;
     }
     let start_cupti_ns = running.cupti_now();
     let mut environment = crate::env::environment(cupti, start_time);
@@ -584,12 +638,15 @@ fn start_inner(
             counter_iterations,
             level_source: Some(level_source.to_string()),
             nvtx: Some(nvtx_state.describe()),
+            tracing_calibration: calibration_error,
+            timeline_sampling: sampling_described,
             ..config_record(config)
         },
         environment,
         rank: crate::rank::from_env(),
         warnings: warnings.clone(),
         counters: counters_header,
+        tracing_calibration: calibration.clone(),
     };
     writer.send(LedgerLine::Header(header));
     let (trailer_tx, trailer_rx) = crossbeam_channel::bounded(1);
@@ -615,6 +672,7 @@ fn start_inner(
             .counters
             .as_ref()
             .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
+        tracing_calibration: calibration,
     })?;
     claim.publish(&running);
     Ok((
@@ -624,6 +682,7 @@ fn start_inner(
             collector: Some(collector),
             writer: Some(writer),
             trailer_rx,
+            _calibration_ctx: calibration_ctx,
         },
         warnings,
         signals,

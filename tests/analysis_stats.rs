@@ -94,6 +94,7 @@ fn other_policies() {
             warmup: Warmup::None,
             include_perturbed: true,
             include_incomplete: true,
+            include_untraced: true,
         },
     );
     assert_eq!(all.used.len(), 30);

@@ -38,6 +38,7 @@ fn filters() -> [RowFilter; 3] {
             warmup: Warmup::None,
             include_perturbed: true,
             include_incomplete: true,
+            include_untraced: true,
         },
         RowFilter {
             warmup: Warmup::Fixed(2),

@@ -443,6 +443,8 @@ fn row_with(kernels: Vec<KernelGroup>) -> IterationRow {
         counters: None,
         attribution: None,
         launch_threads: Vec::new(),
+        untraced: false,
+        tracing_added_ns: None,
     }
 }
 

@@ -235,6 +235,8 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     copies: 1,
                     attribution: gpu_ledger::ledger::AttributionCounts::default(),
                 }],
+                untraced: index % 3 == 0,
+                tracing_added_ns: (index % 2 == 0).then_some(host_wall_ns / 7),
             }
         },
     )

@@ -265,6 +265,10 @@ pub struct RowFilter {
     pub include_perturbed: bool,
     /// Keep rows not marked `complete`. Default false.
     pub include_incomplete: bool,
+    /// Keep rows a sampled timeline left `untraced` (host times and NVML, no GPU records).
+    /// Default false: GPU figures would read those iterations as idle.
+    #[serde(default)]
+    pub include_untraced: bool,
 }
 
 /// The rows kept for statistics, and the indices of those left out, by reason.
@@ -278,10 +282,12 @@ pub struct RowSelection<'a> {
     pub perturbed: Vec<u64>,
     /// Iteration indices left out because they were incomplete.
     pub incomplete: Vec<u64>,
+    /// Iteration indices left out because a sampled timeline did not trace them.
+    pub untraced: Vec<u64>,
 }
 
 /// Splits `rows` into those used for statistics and those left out. A row left out for several
-/// reasons is listed once, under the first of: incomplete, perturbed, warm-up.
+/// reasons is listed once, under the first of: incomplete, perturbed, untraced, warm-up.
 ///
 /// `Warmup::Fixed(n)` marks the first `n` rows of the ledger; `Warmup::Detect` runs
 /// [`detect_warmup`] on the host wall time of the rows that are neither incomplete nor perturbed
@@ -292,6 +298,7 @@ pub fn select_rows<'a>(rows: &'a [IterationRow], filter: &RowFilter) -> RowSelec
         warmup: Vec::new(),
         perturbed: Vec::new(),
         incomplete: Vec::new(),
+        untraced: Vec::new(),
     };
     let mut candidates: Vec<(usize, &IterationRow)> = Vec::new();
     for (pos, row) in rows.iter().enumerate() {
@@ -299,6 +306,8 @@ pub fn select_rows<'a>(rows: &'a [IterationRow], filter: &RowFilter) -> RowSelec
             sel.incomplete.push(row.index);
         } else if row.perturbed && !filter.include_perturbed {
             sel.perturbed.push(row.index);
+        } else if row.untraced && !filter.include_untraced {
+            sel.untraced.push(row.index);
         } else {
             candidates.push((pos, row));
         }

@@ -31,6 +31,8 @@ pub struct StreamedSelection {
     pub perturbed: IndexRuns,
     /// Iteration indices left out because they were incomplete.
     pub incomplete: IndexRuns,
+    /// Iteration indices left out because a sampled timeline did not trace them.
+    pub untraced: IndexRuns,
 }
 
 /// [`select_rows`](super::stats::select_rows) over a stream: [`RowSelector::push`] each row in
@@ -69,6 +71,10 @@ impl RowSelector {
         }
         if row.perturbed && !self.filter.include_perturbed {
             self.sel.perturbed.push(row.index);
+            return;
+        }
+        if row.untraced && !self.filter.include_untraced {
+            self.sel.untraced.push(row.index);
             return;
         }
         self.candidates += 1;
@@ -360,6 +366,7 @@ mod tests {
                 RowFilter {
                     warmup: Warmup::None,
                     include_incomplete: true,
+                    include_untraced: true,
                     include_perturbed: true,
                 },
                 RowFilter {

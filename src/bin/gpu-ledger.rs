@@ -237,6 +237,9 @@ struct StatsArgs {
     /// Keep incomplete iterations in the statistics.
     #[arg(long)]
     include_incomplete: bool,
+    /// Keep iterations a sampled timeline left untraced (no GPU records) in the statistics.
+    #[arg(long)]
+    include_untraced: bool,
     /// Kernel families shown.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -248,6 +251,7 @@ impl StatsArgs {
             warmup: self.warmup,
             include_perturbed: self.include_perturbed,
             include_incomplete: self.include_incomplete,
+            include_untraced: self.include_untraced,
         }
     }
 

@@ -99,6 +99,12 @@ impl Collector {
                 return;
             }
             Record::Other { .. } => return,
+            // The start-up calibration's kernels are the profiler's, launched before iteration 0
+            // and never captured: counted apart, not attributed.
+            Record::Kernel(k) if k.name.starts_with(crate::cupti::calibrate::KERNEL_PREFIX) => {
+                self.trailer.calibration_records += 1;
+                return;
+            }
             Record::Kernel(k) => {
                 self.trailer.kernel_records += 1;
                 Activity::Kernel(k)

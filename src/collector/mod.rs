@@ -75,6 +75,8 @@ pub(crate) struct CollectorSetup {
     pub(crate) record_activities: bool,
     /// Counters use auto ranges: name each range from the iteration's kernel records.
     pub(crate) auto_ranges: bool,
+    /// What tracing adds per kernel, for the rows' estimate, when calibrated at start.
+    pub(crate) tracing_calibration: Option<crate::ledger::schema::TracingCalibration>,
 }
 
 /// Starts the collector thread.
@@ -183,7 +185,7 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
-            rows: RowBuilder::new(s.record_activities, s.auto_ranges),
+            rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),
@@ -210,7 +212,13 @@ impl Collector {
                 },
                 recv(self.inbox.finish) -> m => {
                     if let Ok(f) = m {
-                        self.finish(f.host_end_ns, f.cupti_end, f.open_scopes, f.counters);
+                        self.finish(
+                            f.host_end_ns,
+                            f.cupti_end,
+                            f.open_scopes,
+                            f.counters,
+                            f.traced,
+                        );
                     }
                     return;
                 },

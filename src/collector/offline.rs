@@ -33,6 +33,14 @@ impl OfflineCollector {
     /// A collector at the timeline level's attribution rules, iteration 0 open at CUPTI time
     /// `start_cupti_ns` (and host time 0).
     pub fn new(start_cupti_ns: u64) -> Self {
+        Self::with_calibration(start_cupti_ns, None)
+    }
+
+    /// [`new`](Self::new), with rows estimating tracing's added device time from `calibration`.
+    pub fn with_calibration(
+        start_cupti_ns: u64,
+        calibration: Option<crate::ledger::schema::TracingCalibration>,
+    ) -> Self {
         let (line_tx, line_rx) = crossbeam_channel::unbounded();
         let (trailer_tx, _) = crossbeam_channel::bounded(1);
         let (_, buffer_rx) = crossbeam_channel::unbounded();
@@ -44,6 +52,7 @@ impl OfflineCollector {
             None,
             crate::config::Follow::default(),
             crate::run::NvtxRun::default(),
+            None,
         );
         let collector = Collector::new(CollectorSetup {
             running,
@@ -61,6 +70,7 @@ impl OfflineCollector {
             work_per_iteration: None,
             record_activities: false,
             auto_ranges: false,
+            tracing_calibration: calibration,
         });
         OfflineCollector {
             collector,
@@ -114,6 +124,24 @@ impl OfflineCollector {
             launches,
             open_scopes: Vec::new(),
             counters: None,
+            traced: true,
+            warning: None,
+        });
+    }
+
+    /// `end_iteration` for an iteration a sampled timeline left untraced.
+    pub fn end_untraced_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
+        let index = self.open_index;
+        self.open_index += 1;
+        self.collector.handle(IterationEnd {
+            index,
+            host_end_ns,
+            cupti_end: Some(cupti_end_ns),
+            launches,
+            open_scopes: Vec::new(),
+            counters: None,
+            traced: false,
+            warning: None,
         });
     }
 
@@ -133,6 +161,8 @@ impl OfflineCollector {
             launches: 0,
             open_scopes: Vec::new(),
             counters: None,
+            traced: true,
+            warning: None,
         });
     }
 
@@ -148,7 +178,7 @@ impl OfflineCollector {
     /// it. Returns the remaining rows and the trailer.
     pub fn finish(mut self, host_end_ns: u64, cupti_end_ns: u64) -> (Vec<IterationRow>, Trailer) {
         self.collector
-            .finish(host_end_ns, Some(cupti_end_ns), Vec::new(), None);
+            .finish(host_end_ns, Some(cupti_end_ns), Vec::new(), None, true);
         let rows = self.drain_rows();
         (rows, self.collector.trailer.clone())
     }

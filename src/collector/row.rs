@@ -20,6 +20,7 @@ use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord};
 use crate::intervals::BusyAccumulator;
 use crate::ledger::schema::{
     ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
+    TracingCalibration,
 };
 use crate::run::Running;
 use crate::run::{PathTable, ScopeRecord};
@@ -38,6 +39,8 @@ pub(super) struct RowBuilder {
     record_activities: bool,
     /// Counters use auto ranges: name each range from the iteration's kernel records.
     auto_ranges: bool,
+    /// What tracing adds per kernel, when it was calibrated at start.
+    calibration: Option<TracingCalibration>,
 }
 
 impl RowBuilder {
@@ -46,7 +49,11 @@ impl RowBuilder {
         self.launches.follow_note()
     }
 
-    pub(super) fn new(record_activities: bool, auto_ranges: bool) -> Self {
+    pub(super) fn new(
+        record_activities: bool,
+        auto_ranges: bool,
+        calibration: Option<TracingCalibration>,
+    ) -> Self {
         RowBuilder {
             kernel_groups: KernelGroups::default(),
             launches: LaunchTally::default(),
@@ -56,6 +63,7 @@ impl RowBuilder {
             alloc_sizes: HashMap::default(),
             record_activities,
             auto_ranges,
+            calibration,
         }
     }
 
@@ -228,6 +236,13 @@ impl RowBuilder {
         scopes.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(a.0.cmp(&b.0)));
         let scopes: Vec<ScopeRow> = scopes.into_iter().map(|(_, row)| row).collect();
         let kernel_groups = kernels.finish();
+        let tracing_added_ns = self.calibration.as_ref().filter(|_| it.traced).map(|c| {
+            let ns: f64 = kernel_groups
+                .iter()
+                .map(|g| c.added_ns(g.count, g.shape.grid_blocks()))
+                .sum();
+            ns.round() as u64
+        });
         self.kernel_groups = kernels;
         let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();
         memcpy.sort_by(|a, b| (a.device_id, &a.kind).cmp(&(b.device_id, &b.kind)));
@@ -272,8 +287,10 @@ impl RowBuilder {
             activities,
             scope_spans,
             counters,
-            attribution: Some(attribution),
+            attribution: it.traced.then_some(attribution),
             launch_threads,
+            untraced: !it.traced,
+            tracing_added_ns,
         }
     }
 }

@@ -672,3 +672,54 @@ fn auto_ranges_fewer_than_the_kernels_launched_are_left_unnamed_with_a_warning()
     );
     assert!(short.ranges.iter().all(|r| r.kernel.is_none()));
 }
+
+fn calibration() -> crate::ledger::schema::TracingCalibration {
+    crate::ledger::schema::TracingCalibration {
+        device_id: 0,
+        per_kernel_ns: 1_000.0,
+        per_block_ns: 0.5,
+        per_kernel_range_ns: [900.0, 1_100.0],
+        per_block_range_ns: [0.4, 0.6],
+        rounds: 5,
+        kernels_per_batch: 64,
+        grids: [1, 65_536],
+        spin_ns: 20_000.0,
+        spin_added_ns: 1_100.0,
+        spin_grid: 132,
+        took_ns: 1,
+    }
+}
+
+#[test]
+fn a_traced_row_estimates_what_tracing_added_per_kernel_and_block() {
+    let mut c = OfflineCollector::with_calibration(1_000, Some(calibration()));
+    let fwd = c.intern_path("step/forward");
+    for corr in 1..=3 {
+        c.accept_call(call(corr, 0, fwd));
+        c.accept(kernel(corr, 1_000 + u64::from(corr) * 100, "k"));
+    }
+    c.end_iteration(5_000, 2_000, 3);
+    let row = one_complete_row(&mut c);
+    assert!(!row.untraced);
+    // Three launches of 132 blocks: 3 × (1000 + 0.5 × 132) ns.
+    assert_eq!(row.tracing_added_ns, Some(3 * 1_066));
+}
+
+#[test]
+fn an_untraced_row_is_written_at_its_end_with_host_figures_and_no_estimate() {
+    let mut c = OfflineCollector::with_calibration(1_000, Some(calibration()));
+    c.end_untraced_iteration(5_000, 2_000, 0);
+    let row = one_complete_row(&mut c);
+    assert!(row.untraced);
+    assert_eq!(row.tracing_added_ns, None);
+    assert_eq!(row.attribution, None, "nothing was traced to attribute");
+    // The next, traced, iteration is unaffected.
+    let fwd = c.intern_path("step/forward");
+    c.accept_call(call(9, 1, fwd));
+    c.accept(kernel(9, 2_100, "k"));
+    c.end_iteration(9_000, 3_000, 1);
+    let row = one_complete_row(&mut c);
+    assert!(!row.untraced);
+    assert_eq!(row.kernels.len(), 1);
+    assert_eq!(row.tracing_added_ns, Some(1_066));
+}

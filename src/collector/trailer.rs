@@ -18,6 +18,7 @@ impl Collector {
         cupti_end: Option<u64>,
         open: Vec<u32>,
         counters: Option<IterationCounters>,
+        traced: bool,
     ) {
         // Every step() message first, so that iteration boundaries are known; then every buffer
         // (the session was stopped with a forced flush before Finish was sent).
@@ -36,6 +37,7 @@ impl Collector {
                 host_end_ns,
                 cupti_end: cupti_end.unwrap_or(u64::MAX),
             };
+            it.traced = traced;
         }
         self.place_deferred();
         // Ended iterations: written as usual, without waiting any longer.
@@ -172,6 +174,7 @@ impl Collector {
         self.trailer.overhead.collector_cpu_ns = crate::clock::thread_cpu_ns();
         // Final: shutdown closed step() (the `open` lock) before sending Finish.
         self.trailer.overhead.step_ns = self.running.step_ns();
+        self.trailer.overhead.sampling_switch_ns = self.running.sampling_switch_ns();
         self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
         self.trailer.overhead.scope_events_made = self.running.events.made() as u64;
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));

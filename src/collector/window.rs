@@ -66,6 +66,8 @@ pub(super) struct IterationState {
     /// Counted calls not captured when the row was written.
     pub(super) missing_calls: u64,
     pub(super) counters: Option<IterationCounters>,
+    /// False when a sampled timeline left it untraced: its row waits for no flush.
+    pub(super) traced: bool,
 }
 
 /// A set of correlation ids (the calls an iteration awaits a GPU record of) with its newest
@@ -158,6 +160,7 @@ impl IterationState {
             counted_calls: 0,
             missing_calls: 0,
             counters: None,
+            traced: true,
         }
     }
 
@@ -190,7 +193,7 @@ impl IterationState {
 
     /// `step()` ended it and no CUPTI flush has begun since.
     pub(super) fn waits_for_flush(&self) -> bool {
-        matches!(self.phase, Phase::Ended { flushed: false, .. })
+        self.traced && matches!(self.phase, Phase::Ended { flushed: false, .. })
     }
 
     /// Marks it flushed when `step()` ended it before a flush that began at `flush_start`.
@@ -246,6 +249,11 @@ impl Collector {
                 &m.open_scopes,
                 m.counters,
             );
+            if let Some(pos) = self.position_of(m.index) {
+                let it = &mut self.iterations[pos];
+                it.traced = m.traced;
+                it.warnings.extend(m.warning);
+            }
             next = self.early_ends.remove(&(m.index + 1));
         }
     }
@@ -347,7 +355,8 @@ impl Collector {
         let Phase::Ended { at, flushed, .. } = it.phase else {
             return false;
         };
-        let flushed = flushed || !self.timeline_rules;
+        // An untraced iteration has no GPU records to wait for a flush for.
+        let flushed = flushed || !self.timeline_rules || !it.traced;
         // NVML: one sampling period past the end, so that a sample brackets the window's end.
         let sampled = self
             .nvml

@@ -187,6 +187,44 @@ const KINDS: [sys::CUpti_ActivityKind::Type; 7] = [
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_OVERHEAD,
 ];
 
+/// Turns the timeline's activity kinds and the callback's capture on or off between iterations,
+/// for a sampled timeline. On: the kinds first, then the capture, so that a call the callback
+/// captures is traced; off: the other way round. Records of work launched before it went off
+/// still arrive. Returns the host time it took, ns.
+///
+/// # Errors
+/// The first CUPTI failure; the remaining kinds are still switched.
+pub(crate) fn set_tracing(lib: &LoadedCupti, calls: &ApiCalls, on: bool) -> Result<u64> {
+    let t0 = Instant::now();
+    if !on {
+        calls.traced.store(false, Ordering::SeqCst);
+    }
+    set_kinds(lib, on)?;
+    if on {
+        calls.traced.store(true, Ordering::SeqCst);
+    }
+    Ok(t0.elapsed().as_nanos() as u64)
+}
+
+/// Enables or disables every activity kind the timeline traces.
+///
+/// # Errors
+/// The first CUPTI failure; the remaining kinds are still switched.
+pub(crate) fn set_kinds(lib: &LoadedCupti, on: bool) -> Result<()> {
+    let mut first_err = None;
+    for kind in KINDS {
+        let r = if on {
+            cupti::activity_enable(lib, kind)
+        } else {
+            cupti::activity_disable(lib, kind)
+        };
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
 /// A running activity-tracing session: CUPTI's subscriber slot, the enabled kinds, the buffer
 /// callbacks' shared state and the calls the API callback captures.
 pub(crate) struct TimelineSession {

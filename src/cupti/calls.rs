@@ -12,7 +12,7 @@
 //! (`crate::thread_slot`): no lock, no allocation and no clock read per call.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use cupti_sys as sys;
@@ -119,6 +119,9 @@ pub(crate) struct ApiCalls {
     pub total: AtomicU64,
     /// The open iteration (`step()` increments it after reading `total`).
     pub iteration: AtomicU64,
+    /// False while the timeline samples the open iteration out: the callback then returns at
+    /// once, counting and capturing nothing (CUPTI records nothing either).
+    pub traced: AtomicBool,
     /// Calls whose thread could not take them (the thread was exiting): their records are
     /// placed by time, and rows waiting for them say so.
     pub lost: AtomicU64,
@@ -147,6 +150,7 @@ impl ApiCalls {
         ApiCalls {
             total: AtomicU64::new(0),
             iteration: AtomicU64::new(0),
+            traced: AtomicBool::new(true),
             lost: AtomicU64::new(0),
             followed: AtomicU32::new(0),
             nvtx: std::sync::OnceLock::new(),
@@ -189,6 +193,16 @@ impl ApiCalls {
         correlation_data: &mut u64,
         return_value: u32,
     ) {
+        // A call entered while the iteration was sampled out is not captured at its exit either,
+        // whatever step() did meanwhile: CUPTI's slot carries the mark from entry to exit.
+        if enter {
+            if !self.traced.load(Ordering::Relaxed) {
+                *correlation_data = UNTRACED;
+                return;
+            }
+        } else if *correlation_data == UNTRACED {
+            return;
+        }
         let taken = CALL_THREAD.try_with(|t| {
             let depth = t.depth.get();
             if enter {
@@ -300,6 +314,10 @@ pub(crate) fn set_scope_path(path_id: u32) {
 /// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
 /// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
 /// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates but a thread's first call.
+/// What a call entered in a sampled-out iteration carries in CUPTI's per-call slot (an
+/// iteration index is never this large).
+const UNTRACED: u64 = u64::MAX;
+
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
@@ -398,6 +416,25 @@ mod tests {
             drained(&calls).is_empty(),
             "a second drain gives nothing new"
         );
+    }
+
+    #[test]
+    fn a_call_entered_while_sampled_out_is_neither_counted_nor_captured() {
+        let calls = ApiCalls::default();
+        set_scope_path(0);
+        calls.traced.store(false, Ordering::SeqCst);
+        call(&calls, false, "cuLaunchKernel", 21, || {
+            // Tracing comes back on while the call runs: its exit is still not captured.
+            calls.traced.store(true, Ordering::SeqCst);
+        });
+        assert_eq!(calls.total.load(Ordering::SeqCst), 0);
+        assert!(drained(&calls).is_empty());
+        // The thread's nesting depth is intact: the next traced call is an outermost one.
+        call(&calls, false, "cuLaunchKernel", 22, || {});
+        let got = drained(&calls);
+        assert_eq!(got.len(), 1);
+        assert!(!got[0].nested);
+        assert_eq!(calls.total.load(Ordering::SeqCst), 1);
     }
 
     #[test]

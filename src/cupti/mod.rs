@@ -16,6 +16,7 @@
 //! a pointer cast ([`cupti_context`]), never a transmute.
 
 pub(crate) mod activity;
+pub(crate) mod calibrate;
 // First: its macros are used by the modules below.
 #[macro_use]
 mod params;

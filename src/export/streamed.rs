@@ -225,6 +225,7 @@ impl<'o> SummaryBuilder<'o> {
             warmup: sel.warmup,
             perturbed: sel.perturbed,
             incomplete: sel.incomplete,
+            untraced: sel.untraced,
             host_wall_ns: used.wall.distribution(),
             scopes: used.scopes.finish(),
             families: used.families.finish(),

@@ -92,6 +92,9 @@ pub struct LedgerSummary {
     pub perturbed: IndexRuns,
     /// Indices left out as incomplete.
     pub incomplete: IndexRuns,
+    /// Indices left out because a sampled timeline did not trace them.
+    #[serde(skip_serializing_if = "IndexRuns::is_empty")]
+    pub untraced: IndexRuns,
     /// Host wall time per iteration, ns.
     pub host_wall_ns: Option<Distribution>,
     /// Per-scope distributions, by path.
@@ -196,6 +199,7 @@ impl LedgerSummary {
             warmup: sel.warmup.iter().copied().collect(),
             perturbed: sel.perturbed.iter().copied().collect(),
             incomplete: sel.incomplete.iter().copied().collect(),
+            untraced: sel.untraced.iter().copied().collect(),
             host_wall_ns: Distribution::from_u64(&wall),
             scopes,
             families,
@@ -447,6 +451,18 @@ pub(crate) fn summary_warnings(
                 ));
             }
         }
+    }
+    if !s.untraced.is_empty() {
+        let sampled = header
+            .config
+            .timeline_sampling
+            .as_deref()
+            .unwrap_or("sampled");
+        w.push(format!(
+            "the timeline traced {sampled}: statistics are over the traced rows; the untraced \
+             ones ({}) carry host times, scopes' host times and NVML only",
+            s.untraced
+        ));
     }
     if s.rows == 0 {
         w.push("the ledger has no iteration row".into());

@@ -51,6 +51,55 @@ pub struct Header {
     /// collected. Absent below `Level::Counters`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::CountersHeader>,
+    /// What tracing itself adds to the device's time per kernel, measured at start on this GPU
+    /// (the timeline level with `Config::calibrate_tracing`); the rows' `tracing_added_ns` are
+    /// estimated from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_calibration: Option<TracingCalibration>,
+}
+
+/// The device time CUPTI's kernel tracing adds, measured at start: the same back-to-back
+/// kernels, queued behind a spin so that the GPU runs them without waiting for the host, timed
+/// by events with tracing on and off, alternated over rounds. A kernel is charged
+/// `per_kernel_ns + per_block_ns × grid blocks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TracingCalibration {
+    /// CUDA ordinal of the device measured (the one the rows' estimates assume for every
+    /// device).
+    pub device_id: u32,
+    /// Added device time per kernel, ns: the median over rounds.
+    pub per_kernel_ns: f64,
+    /// Added device time per block of the grid, ns: the median over rounds.
+    pub per_block_ns: f64,
+    /// Lowest and highest per-kernel figure over the rounds.
+    pub per_kernel_range_ns: [f64; 2],
+    /// Lowest and highest per-block figure over the rounds.
+    pub per_block_range_ns: [f64; 2],
+    /// Rounds, each with tracing on and off.
+    pub rounds: u32,
+    /// Kernels per timed batch, and the grids of the two batches (blocks).
+    pub kernels_per_batch: u32,
+    /// Grid of the small and of the large batch, blocks.
+    pub grids: [u64; 2],
+    /// The check on the model: kernels that spin across every SM, their untraced length and
+    /// what tracing added to each (medians, ns). Charged only `per_kernel_ns` plus their
+    /// blocks by the model; a much larger figure here means the cost grows with kernel length.
+    pub spin_ns: f64,
+    /// What tracing added to each spin kernel, ns.
+    pub spin_added_ns: f64,
+    /// Blocks of each spin kernel (one per SM).
+    pub spin_grid: u64,
+    /// Host time the calibration took, ns.
+    pub took_ns: u64,
+}
+
+impl TracingCalibration {
+    /// The device time tracing is estimated to add to `count` launches of `grid_blocks` blocks,
+    /// ns (never negative).
+    pub fn added_ns(&self, count: u64, grid_blocks: u64) -> f64 {
+        let per_launch = self.per_kernel_ns + self.per_block_ns * grid_blocks as f64;
+        (per_launch * count as f64).max(0.0)
+    }
 }
 
 /// The configuration a run was profiled with.
@@ -88,6 +137,13 @@ pub struct ConfigRecord {
     /// as scopes (with the domains, depth and step marker, or why not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvtx: Option<String>,
+    /// The iterations the timeline traced when it sampled (`1 in 100 from iteration 0`); absent
+    /// when it traced every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_sampling: Option<String>,
+    /// Why tracing's own device time was not calibrated, when it was asked for and failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_calibration: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -155,6 +211,17 @@ pub struct IterationRow {
     /// The threads whose calls launched the iteration's kernels, copies and memsets, by thread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launch_threads: Vec<LaunchThread>,
+    /// True when the timeline sampled this iteration out (`Config::timeline_sampling`): the row
+    /// has host times, scopes' host times and NVML, but no GPU records, and GPU statistics
+    /// leave it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untraced: bool,
+    /// The device time CUPTI's tracing is estimated to have added to this iteration's kernels,
+    /// ns, from the header's `tracing_calibration` (per kernel and per block of its grid). It
+    /// lengthens the step by as much where the GPU is the bottleneck, and hides behind the host
+    /// where it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing_added_ns: Option<u64>,
 }
 
 /// Kernels counted by how their scope was found.
@@ -412,6 +479,10 @@ pub struct Trailer {
     pub unplaced_records: u64,
     /// Lines the writer could not write (disk full, ...).
     pub lines_not_written: u64,
+    /// Kernel records of the start-up calibration of tracing's device time (the profiler's
+    /// own kernels, launched before iteration 0): counted here, in no row.
+    #[serde(default)]
+    pub calibration_records: u64,
     /// What the profiler itself cost.
     pub overhead: Overhead,
     /// Energy over the run from NVML (iterations not perturbed), when NVML sampled.
@@ -452,4 +523,8 @@ pub struct Overhead {
     /// scope; each lives until the run ends. 0 in ledgers written before it was recorded.
     #[serde(default)]
     pub scope_events_made: u64,
+    /// Time `step()` spent switching a sampled timeline's tracing on and off, ns (included in
+    /// `step_ns`).
+    #[serde(default)]
+    pub sampling_switch_ns: u64,
 }

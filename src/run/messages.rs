@@ -19,6 +19,10 @@ pub(crate) struct IterationEnd {
     pub(crate) open_scopes: Vec<u32>,
     /// Hardware counters of the iteration, when a pass ran in it.
     pub(crate) counters: Option<IterationCounters>,
+    /// False when a sampled timeline left the iteration untraced.
+    pub(crate) traced: bool,
+    /// Why switching tracing for the next iteration failed, for the row.
+    pub(crate) warning: Option<String>,
 }
 
 /// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
@@ -27,6 +31,8 @@ pub(crate) struct Finish {
     pub(crate) cupti_end: Option<u64>,
     pub(crate) open_scopes: Vec<u32>,
     pub(crate) counters: Option<IterationCounters>,
+    /// False when a sampled timeline left the open iteration untraced.
+    pub(crate) traced: bool,
 }
 
 /// A closed scope instance, as the collector receives it.

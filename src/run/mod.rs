@@ -20,7 +20,7 @@ pub(crate) use paths::PathTable;
 pub use paths::UNSCOPED;
 
 use crate::clock::HostClock;
-use crate::config::Follow;
+use crate::config::{Follow, TimelineSampling};
 use crate::counters::window::CounterState;
 use crate::cupti::calls::{ApiCalls, CapturedCall};
 use crate::cupti::{self, LoadedCupti};
@@ -99,6 +99,10 @@ pub(crate) struct Running {
     pub(crate) nvtx_depth: Option<u32>,
     /// NVTX ranges not made scopes because the thread already had `nvtx_depth` open.
     pub(crate) nvtx_too_deep: AtomicU64,
+    /// The iterations a sampled timeline traces (`None`: every one, or no timeline).
+    sampling: Option<TimelineSampling>,
+    /// Host time `step()` spent switching tracing on and off, ns.
+    sampling_switch_ns: AtomicU64,
 }
 
 /// What a run does with NVTX, as start decided it.
@@ -121,6 +125,7 @@ impl Running {
         counters: Option<CounterState>,
         follow: Follow,
         nvtx: NvtxRun,
+        sampling: Option<TimelineSampling>,
     ) -> (Arc<Running>, Inbox) {
         let (ends_tx, ends) = crossbeam_channel::unbounded();
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
@@ -153,6 +158,8 @@ impl Running {
             nvtx_emit: nvtx.emit,
             nvtx_depth: nvtx.import_depth,
             nvtx_too_deep: AtomicU64::new(0),
+            sampling: sampling.filter(|_| cupti.is_some()),
+            sampling_switch_ns: AtomicU64::new(0),
         });
         (running, Inbox { ends, finish })
     }
@@ -178,6 +185,41 @@ impl Running {
     /// Time the application's threads spent inside `step()`, ns.
     pub(crate) fn step_ns(&self) -> u64 {
         self.step_ns.load(Ordering::Relaxed)
+    }
+    /// Whether iteration `index` is traced: always, unless the timeline samples.
+    pub(crate) fn traces(&self, index: u64) -> bool {
+        self.sampling.as_ref().is_none_or(|s| s.traces(index))
+    }
+    /// Host time `step()` spent switching a sampled timeline's tracing, ns.
+    pub(crate) fn sampling_switch_ns(&self) -> u64 {
+        self.sampling_switch_ns.load(Ordering::Relaxed)
+    }
+    /// Switches tracing on or off for a sampled timeline; a failure is returned as a warning.
+    fn switch_tracing(&self, on: bool) -> Option<String> {
+        let lib = self.cupti?;
+        match crate::cupti::activity::set_tracing(lib, &self.calls, on) {
+            Ok(ns) => {
+                self.sampling_switch_ns.fetch_add(ns, Ordering::Relaxed);
+                None
+            }
+            Err(e) => Some(format!(
+                "the sampled timeline could not switch tracing {} after this iteration: {e}",
+                if on { "on" } else { "off" }
+            )),
+        }
+    }
+    /// Sets tracing as the first iteration wants it: on, unless a sampled timeline leaves it
+    /// untraced.
+    ///
+    /// # Errors
+    /// A CUPTI failure while switching.
+    pub(crate) fn begin_tracing(&self) -> Result<()> {
+        match self.cupti {
+            Some(lib) => {
+                crate::cupti::activity::set_tracing(lib, &self.calls, self.traces(0)).map(|_| ())
+            }
+            None => Ok(()),
+        }
     }
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
     /// returns its sending end.
@@ -243,11 +285,23 @@ impl Running {
         // The count first, then the iteration's end: every call counted here was entered in
         // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
         // for a call of the next iteration.
+        // A sampled timeline switches tracing on before the next iteration opens, so that no
+        // call of it escapes the capture (calls at the end of this one may be captured: its
+        // row is untraced anyway), and off after, so that every call of this one is traced.
+        let index = self.iteration();
+        let (traced, next_traced) = (self.traces(index), self.traces(index + 1));
+        let mut warning = None;
+        if next_traced && !traced {
+            warning = self.switch_tracing(true);
+        }
         let launches = self.calls.total.load(Ordering::SeqCst);
         let host_end_ns = self.now_ns();
         let cupti_end = self.cupti_now();
         let open_scopes = open_scopes();
         let index = self.calls.iteration.fetch_add(1, Ordering::SeqCst);
+        if traced && !next_traced {
+            warning = self.switch_tracing(false);
+        }
         let _ = self.ends.send(IterationEnd {
             index,
             host_end_ns,
@@ -255,6 +309,8 @@ impl Running {
             launches,
             open_scopes,
             counters,
+            traced,
+            warning,
         });
         self.with_counters(|c| c.begin_iteration(index + 1));
         self.step_ns
@@ -286,6 +342,7 @@ impl Running {
             cupti_end,
             open_scopes,
             counters,
+            traced: self.traces(self.iteration()),
         }
     }
 

@@ -106,6 +106,7 @@ mod tests {
                 emit: true,
                 import_depth: Some(2),
             },
+            None,
         );
         claim.publish(&running);
         {

@@ -39,6 +39,8 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         counters: None,
         attribution: None,
         launch_threads: Vec::new(),
+        untraced: false,
+        tracing_added_ns: None,
         warnings: Vec::new(),
     }
 }
@@ -118,6 +120,8 @@ pub fn header(driver: &str) -> Header {
             follow: None,
             level_source: None,
             nvtx: None,
+            timeline_sampling: None,
+            tracing_calibration: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
@@ -142,6 +146,7 @@ pub fn header(driver: &str) -> Header {
         rank: None,
         warnings: Vec::new(),
         counters: None,
+        tracing_calibration: None,
     }
 }
 

@@ -1,0 +1,273 @@
+//! What CUPTI's tracing adds to the device's time, measured at start on the GPU the run uses.
+//!
+//! Kernel tracing lengthens kernels and leaves gaps between consecutive ones, on the GPU, where
+//! no host-side count can see it. The calibration runs the same batches of back-to-back kernels
+//! with the timeline's activity kinds on and off, alternated over rounds, each batch queued
+//! behind a spin so that the GPU runs it without waiting for the host, and times each batch by
+//! CUDA events: a batch of one-block empty kernels (the cost per kernel), one of empty kernels
+//! with a large grid (the cost per block) and one of spins across every SM (whether the cost
+//! grows with the kernel's length). Its kernels are named `gpu_ledger_calibrate_*`, and the
+//! collector counts their records apart instead of attributing them.
+
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
+
+use super::LoadedCupti;
+use crate::error::{Error, Result};
+use crate::ledger::schema::TracingCalibration;
+
+/// The prefix of the calibration's kernel names.
+pub(crate) const KERNEL_PREFIX: &str = "gpu_ledger_calibrate_";
+
+/// The calibration's kernels as PTX, compiled by the driver for whatever GPU runs them (the
+/// default build has no NVRTC). `spin` waits `cycles` SM clock cycles; `empty` returns.
+const PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry gpu_ledger_calibrate_spin(
+    .param .u64 gpu_ledger_calibrate_spin_cycles
+)
+{
+    .reg .pred %p<2>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [gpu_ledger_calibrate_spin_cycles];
+    mov.u64 %rd2, %clock64;
+$L_spin:
+    mov.u64 %rd3, %clock64;
+    sub.s64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p1, %rd4, %rd1;
+    @%p1 bra $L_spin;
+    ret;
+}
+
+.visible .entry gpu_ledger_calibrate_empty()
+{
+    ret;
+}
+"#;
+
+/// Rounds, each timing every batch with tracing on and with it off.
+const ROUNDS: u32 = 5;
+/// Kernels per timed batch.
+const BATCH: u32 = 64;
+/// Blocks of the large empty grid.
+const LARGE_GRID: u32 = 65_536;
+/// Threads per block of the empty kernels.
+const THREADS: u32 = 128;
+/// Length of each kernel of the spin batch, µs.
+const SPIN_US: f64 = 20.0;
+/// Length of the spin each round's batches queue behind, µs: longer than launching them.
+const HEAD_US: f64 = 3_000.0;
+
+/// What one pass over the batches measured: ns per kernel, small, large and spin batches.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    small: f64,
+    large: f64,
+    spin: f64,
+}
+
+/// The module and its two kernels, unloaded on drop.
+struct Kernels {
+    ctx: Arc<CudaContext>,
+    module: sys::CUmodule,
+    spin: sys::CUfunction,
+    empty: sys::CUfunction,
+}
+
+impl Drop for Kernels {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the module was loaded in this context and none of its kernels runs now
+            // (the calibration synchronized its stream before returning).
+            let _ = unsafe { result::module::unload(self.module) };
+        }
+    }
+}
+
+fn driver(what: &str, e: result::DriverError) -> Error {
+    Error::Config(format!("tracing calibration: {what} failed: {e}"))
+}
+
+impl Kernels {
+    fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
+        ctx.bind_to_thread()
+            .map_err(|e| driver("binding the context", e))?;
+        let src = CString::new(PTX).map_err(|e| Error::Config(e.to_string()))?;
+        // SAFETY: `src` is a NUL-terminated PTX text that outlives the call; the context is
+        // current on this thread.
+        let module = unsafe { result::module::load_data(src.as_ptr() as *const c_void) }
+            .map_err(|e| driver("loading its PTX", e))?;
+        let get = |name: &str| {
+            let name = CString::new(format!("{KERNEL_PREFIX}{name}"))
+                .map_err(|e| Error::Config(e.to_string()))?;
+            // SAFETY: `module` was just loaded and is not unloaded before `Kernels` drops.
+            unsafe { result::module::get_function(module, name) }
+                .map_err(|e| driver("finding its kernel", e))
+        };
+        // Made before the lookups, so that a failed one still unloads the module.
+        let mut kernels = Kernels {
+            ctx: ctx.clone(),
+            module,
+            spin: std::ptr::null_mut(),
+            empty: std::ptr::null_mut(),
+        };
+        kernels.spin = get("spin")?;
+        kernels.empty = get("empty")?;
+        Ok(kernels)
+    }
+
+    fn launch_empty(&self, stream: &CudaStream, grid: u32) -> Result<()> {
+        // SAFETY: `empty` takes no parameters; the stream belongs to the module's context.
+        unsafe {
+            result::launch_kernel(
+                self.empty,
+                (grid, 1, 1),
+                (THREADS, 1, 1),
+                0,
+                stream.cu_stream(),
+                &mut [],
+            )
+        }
+        .map_err(|e| driver("a launch", e))
+    }
+
+    fn launch_spin(&self, stream: &CudaStream, grid: u32, cycles: u64) -> Result<()> {
+        let mut cycles = cycles;
+        let mut params = [&mut cycles as *mut u64 as *mut c_void];
+        // SAFETY: `spin` takes one u64, passed by pointer as cuLaunchKernel reads parameters
+        // (copied at the call); the stream belongs to the module's context.
+        unsafe {
+            result::launch_kernel(
+                self.spin,
+                (grid, 1, 1),
+                (32, 1, 1),
+                0,
+                stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| driver("a launch", e))
+    }
+}
+
+/// Measures what the timeline's activity kinds add per kernel on device 0's primary context,
+/// with the kinds switched by `set_kinds` (on, then back off at the end: the caller sets them as
+/// the run starts). Returns the calibration and the context, which the caller keeps for the
+/// run so that the primary context is not destroyed and created again under the application.
+///
+/// # Errors
+/// A driver or CUPTI failure, or figures that are not finite.
+pub(crate) fn calibrate(
+    lib: &LoadedCupti,
+    set_kinds: impl Fn(&LoadedCupti, bool) -> Result<()>,
+) -> Result<(TracingCalibration, Arc<CudaContext>)> {
+    let t0 = Instant::now();
+    let ctx = CudaContext::new(0).map_err(|e| driver("opening device 0", e))?;
+    let stream = ctx.new_stream().map_err(|e| driver("making a stream", e))?;
+    let kernels = Kernels::load(&ctx)?;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| driver("reading the SM count", e))?
+        .max(1) as u32;
+    let khz = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .map_err(|e| driver("reading the SM clock", e))?
+        .max(1) as f64;
+    let cycles = |us: f64| (us * khz / 1_000.0) as u64;
+    let event = || {
+        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver("making an event", e))
+    };
+    let events: Vec<CudaEvent> = (0..4).map(|_| event()).collect::<Result<_>>()?;
+    let pass = |traced: bool| -> Result<Pass> {
+        set_kinds(lib, traced)?;
+        kernels.launch_spin(&stream, 1, cycles(HEAD_US))?;
+        let record = |i: usize| events[i].record(&stream).map_err(|e| driver("an event", e));
+        record(0)?;
+        for _ in 0..BATCH {
+            kernels.launch_empty(&stream, 1)?;
+        }
+        record(1)?;
+        for _ in 0..BATCH {
+            kernels.launch_empty(&stream, LARGE_GRID)?;
+        }
+        record(2)?;
+        for _ in 0..BATCH {
+            kernels.launch_spin(&stream, sms, cycles(SPIN_US))?;
+        }
+        record(3)?;
+        stream
+            .synchronize()
+            .map_err(|e| driver("synchronizing", e))?;
+        let ns = |a: usize, b: usize| -> Result<f64> {
+            let ms = events[a]
+                .elapsed_ms(&events[b])
+                .map_err(|e| driver("reading an event", e))?;
+            Ok(f64::from(ms) * 1e6 / f64::from(BATCH))
+        };
+        Ok(Pass {
+            small: ns(0, 1)?,
+            large: ns(1, 2)?,
+            spin: ns(2, 3)?,
+        })
+    };
+    // A warm-up pass each way: the module's first launches and CUPTI's first records.
+    pass(false)?;
+    pass(true)?;
+    let mut per_kernel = Vec::new();
+    let mut per_block = Vec::new();
+    let mut spin_added = Vec::new();
+    let mut spin = Vec::new();
+    for round in 0..ROUNDS {
+        let (on, off) = if round % 2 == 0 {
+            let off = pass(false)?;
+            (pass(true)?, off)
+        } else {
+            let on = pass(true)?;
+            (on, pass(false)?)
+        };
+        let small = on.small - off.small;
+        per_kernel.push(small);
+        per_block.push((on.large - off.large - small) / f64::from(LARGE_GRID - 1));
+        spin_added.push(on.spin - off.spin);
+        spin.push(off.spin);
+    }
+    set_kinds(lib, false)?;
+    let stats = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], [v[0], v[v.len() - 1]])
+    };
+    let (k, k_range) = stats(&mut per_kernel);
+    let (b, b_range) = stats(&mut per_block);
+    let (spin_added, _) = stats(&mut spin_added);
+    let (spin, _) = stats(&mut spin);
+    if !(k.is_finite() && b.is_finite()) {
+        return Err(Error::Config(
+            "tracing calibration: the timed batches gave no finite figure".into(),
+        ));
+    }
+    drop(kernels);
+    Ok((
+        TracingCalibration {
+            device_id: 0,
+            per_kernel_ns: k,
+            per_block_ns: b,
+            per_kernel_range_ns: k_range,
+            per_block_range_ns: b_range,
+            rounds: ROUNDS,
+            kernels_per_batch: BATCH,
+            grids: [1, u64::from(LARGE_GRID)],
+            spin_ns: spin,
+            spin_added_ns: spin_added,
+            spin_grid: u64::from(sms),
+            took_ns: t0.elapsed().as_nanos() as u64,
+        },
+        ctx,
+    ))
+}
