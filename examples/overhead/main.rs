@@ -89,6 +89,7 @@ mod training_model;
 use training_model::Model;
 
 mod interference;
+mod perturbation;
 mod raw;
 mod scope_on;
 mod sustained;
@@ -127,6 +128,8 @@ const LAUNCHES_PER_STEP: u64 = (FORWARD_US.len() + 2 + BACKWARD_US.len() + 2) as
 const WARMUP_LAUNCHES: u64 = 2000;
 /// How many times less often `tl-fewsteps` calls `profiler.step()`.
 const FEW_STEPS: u64 = 50;
+/// `tl-sampled` traces one iteration in this many.
+const SAMPLE_EVERY: u64 = 100;
 
 #[derive(Parser, Debug)]
 #[command(about = "gpu-ledger's own overhead against no profiler and raw CUPTI")]
@@ -147,7 +150,7 @@ struct Args {
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin, tl-sampled); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -189,6 +192,12 @@ struct Args {
     /// the target for a scope timed on a stream.
     #[arg(long)]
     scope_on: bool,
+    /// Instead of the table: what tracing adds to the GPU's own time, by grid size and kernel
+    /// length (batches queued behind a spin, timed by events) under none, raw-cupti and timeline,
+    /// and on a GPU-bound pipeline against the rows' estimate (`tracing_added_ns`), `--rounds`
+    /// rounds.
+    #[arg(long)]
+    perturbation: bool,
 }
 
 fn main() -> ExitCode {
@@ -228,6 +237,7 @@ fn run(args: &Args) -> Result<()> {
         Some(secs) => sustained(&gpu, args, secs, &ledger_dir),
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
         None if args.scope_on => scope_on(&gpu, args, &ledger_dir),
+        None if args.perturbation => perturbation::perturbation(&mut gpu, lib, args, &ledger_dir),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }
@@ -477,10 +487,12 @@ enum Config {
     TimelineNoNvtx,
     /// The timeline level importing NVTX ranges as scopes.
     TimelineNvtxIn,
+    /// The timeline level traced on one iteration in [`SAMPLE_EVERY`].
+    TimelineSampled,
 }
 
 impl Config {
-    const ALL: [Config; 10] = [
+    const ALL: [Config; 11] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
@@ -491,6 +503,7 @@ impl Config {
         Config::ScopesNoNvtx,
         Config::TimelineNoNvtx,
         Config::TimelineNvtxIn,
+        Config::TimelineSampled,
     ];
     fn label(self) -> &'static str {
         match self {
@@ -504,6 +517,7 @@ impl Config {
             Config::ScopesNoNvtx => "scopes-nonvtx",
             Config::TimelineNoNvtx => "tl-nonvtx",
             Config::TimelineNvtxIn => "tl-nvtxin",
+            Config::TimelineSampled => "tl-sampled",
         }
     }
     /// Whether the workload code contains its scope guards.
@@ -517,6 +531,7 @@ impl Config {
                 | Config::ScopesNoNvtx
                 | Config::TimelineNoNvtx
                 | Config::TimelineNvtxIn
+                | Config::TimelineSampled
         )
     }
     /// Calls of `profiler.step()` are made every this many of the workload's iterations.
@@ -616,7 +631,8 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         | Config::TimelineNoScopes
         | Config::TimelineFewSteps
         | Config::TimelineNoNvtx
-        | Config::TimelineNvtxIn => Level::Timeline,
+        | Config::TimelineNvtxIn
+        | Config::TimelineSampled => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -630,10 +646,12 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
             config,
             Config::ScopesNoNvtx | Config::TimelineNoNvtx
         ));
-    let profiler = if config == Config::TimelineNvtxIn {
-        profiler.nvtx_import(gpu_ledger::NvtxImport::default())
-    } else {
-        profiler
+    let profiler = match config {
+        Config::TimelineNvtxIn => profiler.nvtx_import(gpu_ledger::NvtxImport::default()),
+        Config::TimelineSampled => {
+            profiler.sample_timeline(gpu_ledger::TimelineSampling::every(SAMPLE_EVERY))
+        }
+        _ => profiler,
     }
     .start()?;
     Ok(Active::Profiler(profiler))

@@ -447,6 +447,21 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             }
         }
     }
+    if let Some(p) = paired(
+        series,
+        configs,
+        Workload::Train,
+        (Config::TimelineSampled, Config::None),
+        slowdown_pct,
+    ) {
+        println!(
+            "  tl-sampled (1 in {}), (c) training step, paired by round: slowdown {}; target \
+             ≤ 0.1 %: {}",
+            super::SAMPLE_EVERY,
+            p.describe(1.0, 3, " %"),
+            p.verdict(0.1)
+        );
+    }
     if let Some(i) = idx(configs, Config::Timeline) {
         let dropped = reports[i].dropped;
         println!(

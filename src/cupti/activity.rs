@@ -196,12 +196,15 @@ const KINDS: [sys::CUpti_ActivityKind::Type; 7] = [
 /// The first CUPTI failure; the remaining kinds are still switched.
 pub(crate) fn set_tracing(lib: &LoadedCupti, calls: &ApiCalls, on: bool) -> Result<u64> {
     let t0 = Instant::now();
-    if !on {
-        calls.traced.store(false, Ordering::SeqCst);
-    }
-    set_kinds(lib, on)?;
+    let callbacks = |on: bool| calls.callbacks.get().map_or(Ok(()), |c| c.switch(lib, on));
     if on {
+        set_kinds(lib, true)?;
+        callbacks(true)?;
         calls.traced.store(true, Ordering::SeqCst);
+    } else {
+        calls.traced.store(false, Ordering::SeqCst);
+        callbacks(false)?;
+        set_kinds(lib, false)?;
     }
     Ok(t0.elapsed().as_nanos() as u64)
 }
@@ -283,7 +286,7 @@ impl TimelineSession {
         };
         use sys::CUpti_CallbackDomain as d;
         let mut refused = Vec::new();
-        let mut enabled = 0usize;
+        let mut enabled = Vec::new();
         for (runtime, cbid, name, _) in traced_functions(self.lib.release.cbids) {
             let domain = if runtime {
                 d::CUPTI_CB_DOMAIN_RUNTIME_API
@@ -291,7 +294,7 @@ impl TimelineSession {
                 d::CUPTI_CB_DOMAIN_DRIVER_API
             };
             match cupti::enable_callback(self.lib, sub, domain, cbid, enable) {
-                Ok(()) => enabled += 1,
+                Ok(()) => enabled.push((domain, cbid)),
                 Err(crate::Error::Cupti { code, .. })
                     if code == sys::CUptiResult::CUPTI_ERROR_INVALID_PARAMETER =>
                 {
@@ -300,13 +303,19 @@ impl TimelineSession {
                 Err(e) => return Err(e),
             }
         }
-        if enable && enabled == 0 {
+        if enable && enabled.is_empty() {
             return Err(crate::Error::Config(format!(
                 "CUPTI {} refused the callback of every traced function ({} of them, \
                  CUPTI_ERROR_INVALID_PARAMETER): launches cannot be attributed",
                 self.lib.release.name,
                 refused.len()
             )));
+        }
+        if enable {
+            let _ = self
+                .calls
+                .callbacks
+                .set(cupti::CallbackSet::new(sub, enabled));
         }
         if self.calls.nvtx.get().is_some() {
             for cbid in super::nvtx::CALLBACKS {

@@ -131,6 +131,8 @@ pub(crate) struct ApiCalls {
     /// NVTX ranges imported as scopes, when [`crate::config::Nvtx::import`] is on and NVTX
     /// reaches CUPTI.
     pub nvtx: std::sync::OnceLock<super::nvtx::NvtxImporter>,
+    /// The API callbacks the session enabled, for a sampled timeline to switch.
+    pub(crate) callbacks: std::sync::OnceLock<super::CallbackSet>,
     session: u64,
     /// Each calling thread's ring, in the order of their first call (a thread's index).
     slots: parking_lot::Mutex<Vec<(Arc<ThreadSlot<CapturedCall>>, CallingThread)>>,
@@ -154,6 +156,7 @@ impl ApiCalls {
             lost: AtomicU64::new(0),
             followed: AtomicU32::new(0),
             nvtx: std::sync::OnceLock::new(),
+            callbacks: std::sync::OnceLock::new(),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
             classes,

@@ -20,6 +20,7 @@ mod kernels_suite;
 mod multi_gpu;
 mod nvml;
 mod nvtx;
+mod sampling;
 mod timeline;
 
 /// An example built next to this test binary (the GPU bundle puts both in one folder; cargo puts

@@ -1,0 +1,185 @@
+//! The sampled timeline and the calibration of tracing's own device time, on the GPU.
+
+use std::time::Duration;
+
+use gpu_ledger::ledger::schema::IterationRow;
+use gpu_ledger::{read_ledger, Level, Profiler, TimelineSampling};
+
+use crate::{gpu, kernel_launches, vectors, SERIAL};
+
+const ITERATIONS: u64 = 25;
+const LAUNCHES_PER_SCOPE: u64 = 5;
+
+/// `ITERATIONS` iterations of two scopes of vector adds each, profiled as `builder` says; the
+/// rows and the trailer's unplaced, late and dropped counts.
+fn run(
+    builder: gpu_ledger::ProfilerBuilder,
+    path: &std::path::Path,
+) -> (Vec<IterationRow>, [u64; 3]) {
+    let g = gpu();
+    let n = 1 << 20;
+    let (a, b, mut c) = vectors(&g.stream, n);
+    g.stream.synchronize().unwrap();
+    let profiler = builder
+        .level(Level::Timeline)
+        .ledger_path(path)
+        .settle(Duration::from_secs(5))
+        .start()
+        .expect("the timeline starts on the GPU host");
+    for _ in 0..ITERATIONS {
+        for scope in ["forward", "backward"] {
+            let _s = Profiler::scope(scope);
+            for _ in 0..LAUNCHES_PER_SCOPE {
+                g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+            }
+        }
+        g.stream.synchronize().unwrap();
+        profiler.step();
+    }
+    let t = profiler.finish().unwrap().trailer;
+    let rows = read_ledger(path).unwrap().iterations;
+    (
+        rows,
+        [t.unplaced_records, t.late_records, t.dropped_records],
+    )
+}
+
+fn mean_kernel_ns(rows: &[&IterationRow]) -> f64 {
+    let (ns, n) = rows
+        .iter()
+        .flat_map(|r| r.kernels.iter())
+        .fold((0u64, 0u64), |(ns, n), k| (ns + k.total_ns, n + k.count));
+    ns as f64 / n.max(1) as f64
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_sampled_timeline_traces_its_iterations_whole_and_agrees_with_a_fully_traced_run() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let sampling = TimelineSampling::every(5).starting_at(2).and_window(20..22);
+    let (sampled, lost) = run(
+        Profiler::builder().sample_timeline(sampling.clone()),
+        &dir.path().join("sampled.jsonl"),
+    );
+    assert_eq!(lost, [0, 0, 0], "unplaced, late, dropped records");
+    assert_eq!(sampled.len() as u64, ITERATIONS);
+    for r in &sampled {
+        let traced = sampling.traces(r.index);
+        assert_eq!(!r.untraced, traced, "row {} traced", r.index);
+        assert!(r.complete, "row {}: {:?}", r.index, r.warnings);
+        let host: u64 = r.scopes.iter().map(|s| s.host_ns).sum();
+        assert!(host > 0, "row {} has its scopes' host times", r.index);
+        if traced {
+            assert_eq!(
+                kernel_launches(r),
+                2 * LAUNCHES_PER_SCOPE,
+                "row {}: every launch of a traced iteration has its record",
+                r.index
+            );
+            assert!(r.attribution.is_some());
+            for scope in ["forward", "backward"] {
+                let s = r.scopes.iter().find(|s| s.path == scope).unwrap();
+                assert_eq!(s.kernels, LAUNCHES_PER_SCOPE, "row {} {scope}", r.index);
+            }
+        } else {
+            assert!(
+                r.kernels.is_empty(),
+                "row {}: untraced, no kernels",
+                r.index
+            );
+            assert_eq!(r.attribution, None);
+        }
+    }
+    let (full, lost) = run(Profiler::builder(), &dir.path().join("full.jsonl"));
+    assert_eq!(lost, [0, 0, 0]);
+    assert!(full.iter().all(|r| !r.untraced && r.complete));
+    // The traced rows of the sampled run against the same iterations fully traced.
+    let pick = |rows: &[IterationRow]| -> Vec<IterationRow> {
+        rows.iter()
+            .filter(|r| sampling.traces(r.index))
+            .cloned()
+            .collect()
+    };
+    let (s, f) = (pick(&sampled), pick(&full));
+    for (a, b) in s.iter().zip(&f) {
+        let shape = |r: &IterationRow| -> Vec<(String, u64, [u32; 3])> {
+            r.kernels
+                .iter()
+                .map(|k| (k.name.clone(), k.count, k.shape.grid))
+                .collect()
+        };
+        assert_eq!(shape(a), shape(b), "row {}", a.index);
+    }
+    let (ms, mf) = (
+        mean_kernel_ns(&s.iter().collect::<Vec<_>>()),
+        mean_kernel_ns(&f.iter().collect::<Vec<_>>()),
+    );
+    println!("mean vector_add: sampled rows {ms:.0} ns, fully traced rows {mf:.0} ns");
+    assert!(
+        (ms / mf - 1.0).abs() < 0.15,
+        "sampled {ms:.0} ns against fully traced {mf:.0} ns"
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_start_up_calibration_measures_tracing_and_every_traced_row_carries_its_estimate() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("calibrated.jsonl");
+    let (rows, lost) = run(Profiler::builder(), &path);
+    assert_eq!(lost, [0, 0, 0]);
+    let ledger = read_ledger(&path).unwrap();
+    let c = ledger
+        .header
+        .tracing_calibration
+        .clone()
+        .expect("the timeline calibrates by default");
+    println!("{c:?}");
+    assert!(
+        c.per_kernel_ns > 0.0 && c.per_kernel_ns < 50_000.0,
+        "per kernel {} ns",
+        c.per_kernel_ns
+    );
+    assert!(
+        c.per_kernel_range_ns[0] <= c.per_kernel_ns && c.per_kernel_ns <= c.per_kernel_range_ns[1]
+    );
+    assert!(c.per_block_ns.is_finite() && c.per_block_ns > -1.0);
+    assert!(
+        c.spin_ns > 10_000.0,
+        "the spin kernels ran: {} ns",
+        c.spin_ns
+    );
+    let trailer = ledger.trailer.as_ref().unwrap();
+    assert!(
+        trailer.calibration_records > 0,
+        "the calibration's kernels are counted apart"
+    );
+    for r in &rows {
+        assert!(r
+            .kernels
+            .iter()
+            .all(|k| !k.name.starts_with("gpu_ledger_calibrate")));
+        let expected: f64 = r
+            .kernels
+            .iter()
+            .map(|k| c.added_ns(k.count, k.shape.grid_blocks()))
+            .sum();
+        assert_eq!(
+            r.tracing_added_ns,
+            Some(expected.round() as u64),
+            "row {}",
+            r.index
+        );
+    }
+    // Off: no calibration and no estimate.
+    let path = dir.path().join("uncalibrated.jsonl");
+    let (rows, _) = run(Profiler::builder().calibrate_tracing(false), &path);
+    assert!(read_ledger(&path)
+        .unwrap()
+        .header
+        .tracing_calibration
+        .is_none());
+    assert!(rows.iter().all(|r| r.tracing_added_ns.is_none()));
+}
