@@ -5,6 +5,9 @@
 //!   gpu-ledger's Range Profiler (auto ranges, kernel replay, one range per kernel named by the
 //!   launch recorder); one JSON line per kernel launch with its analytic bytes and FLOPs and the
 //!   metric values.
+//! - `ncu_compare flushed OUT.jsonl`: the same launches, each in a user range of its own (user
+//!   replay) that starts with the L2 flushed (`CacheState::Flushed`), to compare with Nsight
+//!   Compute's `--cache-control all`; each line also carries the device's L2 size.
 //! - `ncu_compare plain`: each workload runs once, in the same order, with no profiler of
 //!   gpu-ledger's: the launches Nsight Compute profiles are the ones the ledger mode measured.
 
@@ -12,7 +15,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use gpu_ledger::counters::metrics::names;
-use gpu_ledger::counters::{CounterConfig, RangeMode, RangeProfiler, ReplayMode};
+use gpu_ledger::counters::{CacheState, CounterConfig, RangeMode, RangeProfiler, ReplayMode};
 use gpu_ledger::kernels::suite::experiment::{exit_code, open_device};
 use gpu_ledger::kernels::suite::gemm::{GemmGpu, GemmKernel, GemmKernels, GemmSpec};
 use gpu_ledger::kernels::suite::reduce::{
@@ -48,8 +51,10 @@ fn main() -> ExitCode {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mode = std::env::args().nth(1).unwrap_or_default();
     let out = std::env::args().nth(2);
-    if !(mode == "plain" || (mode == "ledger" && out.is_some())) {
-        return Err("usage: ncu_compare plain | ledger OUT.jsonl | --metrics".into());
+    if !(mode == "plain" || ((mode == "ledger" || mode == "flushed") && out.is_some())) {
+        return Err(
+            "usage: ncu_compare plain | ledger OUT.jsonl | flushed OUT.jsonl | --metrics".into(),
+        );
     }
     let dev = open_device(0)?;
     let s = &dev.stream;
@@ -90,6 +95,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         return Ok(());
     }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out.expect("checked above"))?);
+    if mode == "flushed" {
+        flushed(&dev.ctx, &mut workloads, &mut file)?;
+        file.flush()?;
+        return Ok(());
+    }
     let config = CounterConfig {
         metrics: METRICS.iter().map(|m| m.to_string()).collect(),
         range_mode: RangeMode::Auto,
@@ -97,7 +108,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         record_kernel_names: true,
         ..CounterConfig::default()
     };
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out.expect("checked above"))?);
     for w in &mut workloads {
         w.run()?;
         w.stream().synchronize()?;
@@ -132,6 +142,69 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     file.flush()?;
+    Ok(())
+}
+
+/// Each workload once unmeasured, then under user ranges with the L2 flushed before each: one
+/// range per launch, pushed before it is enqueued and popped before the next (the flush waits
+/// for the context, so the ranges do not overlap).
+fn flushed(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    workloads: &mut [Box<dyn GpuWorkload>],
+    file: &mut impl Write,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let l2_bytes =
+        ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
+    for w in workloads {
+        w.run()?;
+        w.stream().synchronize()?;
+        let launches = w.spec().launches();
+        let config = CounterConfig {
+            metrics: METRICS.iter().map(|m| m.to_string()).collect(),
+            range_mode: RangeMode::User,
+            replay_mode: ReplayMode::User,
+            cache: CacheState::Flushed,
+            max_ranges: launches.len(),
+            ..CounterConfig::default()
+        };
+        let mut rp = RangeProfiler::new(ctx, config)?;
+        let collected = rp.collect(|rp| {
+            let stream = w.stream().clone();
+            w.run_each(&mut |i| {
+                if i > 0 {
+                    rp.pop_range()?;
+                }
+                Ok(rp.push_range(&format!("{i:02}"))?)
+            })
+            .map_err(suite_error)?;
+            stream.synchronize()?;
+            rp.pop_range()
+        })?;
+        rp.finish()?;
+        if collected.ranges.len() != launches.len() {
+            return Err(format!(
+                "{}: {} ranges for {} launches",
+                w.spec().name(),
+                collected.ranges.len(),
+                launches.len()
+            )
+            .into());
+        }
+        for (i, l) in launches.iter().enumerate() {
+            let r = collected
+                .range(&format!("{i:02}"))
+                .ok_or_else(|| format!("{}: no range for launch {i}", w.spec().name()))?;
+            let line = serde_json::json!({
+                "workload": w.spec().name(),
+                "kernel": l.kernel,
+                "analytic_bytes": l.work.bytes,
+                "analytic_flops": l.work.flops,
+                "l2_bytes": l2_bytes,
+                "values": r.values,
+            });
+            writeln!(file, "{line}")?;
+        }
+    }
     Ok(())
 }
 

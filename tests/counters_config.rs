@@ -1,7 +1,8 @@
 //! CPU tests: counter configuration rules and auto-range naming.
 
 use gpu_ledger::counters::{
-    name_auto_ranges, CounterConfig, CounterWindow, Launch, RangeMode, RangeValues, ReplayMode,
+    name_auto_ranges, CacheState, CounterConfig, CounterWindow, Launch, RangeMode, RangeValues,
+    ReplayMode,
 };
 use gpu_ledger::Error;
 
@@ -61,6 +62,67 @@ fn invalid_combinations_are_rejected_with_the_fix() {
     }
     .validate()
     .unwrap();
+}
+
+#[test]
+fn a_flushed_l2_needs_top_level_user_ranges_and_is_recorded_as_asked() {
+    for (c, names) in [
+        (
+            CounterConfig {
+                range_mode: RangeMode::Auto,
+                replay_mode: ReplayMode::Kernel,
+                cache: CacheState::Flushed,
+                ..CounterConfig::default()
+            },
+            "RangeMode::User",
+        ),
+        (
+            CounterConfig {
+                range_mode: RangeMode::Auto,
+                cache: CacheState::Flushed,
+                ..CounterConfig::default()
+            },
+            "RangeMode::User",
+        ),
+        (
+            CounterConfig {
+                nesting_levels: 2,
+                cache: CacheState::Flushed,
+                ..CounterConfig::default()
+            },
+            "nesting_levels to 1",
+        ),
+    ] {
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("CacheState::Flushed") && e.contains(names),
+            "{e}"
+        );
+    }
+    let flushed = CounterConfig {
+        cache: CacheState::Flushed,
+        ..CounterConfig::default()
+    };
+    flushed.validate().unwrap();
+    assert_eq!(CounterConfig::default().cache, CacheState::AsLeft);
+    // The header of a run that could not collect still says which state was asked for, and a
+    // ledger written before the field existed reads as the default.
+    let header = gpu_ledger::counters::CountersHeader::not_collected(
+        &flushed,
+        &Error::Config("no GPU".into()),
+    );
+    let json = serde_json::to_value(&header).unwrap();
+    assert_eq!(json["cache"], "flushed");
+    let mut old = json.clone();
+    old.as_object_mut().unwrap().remove("cache");
+    let back: gpu_ledger::counters::CountersHeader = serde_json::from_value(old).unwrap();
+    assert_eq!(back.cache, CacheState::AsLeft);
+    let config: CounterConfig = serde_json::from_str(
+        r#"{"metrics":["memory"],"range_mode":"user",
+        "replay_mode":"user","max_ranges":8,"nesting_levels":1,"record_kernel_names":false}"#,
+    )
+    .unwrap();
+    assert_eq!(config.cache, CacheState::AsLeft);
 }
 
 #[test]

@@ -197,7 +197,16 @@ impl Collector {
         if a.is_host_side() {
             let t = a.fallback_time();
             match self.position_at(t) {
-                Some(0) if t < self.iterations[0].cupti_start => self.trailer.late_records += 1,
+                // Before the run's start, the only CUDA work traced is the start-up
+                // calibration's (its syncs and allocations); without one, a record that old is
+                // late.
+                Some(0) if t < self.iterations[0].cupti_start => {
+                    if self.rows.calibration.is_some() {
+                        self.trailer.calibration_records += 1;
+                    } else {
+                        self.trailer.late_records += 1;
+                    }
+                }
                 Some(pos) if self.iterations[pos].cupti_end().is_none() => {
                     self.deferred.push(Deferred::Host(a))
                 }

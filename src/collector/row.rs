@@ -40,7 +40,7 @@ pub(super) struct RowBuilder {
     /// Counters use auto ranges: name each range from the iteration's kernel records.
     auto_ranges: bool,
     /// What tracing adds per kernel, when it was calibrated at start.
-    calibration: Option<TracingCalibration>,
+    pub(super) calibration: Option<TracingCalibration>,
 }
 
 impl RowBuilder {
@@ -301,14 +301,17 @@ impl RowBuilder {
 const RANGE_PROFILER_KERNELS: [&str; 1] = ["WaitNs"];
 
 /// In an iteration with a counters pass, moves the Range Profiler's own kernels from
-/// `(unscoped)` to the counters scope, so that the application's scopes show only its work.
-fn claim_counters_kernels(placed: &mut [Placed], counters_path: u32) {
+/// `(unscoped)`, and the L2 flushes from the scope they were launched in, to the counters
+/// scope, so that the application's scopes show only its work.
+pub(super) fn claim_counters_kernels(placed: &mut [Placed], counters_path: u32) {
     if counters_path == 0 {
         return;
     }
-    for p in placed.iter_mut().filter(|p| p.path_id == 0) {
+    for p in placed.iter_mut() {
         if let Activity::Kernel(k) = &p.activity {
-            if RANGE_PROFILER_KERNELS.contains(&k.name) {
+            if (p.path_id == 0 && RANGE_PROFILER_KERNELS.contains(&k.name))
+                || k.name == crate::driver::flush::KERNEL
+            {
                 p.path_id = counters_path;
             }
         }

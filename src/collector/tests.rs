@@ -6,7 +6,7 @@ use cupti_sys as sys;
 
 use super::offline::OfflineCollector;
 use crate::cupti::calls::{Attribution, CapturedCall};
-use crate::cupti::record::{intern_name, CopyRecord, KernelRecord, Record};
+use crate::cupti::record::{intern_name, CopyRecord, KernelRecord, Record, SyncRecord};
 use crate::ledger::schema::{IterationRow, LaunchShape};
 
 const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
@@ -722,4 +722,58 @@ fn an_untraced_row_is_written_at_its_end_with_host_figures_and_no_estimate() {
     assert!(!row.untraced);
     assert_eq!(row.kernels.len(), 1);
     assert_eq!(row.tracing_added_ns, Some(1_066));
+}
+
+#[test]
+fn counters_claim_the_range_profilers_kernels_and_the_l2_flushes_wherever_they_were_launched() {
+    use super::attribution::{Activity, CallSource, Placed};
+    let placed_kernel = |path_id: u32, name: &str| {
+        let Record::Kernel(k) = kernel(1, 0, name) else {
+            unreachable!()
+        };
+        Placed {
+            path_id,
+            activity: Activity::Kernel(k),
+            by: CallSource::default(),
+        }
+    };
+    let mut placed = vec![
+        placed_kernel(0, "WaitNs"),
+        placed_kernel(3, crate::driver::flush::KERNEL),
+        placed_kernel(0, crate::driver::flush::KERNEL),
+        placed_kernel(3, "WaitNs"),
+        placed_kernel(3, "vadd"),
+        placed_kernel(0, "vadd"),
+    ];
+    super::row::claim_counters_kernels(&mut placed, 9);
+    let paths: Vec<u32> = placed.iter().map(|p| p.path_id).collect();
+    // A WaitNs in a scope is the application's own kernel of that name; a flush never is.
+    assert_eq!(paths, [9, 9, 9, 3, 3, 0]);
+    // Without a counters scope nothing moves.
+    let mut placed = vec![placed_kernel(3, crate::driver::flush::KERNEL)];
+    super::row::claim_counters_kernels(&mut placed, 0);
+    assert_eq!(placed[0].path_id, 3);
+}
+
+#[test]
+fn host_records_from_before_the_start_are_the_calibrations_when_one_ran_and_late_otherwise() {
+    let sync = |start: u64| {
+        Record::Sync(SyncRecord {
+            kind: "event",
+            start,
+            end: start + 10,
+            correlation_id: 77,
+            context_id: 1,
+            stream_id: u32::MAX,
+        })
+    };
+    let mut calibrated = OfflineCollector::with_calibration(1_000, Some(calibration()));
+    calibrated.accept(sync(400));
+    calibrated.accept(kernel(78, 500, "gpu_ledger_calibrate_empty"));
+    let t = calibrated.trailer();
+    assert_eq!((t.calibration_records, t.late_records), (2, 0));
+    let mut plain = OfflineCollector::new(1_000);
+    plain.accept(sync(400));
+    let t = plain.trailer();
+    assert_eq!((t.calibration_records, t.late_records), (0, 1));
 }

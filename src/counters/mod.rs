@@ -48,8 +48,8 @@ pub(crate) mod window;
 
 pub use crate::cupti::range_profiler::{DeviceSupport, MetricProperties};
 pub use crate::ledger::counters::{
-    Bound, CounterRange, CountersHeader, Derived, DroppedMetric, IterationCounters, RangeMode,
-    ReplayMode, Unavailable,
+    Bound, CacheState, CounterRange, CountersHeader, Derived, DroppedMetric, IterationCounters,
+    RangeMode, ReplayMode, Unavailable,
 };
 pub use derived::{classify, derive, DeriveOptions, Thresholds};
 pub use launches::{name_auto_ranges, Launch, LaunchRecorder};

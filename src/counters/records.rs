@@ -24,6 +24,7 @@ impl CountersHeader {
             range_mode: c.range_mode,
             replay_mode: c.replay_mode,
             nesting_levels: c.nesting_levels,
+            cache: c.cache,
         }
     }
 
@@ -42,6 +43,7 @@ impl CountersHeader {
             range_mode: config.range_mode,
             replay_mode: config.replay_mode,
             nesting_levels: config.nesting_levels,
+            cache: config.cache,
         }
     }
 }

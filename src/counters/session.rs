@@ -25,8 +25,9 @@ use crate::cupti::range_profiler::{
     self as ffi, AlignedBuf, HostObject, MetricProperties, StopInfo, Target,
 };
 use crate::cupti::LoadedCupti;
+use crate::driver::flush::L2Flush;
 use crate::error::{Error, Result};
-use crate::ledger::counters::{DroppedMetric, RangeMode, ReplayMode};
+use crate::ledger::counters::{CacheState, DroppedMetric, RangeMode, ReplayMode};
 
 /// What to collect and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +48,10 @@ pub struct CounterConfig {
     /// It needs CUPTI's subscriber slot, so it must stay off inside a gpu-ledger `Profiler`,
     /// which names auto ranges from its own kernel records.
     pub record_kernel_names: bool,
+    /// The L2's state at the start of each range: as the previous work left it (the default), or
+    /// flushed first (user ranges with one nesting level; see [`CacheState`]).
+    #[serde(default)]
+    pub cache: CacheState,
 }
 
 impl Default for CounterConfig {
@@ -58,6 +63,7 @@ impl Default for CounterConfig {
             max_ranges: 64,
             nesting_levels: 1,
             record_kernel_names: false,
+            cache: CacheState::AsLeft,
         }
     }
 }
@@ -88,6 +94,22 @@ impl CounterConfig {
             return Err(Error::Config(
                 "counters: kernel replay works per kernel, so it needs auto ranges; use \
                  ReplayMode::User with user ranges (the application's loop is the replay)"
+                    .into(),
+            ));
+        }
+        if self.cache == CacheState::Flushed && self.range_mode != RangeMode::User {
+            return Err(Error::Config(
+                "counters: CacheState::Flushed flushes the L2 before each user range; auto \
+                 ranges start at each kernel, where no flush can run (and kernel replay \
+                 restores memory between passes): use RangeMode::User with ReplayMode::User, \
+                 one scope per kernel to compare, or CacheState::AsLeft"
+                    .into(),
+            ));
+        }
+        if self.cache == CacheState::Flushed && self.nesting_levels != 1 {
+            return Err(Error::Config(
+                "counters: CacheState::Flushed flushes before top-level ranges only, so a nested \
+                 range would not start flushed; set nesting_levels to 1"
                     .into(),
             ));
         }
@@ -439,6 +461,7 @@ pub struct RangeProfiler {
     config_image: AlignedBuf,
     passes: usize,
     collection: Option<Collection>,
+    flush: Option<L2Flush>,
 }
 
 impl RangeProfiler {
@@ -498,6 +521,10 @@ impl RangeProfiler {
             }
         };
         let passes = ffi::num_passes(lib, &mut config_image)?;
+        let flush = match config.cache {
+            CacheState::Flushed => Some(L2Flush::new(ctx)?),
+            CacheState::AsLeft => None,
+        };
         Ok(RangeProfiler {
             lib,
             ctx: ctx.clone(),
@@ -509,6 +536,7 @@ impl RangeProfiler {
             config_image,
             passes,
             collection: None,
+            flush,
         })
     }
 
@@ -659,9 +687,16 @@ impl RangeProfiler {
         }
         let name_c = CString::new(name)
             .map_err(|_| Error::Config(format!("counters: range name {name:?} holds a NUL")))?;
-        let c = self.open("push_range")?;
+        let c = self.collection.as_mut().ok_or_else(|| {
+            Error::Config("counters: push_range outside a collection (call begin first)".into())
+        })?;
         if !c.in_pass {
             return Err(Error::Config("counters: push_range outside a run".into()));
+        }
+        if c.depth == 0 {
+            if let Some(flush) = &self.flush {
+                flush.run()?;
+            }
         }
         c.target.push_range(&name_c)?;
         c.depth += 1;

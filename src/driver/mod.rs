@@ -4,3 +4,4 @@
 
 pub(crate) mod device;
 pub(crate) mod events;
+pub(crate) mod flush;

@@ -229,6 +229,24 @@ pub trait GpuWorkload {
     /// # Errors
     /// A launch failure.
     fn run(&mut self) -> SuiteResult<()>;
+    /// Enqueues one run like [`run`](Self::run), calling `before(i)` before launch `i` is
+    /// enqueued: a caller that wants one counted range (or an L2 flush) per kernel places it
+    /// there. A workload of one launch needs nothing more than this default.
+    ///
+    /// # Errors
+    /// A launch failure or `before`'s error; a workload of several launches that does not
+    /// implement it.
+    fn run_each(&mut self, before: &mut dyn FnMut(usize) -> SuiteResult<()>) -> SuiteResult<()> {
+        let launches = self.spec().launches().len();
+        if launches != 1 {
+            return Err(SuiteError::Shape(format!(
+                "{} makes {launches} launches and cannot yet run them one at a time",
+                self.spec().name()
+            )));
+        }
+        before(0)?;
+        self.run()
+    }
     /// Synchronizes, copies the outputs back and compares them with the CPU reference.
     ///
     /// # Errors

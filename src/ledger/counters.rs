@@ -42,6 +42,10 @@ pub struct CountersHeader {
     /// User-range nesting levels collected.
     #[serde(default = "one")]
     pub nesting_levels: u16,
+    /// The L2's state at the start of each range: `as_left` (what the previous work left) or
+    /// `flushed` (every earlier line evicted first).
+    #[serde(default)]
+    pub cache: CacheState,
 }
 
 fn one() -> u16 {
@@ -134,6 +138,32 @@ impl ReplayMode {
         match self {
             ReplayMode::User => "user",
             ReplayMode::Kernel => "kernel",
+        }
+    }
+}
+
+/// The L2's state at the start of each counted range.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheState {
+    /// As the previous work left it: the application's own state. A range's DRAM writes include
+    /// the write-back of lines that earlier work left dirty, and its reads miss less where the
+    /// earlier work read the same data (Nsight Compute's `--cache-control none`).
+    #[default]
+    AsLeft,
+    /// Flushed before each top-level user range: the context's work is waited for, then a read
+    /// of several times the L2's size evicts every earlier line, so that the range starts with
+    /// no dirty line and none of its own data in L2 (Nsight Compute's `--cache-control all`).
+    /// User ranges with one nesting level only; the waits and the flush perturb the iteration.
+    Flushed,
+}
+
+impl CacheState {
+    /// `as_left` or `flushed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheState::AsLeft => "as_left",
+            CacheState::Flushed => "flushed",
         }
     }
 }

@@ -704,7 +704,7 @@ fn counters_presets_resolve_on_this_gpu_and_unknown_names_get_suggestions() {
 // The counters level inside a `Profiler`: the window, the ledger fields, the timeline alongside.
 
 /// Launches attributed to the application's scopes (everything but the counters scope).
-fn app_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
+pub(crate) fn app_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
     row.scopes
         .iter()
         .filter(|s| s.path != gpu_ledger::COUNTERS_SCOPE)
@@ -712,7 +712,7 @@ fn app_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
         .sum()
 }
 
-fn counters_scope_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
+pub(crate) fn counters_scope_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
     row.scopes
         .iter()
         .filter(|s| s.path == gpu_ledger::COUNTERS_SCOPE)
@@ -720,7 +720,7 @@ fn counters_scope_launches(row: &gpu_ledger::ledger::IterationRow) -> u64 {
         .sum()
 }
 
-fn counters_profiler(
+pub(crate) fn counters_profiler(
     g: &Gpu,
     path: &std::path::Path,
     config: CounterConfig,

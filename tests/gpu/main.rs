@@ -14,6 +14,7 @@ use gpu_ledger::{read_ledger, Ledger, Level, Profiler, RunSummary};
 use parking_lot::Mutex;
 
 mod attribution;
+mod cache;
 mod counters;
 mod faults;
 mod kernels_suite;

@@ -336,9 +336,14 @@ impl GpuWorkload for ReductionGpu {
     spec_stream_and_poison!(partials, total, y);
 
     fn run(&mut self) -> SuiteResult<()> {
+        self.run_each(&mut |_| Ok(()))
+    }
+
+    fn run_each(&mut self, before: &mut dyn FnMut(usize) -> SuiteResult<()>) -> SuiteResult<()> {
         let launches = self.spec.launches();
         let n = self.spec.n;
         let count = self.spec.blocks;
+        before(0)?;
         self.kernels.first_pass(
             &self.stream,
             &self.spec,
@@ -348,6 +353,7 @@ impl GpuWorkload for ReductionGpu {
         )?;
         match self.spec.mode {
             ReduceMode::Sum | ReduceMode::Unfused => {
+                before(1)?;
                 self.kernels.second_pass(
                     &self.stream,
                     count,
@@ -356,6 +362,7 @@ impl GpuWorkload for ReductionGpu {
                     &launches[1],
                 )?;
                 if self.spec.mode == ReduceMode::Unfused {
+                    before(2)?;
                     let mut l = self.stream.launch_builder(&self.kernels.scale_total);
                     l.arg(&self.x).arg(&self.total).arg(&mut self.y).arg(&n);
                     // SAFETY: matches `(const float*, const float*, float*, unsigned long long)`;
@@ -364,6 +371,7 @@ impl GpuWorkload for ReductionGpu {
                 }
             }
             ReduceMode::Fused => {
+                before(1)?;
                 let mut l = self.stream.launch_builder(&self.kernels.scale_partials);
                 l.arg(&self.x)
                     .arg(&self.partials)

@@ -306,21 +306,28 @@ impl GpuWorkload for SoftmaxGpu {
     spec_stream_and_poison!(shifted, exps, row_max, row_sum, y);
 
     fn run(&mut self) -> SuiteResult<()> {
+        self.run_each(&mut |_| Ok(()))
+    }
+
+    fn run_each(&mut self, before: &mut dyn FnMut(usize) -> SuiteResult<()>) -> SuiteResult<()> {
         let launches = self.spec.launches();
         let n = self.spec.elements();
         let cols = self.spec.cols;
         let s = &self.stream;
         if self.spec.fused {
+            before(0)?;
             return self
                 .kernels
                 .launch_fused(s, self.spec.rows, cols, &self.x, &mut self.y);
         }
         let k = &self.kernels.composed;
+        before(0)?;
         let mut l = s.launch_builder(&k[0]);
         l.arg(&self.x).arg(&mut self.row_max).arg(&cols);
         // SAFETY: matches `(const float*, float*, unsigned)`: one block per row of x, one
         // output per row.
         unsafe { l.launch(launches[0].config()) }?;
+        before(1)?;
         let mut l = s.launch_builder(&k[1]);
         l.arg(&self.x)
             .arg(&self.row_max)
@@ -330,14 +337,17 @@ impl GpuWorkload for SoftmaxGpu {
         // SAFETY: matches `(const float*, const float*, float*, unsigned long long, unsigned)`;
         // x and shifted hold n floats, row_max one per row.
         unsafe { l.launch(launches[1].config()) }?;
+        before(2)?;
         let mut l = s.launch_builder(&k[2]);
         l.arg(&self.shifted).arg(&mut self.exps).arg(&n);
         // SAFETY: matches `(const float*, float*, unsigned long long)`; both hold n floats.
         unsafe { l.launch(launches[2].config()) }?;
+        before(3)?;
         let mut l = s.launch_builder(&k[3]);
         l.arg(&self.exps).arg(&mut self.row_sum).arg(&cols);
         // SAFETY: as the row max.
         unsafe { l.launch(launches[3].config()) }?;
+        before(4)?;
         let mut l = s.launch_builder(&k[4]);
         l.arg(&self.exps)
             .arg(&self.row_sum)
