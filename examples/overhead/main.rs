@@ -31,7 +31,12 @@
 //! - `tl-nvtxin` (named in `--configs`): the timeline level importing NVTX ranges as scopes. NVTX
 //!   finds its tool once per process, so run the example with `NVTX_INJECTION64_PATH` set to the
 //!   CUPTI library: NVTX then reaches CUPTI in every configuration, and `timeline` against
-//!   `tl-nvtxin` is what importing adds per scope (the callback that sees the scope's own range).
+//!   `tl-nvtxin` is what importing adds per scope (the callback that sees the scope's own range);
+//! - `tl-sampled` and `tl-idle` (named in `--configs`): the timeline traced on one iteration in
+//!   [`SAMPLE_EVERY`], and on iteration 0 alone (CUPTI attached, never switched on again), so
+//!   that `tl-sampled` − `tl-idle` is what the switches and the traced iterations cost;
+//! - `--perturbation`: what tracing adds to the GPU's own time, per kernel shape, against the
+//!   start-up calibration's estimate (`perturbation.rs`).
 //!
 //! Workloads: (a) back-to-back launches of an empty kernel; (b) the same with one
 //! `Profiler::scope` per launch (configurations without scopes run it without them); (c) the
@@ -122,6 +127,10 @@ const BACKWARD_US: [u32; 10] = [20, 50, 100, 500, 20, 10, 100, 200, 50, 20];
 /// (four times the bytes).
 const VADD_SMALL: u64 = 4 << 20;
 const VADD_LARGE: u64 = 16 << 20;
+/// The perturbation shapes' vector add far beyond the L2 (768 MiB in all), and the buffers' size.
+const VADD_HUGE: u64 = 64 << 20;
+/// The perturbation shapes' vector add that fits in the L2 (12 MiB in all).
+const VADD_TINY: u64 = 1 << 20;
 /// Launches per step of the kernel mix (d): 8 + 2 in forward, 10 in backward, 2 in optimizer.
 const LAUNCHES_PER_STEP: u64 = (FORWARD_US.len() + 2 + BACKWARD_US.len() + 2) as u64;
 /// Launches before the timed workloads of each configuration (first buffers, lazy loading).
@@ -150,7 +159,7 @@ struct Args {
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin, tl-sampled); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin, tl-sampled, tl-idle); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -299,9 +308,9 @@ impl Gpu {
             empty: module.load_function("empty_kernel")?,
             spin: module.load_function("spin_kernel")?,
             vadd: VectorAdd::new(&ctx)?,
-            a: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
-            b: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
-            c: stream.alloc_zeros::<f32>(VADD_LARGE as usize)?,
+            a: stream.alloc_zeros::<f32>(VADD_HUGE as usize)?,
+            b: stream.alloc_zeros::<f32>(VADD_HUGE as usize)?,
+            c: stream.alloc_zeros::<f32>(VADD_HUGE as usize)?,
             sms,
             cycles_per_us: 1000.0,
             name: ctx.name()?,
@@ -489,10 +498,13 @@ enum Config {
     TimelineNvtxIn,
     /// The timeline level traced on one iteration in [`SAMPLE_EVERY`].
     TimelineSampled,
+    /// The sampled timeline tracing iteration 0 alone: CUPTI attached and never switched on
+    /// again, so that `tl-sampled` − `tl-idle` is what the switches and traced iterations cost.
+    TimelineIdle,
 }
 
 impl Config {
-    const ALL: [Config; 11] = [
+    const ALL: [Config; 12] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
@@ -504,6 +516,7 @@ impl Config {
         Config::TimelineNoNvtx,
         Config::TimelineNvtxIn,
         Config::TimelineSampled,
+        Config::TimelineIdle,
     ];
     fn label(self) -> &'static str {
         match self {
@@ -518,6 +531,7 @@ impl Config {
             Config::TimelineNoNvtx => "tl-nonvtx",
             Config::TimelineNvtxIn => "tl-nvtxin",
             Config::TimelineSampled => "tl-sampled",
+            Config::TimelineIdle => "tl-idle",
         }
     }
     /// Whether the workload code contains its scope guards.
@@ -532,6 +546,7 @@ impl Config {
                 | Config::TimelineNoNvtx
                 | Config::TimelineNvtxIn
                 | Config::TimelineSampled
+                | Config::TimelineIdle
         )
     }
     /// Calls of `profiler.step()` are made every this many of the workload's iterations.
@@ -632,7 +647,8 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         | Config::TimelineFewSteps
         | Config::TimelineNoNvtx
         | Config::TimelineNvtxIn
-        | Config::TimelineSampled => Level::Timeline,
+        | Config::TimelineSampled
+        | Config::TimelineIdle => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -650,6 +666,9 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         Config::TimelineNvtxIn => profiler.nvtx_import(gpu_ledger::NvtxImport::default()),
         Config::TimelineSampled => {
             profiler.sample_timeline(gpu_ledger::TimelineSampling::every(SAMPLE_EVERY))
+        }
+        Config::TimelineIdle => {
+            profiler.sample_timeline(gpu_ledger::TimelineSampling::every(u64::MAX))
         }
         _ => profiler,
     }

@@ -16,7 +16,7 @@ use gpu_ledger::{Level, Profiler};
 
 use super::raw::RawSession;
 use super::table::Paired;
-use super::{Args, Gpu, Result, VADD_LARGE, VADD_SMALL};
+use super::{Args, Gpu, Result, VADD_HUGE, VADD_LARGE, VADD_SMALL, VADD_TINY};
 use gpu_ledger::internals::LoadedCupti;
 
 /// Kernels per timed batch.
@@ -52,7 +52,17 @@ fn shapes(sms: u32) -> Vec<Shape> {
         spin("spin 1/SM, 50 µs", sms, 50),
         spin("spin 1/SM, 200 µs", sms, 200),
         spin("spin 8/SM, 20 µs", 8 * sms, 20),
+        // 64-thread blocks, 32 of which an SM holds at once untraced: 16 and 32 per SM tell
+        // whether tracing lowers that number.
+        spin("spin 16/SM, 5 µs", 16 * sms, 5),
+        spin("spin 32/SM, 5 µs", 32 * sms, 5),
         spin("spin 128/SM, 5 µs", 128 * sms, 5),
+        // 1 Mi fits in the L2 and 64 Mi is far beyond it: whether what tracing adds to a
+        // vector add goes with its blocks or with the L2 hits of the run before.
+        Shape {
+            label: "vector add 1 Mi",
+            kind: Kind::Vadd { n: VADD_TINY },
+        },
         Shape {
             label: "vector add 4 Mi",
             kind: Kind::Vadd { n: VADD_SMALL },
@@ -60,6 +70,10 @@ fn shapes(sms: u32) -> Vec<Shape> {
         Shape {
             label: "vector add 16 Mi",
             kind: Kind::Vadd { n: VADD_LARGE },
+        },
+        Shape {
+            label: "vector add 64 Mi",
+            kind: Kind::Vadd { n: VADD_HUGE },
         },
     ]
 }

@@ -4,9 +4,10 @@
 //! no host-side count can see it. The calibration runs the same batches of back-to-back kernels
 //! with the timeline's activity kinds on and off, alternated over rounds, each batch queued
 //! behind a spin so that the GPU runs it without waiting for the host, and times each batch by
-//! CUDA events: a batch of one-block empty kernels (the cost per kernel), one of empty kernels
-//! with a large grid (the cost per block) and one of spins across every SM (whether the cost
-//! grows with the kernel's length). Its kernels are named `gpu_ledger_calibrate_*`, and the
+//! CUDA events: a batch of one-block empty kernels (the cost per kernel), one of copy kernels
+//! with a large grid, each thread loading and storing one float (the cost per block: measured on
+//! the H200, blocks that do no memory work cost nothing, blocks that store cost about as much as
+//! a copy's) and one of spins across every SM (whether the cost grows with the kernel's length). Its kernels are named `gpu_ledger_calibrate_*`, and the
 //! collector counts their records apart instead of attributing them.
 
 use std::ffi::{c_void, CString};
@@ -49,16 +50,42 @@ $L_spin:
 {
     ret;
 }
+
+.visible .entry gpu_ledger_calibrate_copy(
+    .param .u64 gpu_ledger_calibrate_copy_in,
+    .param .u64 gpu_ledger_calibrate_copy_out
+)
+{
+    .reg .b32 %r<5>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<7>;
+    ld.param.u64 %rd1, [gpu_ledger_calibrate_copy_in];
+    ld.param.u64 %rd2, [gpu_ledger_calibrate_copy_out];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r1, %r2, %r3;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    add.s64 %rd5, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    st.global.f32 [%rd5], %f1;
+    ret;
+}
 "#;
 
 /// Rounds, each timing every batch with tracing on and with it off.
 const ROUNDS: u32 = 5;
 /// Kernels per timed batch.
 const BATCH: u32 = 64;
-/// Blocks of the large empty grid.
-const LARGE_GRID: u32 = 65_536;
+/// Blocks of the large copy grid.
+const LARGE_GRID: u32 = 32_768;
 /// Threads per block of the empty kernels.
 const THREADS: u32 = 128;
+/// Threads per block of the copy kernel: each copies one float.
+const COPY_THREADS: u32 = 256;
+/// Bytes of each of the copy's two buffers.
+const COPY_BYTES: usize = LARGE_GRID as usize * COPY_THREADS as usize * 4;
 /// Length of each kernel of the spin batch, µs.
 const SPIN_US: f64 = 20.0;
 /// Length of the spin each round's batches queue behind, µs: longer than launching them.
@@ -72,20 +99,28 @@ struct Pass {
     spin: f64,
 }
 
-/// The module and its two kernels, unloaded on drop.
+/// The module, its three kernels and the copy's buffers, released on drop.
 struct Kernels {
     ctx: Arc<CudaContext>,
     module: sys::CUmodule,
     spin: sys::CUfunction,
     empty: sys::CUfunction,
+    copy: sys::CUfunction,
+    buffers: [sys::CUdeviceptr; 2],
 }
 
 impl Drop for Kernels {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: the module was loaded in this context and none of its kernels runs now
-            // (the calibration synchronized its stream before returning).
-            let _ = unsafe { result::module::unload(self.module) };
+            // SAFETY: the module and the buffers belong to this context and none of its kernels
+            // runs now (the calibration synchronized its stream before returning); a buffer
+            // never allocated is 0, which is not freed.
+            unsafe {
+                for b in self.buffers.into_iter().filter(|&b| b != 0) {
+                    let _ = result::free_sync(b);
+                }
+                let _ = result::module::unload(self.module);
+            }
         }
     }
 }
@@ -116,9 +151,21 @@ impl Kernels {
             module,
             spin: std::ptr::null_mut(),
             empty: std::ptr::null_mut(),
+            copy: std::ptr::null_mut(),
+            buffers: [0; 2],
         };
         kernels.spin = get("spin")?;
         kernels.empty = get("empty")?;
+        kernels.copy = get("copy")?;
+        for b in &mut kernels.buffers {
+            // SAFETY: a plain allocation in the current context, freed when `kernels` drops,
+            // and zeroed before the copy reads it.
+            *b = unsafe { result::malloc_sync(COPY_BYTES) }
+                .map_err(|e| driver("allocating its buffers", e))?;
+            // SAFETY: `b` holds COPY_BYTES bytes.
+            unsafe { result::memset_d8_sync(*b, 0, COPY_BYTES) }
+                .map_err(|e| driver("zeroing its buffers", e))?;
+        }
         Ok(kernels)
     }
 
@@ -132,6 +179,29 @@ impl Kernels {
                 0,
                 stream.cu_stream(),
                 &mut [],
+            )
+        }
+        .map_err(|e| driver("a launch", e))
+    }
+
+    fn launch_copy(&self, stream: &CudaStream) -> Result<()> {
+        let [mut input, mut output] = self.buffers;
+        let mut params = [
+            &mut input as *mut u64 as *mut c_void,
+            &mut output as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: `copy` takes two pointers, passed by pointer as cuLaunchKernel reads them
+        // (copied at the call); each of the LARGE_GRID × COPY_THREADS threads reads and writes
+        // one float inside the two buffers, which hold that many; the stream belongs to the
+        // module's context.
+        unsafe {
+            result::launch_kernel(
+                self.copy,
+                (LARGE_GRID, 1, 1),
+                (COPY_THREADS, 1, 1),
+                0,
+                stream.cu_stream(),
+                &mut params,
             )
         }
         .map_err(|e| driver("a launch", e))
@@ -195,7 +265,7 @@ pub(crate) fn calibrate(
         }
         record(1)?;
         for _ in 0..BATCH {
-            kernels.launch_empty(&stream, LARGE_GRID)?;
+            kernels.launch_copy(&stream)?;
         }
         record(2)?;
         for _ in 0..BATCH {

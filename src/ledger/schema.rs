@@ -61,7 +61,10 @@ pub struct Header {
 /// The device time CUPTI's kernel tracing adds, measured at start: the same back-to-back
 /// kernels, queued behind a spin so that the GPU runs them without waiting for the host, timed
 /// by events with tracing on and off, alternated over rounds. A kernel is charged
-/// `per_kernel_ns + per_block_ns × grid blocks`.
+/// `per_kernel_ns + per_block_ns × grid blocks`, the per-block figure measured on a copy kernel
+/// (each of 256 threads loads and stores one float). What the model misses is in
+/// docs/overhead.md: a grid of many waves of small blocks can slow far more than it charges, and
+/// blocks that do no memory work cost less than a copy's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TracingCalibration {
     /// CUDA ordinal of the device measured (the one the rows' estimates assume for every
@@ -69,7 +72,7 @@ pub struct TracingCalibration {
     pub device_id: u32,
     /// Added device time per kernel, ns: the median over rounds.
     pub per_kernel_ns: f64,
-    /// Added device time per block of the grid, ns: the median over rounds.
+    /// Added device time per block of a copy kernel's grid, ns: the median over rounds.
     pub per_block_ns: f64,
     /// Lowest and highest per-kernel figure over the rounds.
     pub per_kernel_range_ns: [f64; 2],
@@ -479,8 +482,9 @@ pub struct Trailer {
     pub unplaced_records: u64,
     /// Lines the writer could not write (disk full, ...).
     pub lines_not_written: u64,
-    /// Kernel records of the start-up calibration of tracing's device time (the profiler's
-    /// own kernels, launched before iteration 0): counted here, in no row.
+    /// Records of the start-up calibration of tracing's device time: its kernels (the
+    /// profiler's own, launched before iteration 0) and the synchronization and memory records
+    /// from before the run's start. Counted here, in no row.
     #[serde(default)]
     pub calibration_records: u64,
     /// What the profiler itself cost.
