@@ -66,13 +66,15 @@ fn csv_has_one_line_per_row_and_documented_columns() {
     assert_eq!(lines.len(), 1 + l.iterations.len());
     let head = split_csv(lines[0]);
     assert_eq!(
-        &head[..8],
+        &head[..10],
         [
             "index",
             "host_start_ns",
             "host_wall_ns",
             "complete",
             "perturbed",
+            "untraced",
+            "tracing_added_ns",
             "dropped_records",
             "missing_records",
             "kernel_launches"
@@ -100,6 +102,12 @@ fn csv_has_one_line_per_row_and_documented_columns() {
         assert_eq!(f[col("host_wall_ns")], row.host_wall_ns.to_string());
         assert_eq!(f[col("dev0_busy_ns")], row.devices[0].busy_ns.to_string());
         assert_eq!(f[col("dev0_energy_j")], "", "no energy in this ledger");
+        assert_eq!(f[col("untraced")], "false");
+        assert_eq!(
+            f[col("tracing_added_ns")],
+            "",
+            "no calibration in this ledger"
+        );
     }
     let row11 = split_csv(lines[12]);
     assert_eq!(row11[col("complete")], "false");

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, BooleanArray, Int64Array, RecordBatch, StringArray};
 use gpu_ledger::export::parquet::{part_path, run_key, write_dataset, DatasetOptions, TABLES};
 use gpu_ledger::ledger::counters::{CounterRange, IterationCounters};
 use gpu_ledger::ledger::read_ledger;
@@ -88,6 +88,10 @@ fn with_counters(dir: &Path) -> PathBuf {
             copies: 1,
             attribution: AttributionCounts::default(),
         }];
+        // A sampled timeline with a calibration: every fourth row untraced, the others with
+        // their estimate.
+        row.untraced = i % 4 == 1;
+        row.tracing_added_ns = (!row.untraced).then_some(1000 + i as u64);
         if i % 3 == 0 {
             row.counters = Some(IterationCounters {
                 collection: i as u64 / 3,
@@ -210,6 +214,28 @@ fn every_item_of_every_golden_ledger_lands_in_its_table() {
         let (its, _) = read(&part_path(&out, "iterations", &run, rank));
         let walls: Vec<i64> = it.iter().map(|r| r.host_wall_ns as i64).collect();
         assert_eq!(i64s(&its, "host_wall_ns"), walls);
+        let untraced: Vec<bool> = its
+            .iter()
+            .flat_map(|b| {
+                let a = b.column_by_name("untraced").expect("the column");
+                let a = a.as_any().downcast_ref::<BooleanArray>().expect("bool");
+                a.iter().map(|v| v.expect("not null")).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(untraced, it.iter().map(|r| r.untraced).collect::<Vec<_>>());
+        let added: Vec<Option<i64>> = its
+            .iter()
+            .flat_map(|b| {
+                let a = b.column_by_name("tracing_added_ns").expect("the column");
+                let a = a.as_any().downcast_ref::<Int64Array>().expect("i64");
+                a.iter().collect::<Vec<_>>()
+            })
+            .collect();
+        let expect_added: Vec<Option<i64>> = it
+            .iter()
+            .map(|r| r.tracing_added_ns.map(|n| n as i64))
+            .collect();
+        assert_eq!(added, expect_added);
         let (scopes, meta) = read(&part_path(&out, "scopes", &run, rank));
         let paths: Vec<String> = it
             .iter()

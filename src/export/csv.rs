@@ -8,6 +8,8 @@
 //! | `host_wall_ns` | host wall time of the iteration, ns |
 //! | `complete` | `true` unless the row was written before its GPU records all arrived or at shutdown |
 //! | `perturbed` | `true` when hardware counters replayed kernels in it (keep it out of timing statistics) |
+//! | `untraced` | `true` when a sampled timeline left the iteration out: no GPU figures in it |
+//! | `tracing_added_ns` | device time the timeline's tracing is estimated to have added, ns (empty without a calibration) |
 //! | `dropped_records` | activity records CUPTI dropped while the iteration was open |
 //! | `missing_records` | launches whose GPU record did not arrive in time |
 //! | `kernel_launches` | kernel launches, all devices |
@@ -43,12 +45,14 @@ pub struct CsvLayout {
     scopes: BTreeSet<String>,
 }
 
-const FIXED: [&str; 8] = [
+const FIXED: [&str; 10] = [
     "index",
     "host_start_ns",
     "host_wall_ns",
     "complete",
     "perturbed",
+    "untraced",
+    "tracing_added_ns",
     "dropped_records",
     "missing_records",
     "kernel_launches",
@@ -123,6 +127,10 @@ impl CsvLayout {
             row.host_wall_ns.to_string(),
             row.complete.to_string(),
             row.perturbed.to_string(),
+            row.untraced.to_string(),
+            row.tracing_added_ns
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
             row.dropped_records.to_string(),
             row.missing_records.to_string(),
             row.kernels

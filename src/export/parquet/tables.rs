@@ -32,7 +32,7 @@ const ATTRIBUTION: [Col; 5] = [
     opt("attribution_unscoped", I64),
 ];
 
-const ITERATION_COLS: [Col; 22] = [
+const ITERATION_COLS: [Col; 24] = [
     req("iteration", I64),
     req("host_start_ns", I64),
     req("host_wall_ns", I64),
@@ -55,6 +55,8 @@ const ITERATION_COLS: [Col; 22] = [
     ATTRIBUTION[3],
     ATTRIBUTION[4],
     req("launch_threads", I64),
+    req("untraced", Bool),
+    opt("tracing_added_ns", I64),
 ];
 
 const DEVICE_COLS: [Col; 10] = [
@@ -272,7 +274,9 @@ pub(super) fn iteration_rows<E>(
             .ou(c.map(|c| c.dropped_ranges))
             .str(c.and_then(|c| c.error.as_deref()));
         attribution(r, row.attribution.as_ref());
-        r.u(row.launch_threads.len() as u64);
+        r.u(row.launch_threads.len() as u64)
+            .bool(Some(row.untraced))
+            .ou(row.tracing_added_ns);
     })?;
     for d in &row.devices {
         sink(1, &mut |r| {
