@@ -24,7 +24,7 @@ const L2_MULTIPLE: usize = 4;
 
 /// The flush kernel as PTX, compiled by the driver for whatever GPU runs it. It reads `words`
 /// 16-byte words of `buf` through L2 only (`.cg`), and stores their XOR to `out` only if it
-/// equals a constant that the zeroed buffer never gives, so that the loads cannot be removed.
+/// equals a constant, so that the loads cannot be removed.
 const PTX: &str = r#"
 .version 7.0
 .target sm_70
@@ -98,7 +98,7 @@ pub(crate) struct L2Flush {
 unsafe impl Send for L2Flush {}
 
 impl L2Flush {
-    /// Loads the kernel and allocates the buffer (`L2_MULTIPLE` × the device's L2, zeroed).
+    /// Loads the kernel and allocates the buffer (`L2_MULTIPLE` × the device's L2).
     ///
     /// # Errors
     /// A driver failure (no memory for the buffer, a PTX the driver cannot load), with the cause.
@@ -132,13 +132,12 @@ impl L2Flush {
         // SAFETY: `module` was just loaded and is unloaded only when `flush` drops.
         flush.kernel = unsafe { result::module::get_function(module, name) }
             .map_err(|e| driver("finding its kernel", e))?;
-        // SAFETY: a plain allocation in the current context, freed when `flush` drops; it is
-        // zeroed before any kernel reads it.
+        // Left as allocated: a memset would be a record in the application's row when a
+        // timeline traces, and the flush only folds what it reads into a value it almost never
+        // stores (into its own last 16 bytes).
+        // SAFETY: a plain allocation in the current context, freed when `flush` drops.
         flush.buf = unsafe { result::malloc_sync(bytes + 16) }
             .map_err(|e| driver(&format!("allocating {} MiB", bytes >> 20), e))?;
-        // SAFETY: `buf` holds `bytes + 16` bytes, all of them set here.
-        unsafe { result::memset_d8_sync(flush.buf, 0, bytes + 16) }
-            .map_err(|e| driver("zeroing its buffer", e))?;
         Ok(flush)
     }
 
@@ -156,7 +155,7 @@ impl L2Flush {
             .map_err(|e| driver("waiting for the context's work", e))?;
         let mut buf = self.buf;
         let mut words = (self.bytes / 16) as u64;
-        // The last 16 bytes are the store target that the zeroed buffer never writes.
+        // The last 16 bytes, past what is read, are the store target.
         let mut out = self.buf + self.bytes as u64;
         let mut params = [
             &mut buf as *mut u64 as *mut c_void,
