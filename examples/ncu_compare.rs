@@ -118,15 +118,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         })?;
         rp.finish()?;
         let launches = w.spec().launches();
-        if collected.ranges.len() != launches.len() {
-            return Err(format!(
-                "{}: {} ranges for {} launches",
-                w.spec().name(),
-                collected.ranges.len(),
-                launches.len()
-            )
-            .into());
-        }
+        one_range_per_launch(&w.spec().name(), &collected, launches.len())?;
         for (r, l) in collected.ranges.iter().zip(&launches) {
             if r.kernel.as_deref() != Some(l.kernel) {
                 return Err(format!("range {} is {:?}, not {}", r.name, r.kernel, l.kernel).into());
@@ -181,15 +173,7 @@ fn flushed(
             rp.pop_range()
         })?;
         rp.finish()?;
-        if collected.ranges.len() != launches.len() {
-            return Err(format!(
-                "{}: {} ranges for {} launches",
-                w.spec().name(),
-                collected.ranges.len(),
-                launches.len()
-            )
-            .into());
-        }
+        one_range_per_launch(&w.spec().name(), &collected, launches.len())?;
         for (i, l) in launches.iter().enumerate() {
             let r = collected
                 .range(&format!("{i:02}"))
@@ -206,6 +190,22 @@ fn flushed(
         }
     }
     Ok(())
+}
+
+/// Every launch of the workload got its range, or the comparison would pair the wrong kernels.
+fn one_range_per_launch(
+    workload: &str,
+    collected: &gpu_ledger::counters::Collected,
+    launches: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if collected.ranges.len() == launches {
+        return Ok(());
+    }
+    Err(format!(
+        "{workload}: {} ranges for {launches} launches",
+        collected.ranges.len()
+    )
+    .into())
 }
 
 /// A suite error inside the Range Profiler's workload, as the profiler's error type.

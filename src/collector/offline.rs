@@ -115,22 +115,15 @@ impl OfflineCollector {
     /// What `step()` makes the collector do: ends the open iteration at these times, with
     /// `launches` counted launch/copy/memset calls made since the start, and opens the next.
     pub fn end_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
-        let index = self.open_index;
-        self.open_index += 1;
-        self.collector.handle(IterationEnd {
-            index,
-            host_end_ns,
-            cupti_end: Some(cupti_end_ns),
-            launches,
-            open_scopes: Vec::new(),
-            counters: None,
-            traced: true,
-            warning: None,
-        });
+        self.end(host_end_ns, cupti_end_ns, launches, true);
     }
 
     /// `end_iteration` for an iteration a sampled timeline left untraced.
     pub fn end_untraced_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {
+        self.end(host_end_ns, cupti_end_ns, launches, false);
+    }
+
+    fn end(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64, traced: bool) {
         let index = self.open_index;
         self.open_index += 1;
         self.collector.handle(IterationEnd {
@@ -140,7 +133,7 @@ impl OfflineCollector {
             launches,
             open_scopes: Vec::new(),
             counters: None,
-            traced: false,
+            traced,
             warning: None,
         });
     }

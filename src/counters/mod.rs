@@ -37,6 +37,7 @@
 //! # Ok(()) }
 //! ```
 
+mod config;
 pub mod derived;
 pub mod error;
 pub mod launches;
@@ -51,8 +52,9 @@ pub use crate::ledger::counters::{
     Bound, CacheState, CounterRange, CountersHeader, Derived, DroppedMetric, IterationCounters,
     RangeMode, ReplayMode, Unavailable,
 };
+pub use config::CounterConfig;
 pub use derived::{classify, derive, DeriveOptions, Thresholds};
 pub use launches::{name_auto_ranges, Launch, LaunchRecorder};
 pub use metrics::{preset, resolve, MetricCatalog, NameList, Preset, PRESETS};
-pub use session::{ChipCatalog, Collected, CounterConfig, PassEnd, RangeProfiler, RangeValues};
+pub use session::{ChipCatalog, Collected, PassEnd, RangeProfiler, RangeValues};
 pub use window::{CounterWindow, CountersSetup};

@@ -14,8 +14,9 @@ use std::thread::ThreadId;
 use cudarc::driver::CudaContext;
 use serde::{Deserialize, Serialize};
 
+use super::config::CounterConfig;
 use super::derived::DeriveOptions;
-use super::session::{CounterConfig, RangeProfiler};
+use super::session::RangeProfiler;
 use crate::ledger::counters::{IterationCounters, RangeMode};
 
 /// Which iterations get counters, in the spirit of `ncu --launch-skip/--launch-count` and
