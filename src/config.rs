@@ -260,9 +260,9 @@ pub struct Config {
     /// of [`Level::Scopes`] (host times, scopes, NVML), flagged `untraced`. `None`: trace every
     /// iteration.
     pub timeline_sampling: Option<TimelineSampling>,
-    /// At the timeline level, measure at start how much device time CUPTI's tracing adds per
-    /// kernel, and estimate in every traced row what it added (`tracing_added_ns`). Default on;
-    /// it costs a few milliseconds at start.
+    /// At the timeline and counters levels, measure at start how much device time CUPTI's
+    /// tracing adds per kernel, and estimate in every traced row what it added
+    /// (`tracing_added_ns`). Default on; it takes about 80 ms at start (docs/overhead.md).
     pub calibrate_tracing: bool,
 }
 

@@ -578,7 +578,7 @@ fn start_inner(
         refused_callbacks = started.refused_callbacks().to_vec();
         session = Some(started);
         activity = Some(shared);
-        if config.calibrate_tracing && config.level == Level::Timeline {
+        if config.calibrate_tracing && config.level >= Level::Timeline {
             // Nothing of the calibration is captured as the application's: its records are
             // counted apart by kernel name.
             running.calls().traced.store(false, Ordering::SeqCst);

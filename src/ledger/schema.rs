@@ -52,7 +52,7 @@ pub struct Header {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<super::counters::CountersHeader>,
     /// What tracing itself adds to the device's time per kernel, measured at start on this GPU
-    /// (the timeline level with `Config::calibrate_tracing`); the rows' `tracing_added_ns` are
+    /// (the timeline and counters levels with `Config::calibrate_tracing`); the rows' `tracing_added_ns` are
     /// estimated from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing_calibration: Option<TracingCalibration>,

@@ -160,7 +160,14 @@ fn a_profiler_with_a_flushed_l2_records_it_and_charges_the_flushes_to_the_counte
             row.index
         );
         assert!(row.complete, "row {}: {:?}", row.index, row.warnings);
+        // The counters level traces every iteration, so every row carries the estimate.
+        assert!(row.tracing_added_ns.is_some(), "row {}", row.index);
     }
+    assert!(
+        ledger.header.tracing_calibration.is_some(),
+        "the counters level calibrates its timeline: {:?}",
+        ledger.header.config.tracing_calibration
+    );
     let last = &ledger.iterations[(1 + runs) as usize];
     let counters = last.counters.as_ref().unwrap();
     assert!(
