@@ -491,21 +491,13 @@ impl RangeProfiler {
         Ok(())
     }
 
-    fn open(&mut self, what: &str) -> Result<&mut Collection> {
-        self.collection.as_mut().ok_or_else(|| {
-            Error::Config(format!(
-                "counters: {what} outside a collection (call begin first)"
-            ))
-        })
-    }
-
     /// Starts one run of the work (`cuptiRangeProfilerStart`).
     ///
     /// # Errors
     /// No open collection, a run already started, or every pass already submitted.
     pub fn start_pass(&mut self) -> Result<()> {
         self.ctx.bind_to_thread()?;
-        let c = self.open("start_pass")?;
+        let c = open(&mut self.collection, "start_pass")?;
         if c.in_pass {
             return Err(Error::Config(
                 "counters: start_pass twice without end_pass".into(),
@@ -541,9 +533,8 @@ impl RangeProfiler {
         }
         let name_c = CString::new(name)
             .map_err(|_| Error::Config(format!("counters: range name {name:?} holds a NUL")))?;
-        let c = self.collection.as_mut().ok_or_else(|| {
-            Error::Config("counters: push_range outside a collection (call begin first)".into())
-        })?;
+        // The collection alone is borrowed: the flush is used below.
+        let c = open(&mut self.collection, "push_range")?;
         if !c.in_pass {
             return Err(Error::Config("counters: push_range outside a run".into()));
         }
@@ -563,7 +554,7 @@ impl RangeProfiler {
     /// # Errors
     /// No open range; CUPTI failures.
     pub fn pop_range(&mut self) -> Result<()> {
-        let c = self.open("pop_range")?;
+        let c = open(&mut self.collection, "pop_range")?;
         if c.depth == 0 {
             return Err(Error::Config(
                 "counters: pop_range without an open range".into(),
@@ -580,7 +571,7 @@ impl RangeProfiler {
     /// No run started; CUPTI failures.
     pub fn end_pass(&mut self) -> Result<PassEnd> {
         self.ctx.bind_to_thread()?;
-        let c = self.open("end_pass")?;
+        let c = open(&mut self.collection, "end_pass")?;
         if !c.in_pass {
             return Err(Error::Config(
                 "counters: end_pass without start_pass".into(),
@@ -762,6 +753,15 @@ impl Drop for RangeProfiler {
 }
 
 /// CUPTI's value for a range mode.
+/// The open collection, or the error that names the call made outside one.
+fn open<'a>(collection: &'a mut Option<Collection>, what: &str) -> Result<&'a mut Collection> {
+    collection.as_mut().ok_or_else(|| {
+        Error::Config(format!(
+            "counters: {what} outside a collection (call begin first)"
+        ))
+    })
+}
+
 fn cupti_range(mode: RangeMode) -> sys::CUpti_ProfilerRange::Type {
     match mode {
         RangeMode::User => sys::CUpti_ProfilerRange::CUPTI_UserRange,

@@ -7,8 +7,9 @@
 //! CUDA events: a batch of one-block empty kernels (the cost per kernel), one of copy kernels
 //! with a large grid, each thread loading and storing one float (the cost per block: measured on
 //! the H200, blocks that do no memory work cost nothing, blocks that store cost about as much as
-//! a copy's) and one of spins across every SM (whether the cost grows with the kernel's length). Its kernels are named `gpu_ledger_calibrate_*`, and the
-//! collector counts their records apart instead of attributing them.
+//! a copy's) and one of spins across every SM (whether the cost grows with the kernel's length).
+//! Its kernels are named `gpu_ledger_calibrate_*`, and the collector counts their records apart
+//! instead of attributing them.
 
 use std::ffi::{c_void, CString};
 use std::sync::Arc;

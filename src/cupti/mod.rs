@@ -200,17 +200,12 @@ pub(crate) fn enable_callback(
 
 /// The API callbacks a session enabled, switched off and on again by a sampled timeline between
 /// iterations: an untraced iteration's calls then cost CUPTI nothing, not even a call into the
-/// callback. Never used to unsubscribe: the session owns the subscription, and switches happen
-/// only in `step()`, which stops before the session does.
+/// callback. Its handle is a copy of the session's, never unsubscribed: the session owns the
+/// subscription, and switches happen only in `step()`, which stops before the session does.
 pub(crate) struct CallbackSet {
-    sub: sys::CUpti_SubscriberHandle,
+    sub: Subscription,
     ids: Vec<(sys::CUpti_CallbackDomain::Type, u32)>,
 }
-
-// SAFETY: the handle is an opaque token that CUPTI accepts from any thread; it is only read.
-unsafe impl Send for CallbackSet {}
-// SAFETY: as above.
-unsafe impl Sync for CallbackSet {}
 
 impl CallbackSet {
     /// The callbacks `ids` of `sub`, enabled now.
@@ -218,7 +213,10 @@ impl CallbackSet {
         sub: &Subscription,
         ids: Vec<(sys::CUpti_CallbackDomain::Type, u32)>,
     ) -> Self {
-        CallbackSet { sub: sub.0, ids }
+        CallbackSet {
+            sub: Subscription(sub.0),
+            ids,
+        }
     }
 
     /// Enables or disables every one of them.
@@ -228,12 +226,7 @@ impl CallbackSet {
     pub(crate) fn switch(&self, lib: &LoadedCupti, enable: bool) -> Result<()> {
         let mut first = Ok(());
         for &(domain, cbid) in &self.ids {
-            // SAFETY: the handle came from cuptiSubscribe, and the session that owns it
-            // unsubscribes only after the last `step()` (see the type's note).
-            let r = check(lib, "cuptiEnableCallback", unsafe {
-                lib.api
-                    .cuptiEnableCallback(u32::from(enable), self.sub, domain, cbid)
-            });
+            let r = enable_callback(lib, &self.sub, domain, cbid, enable);
             if first.is_ok() {
                 first = r;
             }
