@@ -18,6 +18,7 @@ use std::time::Instant;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 
 use super::LoadedCupti;
+use crate::driver::ptx::{DeviceBuffer, PtxModule};
 use crate::error::{Error, Result};
 use crate::ledger::schema::TracingCalibration;
 
@@ -100,30 +101,15 @@ struct Pass {
     spin: f64,
 }
 
-/// The module, its three kernels and the copy's buffers, released on drop.
+/// The module, its three kernels and the copy's buffers, released on drop (the calibration
+/// synchronizes its stream before it returns).
 struct Kernels {
-    ctx: Arc<CudaContext>,
-    module: sys::CUmodule,
     spin: sys::CUfunction,
     empty: sys::CUfunction,
     copy: sys::CUfunction,
-    buffers: [sys::CUdeviceptr; 2],
-}
-
-impl Drop for Kernels {
-    fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: the module and the buffers belong to this context and none of its kernels
-            // runs now (the calibration synchronized its stream before returning); a buffer
-            // never allocated is 0, which is not freed.
-            unsafe {
-                for b in self.buffers.into_iter().filter(|&b| b != 0) {
-                    let _ = result::free_sync(b);
-                }
-                let _ = result::module::unload(self.module);
-            }
-        }
-    }
+    // Dropped after the functions, which are valid only while their module lives.
+    buffers: [DeviceBuffer; 2],
+    _module: PtxModule,
 }
 
 fn driver(what: &str, e: result::DriverError) -> Error {
@@ -132,40 +118,25 @@ fn driver(what: &str, e: result::DriverError) -> Error {
 
 impl Kernels {
     fn load(ctx: &Arc<CudaContext>) -> Result<Self> {
-        ctx.bind_to_thread()
-            .map_err(|e| driver("binding the context", e))?;
         let src = CString::new(PTX).map_err(|e| Error::Config(e.to_string()))?;
-        // SAFETY: `src` is a NUL-terminated PTX text that outlives the call; the context is
-        // current on this thread.
-        let module = unsafe { result::module::load_data(src.as_ptr() as *const c_void) }
-            .map_err(|e| driver("loading its PTX", e))?;
+        let module = PtxModule::load(ctx, &src).map_err(|e| driver("loading its PTX", e))?;
         let get = |name: &str| {
             let name = CString::new(format!("{KERNEL_PREFIX}{name}"))
                 .map_err(|e| Error::Config(e.to_string()))?;
-            // SAFETY: `module` was just loaded and is not unloaded before `Kernels` drops.
-            unsafe { result::module::get_function(module, name) }
+            module
+                .function(&name)
                 .map_err(|e| driver("finding its kernel", e))
         };
-        // Made before the lookups, so that a failed one still unloads the module.
-        let mut kernels = Kernels {
-            ctx: ctx.clone(),
-            module,
-            spin: std::ptr::null_mut(),
-            empty: std::ptr::null_mut(),
-            copy: std::ptr::null_mut(),
-            buffers: [0; 2],
+        let buffer = || {
+            DeviceBuffer::alloc(ctx, COPY_BYTES).map_err(|e| driver("allocating its buffers", e))
         };
-        kernels.spin = get("spin")?;
-        kernels.empty = get("empty")?;
-        kernels.copy = get("copy")?;
-        // Left as allocated: the copy moves bits it never interprets, and a memset would leave
-        // a record in the run's first row.
-        for b in &mut kernels.buffers {
-            // SAFETY: a plain allocation in the current context, freed when `kernels` drops.
-            *b = unsafe { result::malloc_sync(COPY_BYTES) }
-                .map_err(|e| driver("allocating its buffers", e))?;
-        }
-        Ok(kernels)
+        Ok(Kernels {
+            spin: get("spin")?,
+            empty: get("empty")?,
+            copy: get("copy")?,
+            buffers: [buffer()?, buffer()?],
+            _module: module,
+        })
     }
 
     fn launch_empty(&self, stream: &CudaStream, grid: u32) -> Result<()> {
@@ -184,7 +155,7 @@ impl Kernels {
     }
 
     fn launch_copy(&self, stream: &CudaStream) -> Result<()> {
-        let [mut input, mut output] = self.buffers;
+        let [mut input, mut output] = [self.buffers[0].ptr(), self.buffers[1].ptr()];
         let mut params = [
             &mut input as *mut u64 as *mut c_void,
             &mut output as *mut u64 as *mut c_void,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 
+use super::ptx::{DeviceBuffer, PtxModule};
 use crate::error::{Error, Result};
 
 /// The flush kernel's name, as its kernel records carry it.
@@ -86,25 +87,26 @@ fn driver(what: &str, e: result::DriverError) -> Error {
 pub(crate) struct L2Flush {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    module: sys::CUmodule,
     kernel: sys::CUfunction,
-    buf: sys::CUdeviceptr,
-    bytes: usize,
     grid: u32,
+    bytes: usize,
+    // Dropped after `kernel`, which is valid only while its module lives.
+    buf: DeviceBuffer,
+    _module: PtxModule,
 }
 
-// SAFETY: the raw module, function and allocation handles are plain driver handles, valid in
-// any thread once their context is bound; every use binds `ctx` first.
+// SAFETY: the function handle is a plain driver handle, valid in any thread once its context is
+// bound; every use binds `ctx` first.
 unsafe impl Send for L2Flush {}
 
 impl L2Flush {
-    /// Loads the kernel and allocates the buffer (`L2_MULTIPLE` × the device's L2).
+    /// Loads the kernel and allocates the buffer (`L2_MULTIPLE` × the device's L2), left as
+    /// allocated: the flush only folds what it reads into a value it almost never stores (into
+    /// the buffer's own last 16 bytes).
     ///
     /// # Errors
     /// A driver failure (no memory for the buffer, a PTX the driver cannot load), with the cause.
     pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Self> {
-        ctx.bind_to_thread()
-            .map_err(|e| driver("binding the context", e))?;
         let attr = |a| {
             ctx.attribute(a)
                 .map_err(|e| driver("reading the device", e))
@@ -115,30 +117,22 @@ impl L2Flush {
         let bytes = (usize::try_from(l2).unwrap_or(0).max(1 << 18) * L2_MULTIPLE) & !15;
         let stream = ctx.new_stream().map_err(|e| driver("making a stream", e))?;
         let src = CString::new(PTX).map_err(|e| Error::Config(e.to_string()))?;
-        // SAFETY: `src` is a NUL-terminated PTX text that outlives the call; the context is
-        // current on this thread.
-        let module = unsafe { result::module::load_data(src.as_ptr() as *const c_void) }
-            .map_err(|e| driver("loading its PTX", e))?;
-        let mut flush = L2Flush {
+        let module = PtxModule::load(ctx, &src).map_err(|e| driver("loading its PTX", e))?;
+        let name = CString::new(KERNEL).map_err(|e| Error::Config(e.to_string()))?;
+        let kernel = module
+            .function(&name)
+            .map_err(|e| driver("finding its kernel", e))?;
+        let buf = DeviceBuffer::alloc(ctx, bytes + 16)
+            .map_err(|e| driver(&format!("allocating {} MiB", bytes >> 20), e))?;
+        Ok(L2Flush {
             ctx: ctx.clone(),
             stream,
-            module,
-            kernel: std::ptr::null_mut(),
-            buf: 0,
-            bytes,
+            kernel,
             grid: u32::try_from(sms).unwrap_or(1).max(1) * BLOCKS_PER_SM,
-        };
-        let name = CString::new(KERNEL).map_err(|e| Error::Config(e.to_string()))?;
-        // SAFETY: `module` was just loaded and is unloaded only when `flush` drops.
-        flush.kernel = unsafe { result::module::get_function(module, name) }
-            .map_err(|e| driver("finding its kernel", e))?;
-        // Left as allocated: a memset would be a record in the application's row when a
-        // timeline traces, and the flush only folds what it reads into a value it almost never
-        // stores (into its own last 16 bytes).
-        // SAFETY: a plain allocation in the current context, freed when `flush` drops.
-        flush.buf = unsafe { result::malloc_sync(bytes + 16) }
-            .map_err(|e| driver(&format!("allocating {} MiB", bytes >> 20), e))?;
-        Ok(flush)
+            bytes,
+            buf,
+            _module: module,
+        })
     }
 
     /// Waits for the context's work, runs the flush and waits for it: when this returns, the L2
@@ -153,10 +147,10 @@ impl L2Flush {
         self.ctx
             .synchronize()
             .map_err(|e| driver("waiting for the context's work", e))?;
-        let mut buf = self.buf;
+        let mut buf = self.buf.ptr();
         let mut words = (self.bytes / 16) as u64;
         // The last 16 bytes, past what is read, are the store target.
-        let mut out = self.buf + self.bytes as u64;
+        let mut out = buf + self.bytes as u64;
         let mut params = [
             &mut buf as *mut u64 as *mut c_void,
             &mut words as *mut u64 as *mut c_void,
@@ -184,14 +178,9 @@ impl L2Flush {
 
 impl Drop for L2Flush {
     fn drop(&mut self) {
+        // Before the buffer and the module go: no flush may still read them.
         if self.ctx.bind_to_thread().is_ok() {
             let _ = self.stream.synchronize();
-            // SAFETY: the allocation and the module belong to this context, and no flush runs
-            // now (its stream was just synchronized).
-            unsafe {
-                let _ = result::free_sync(self.buf);
-                let _ = result::module::unload(self.module);
-            }
         }
     }
 }

@@ -5,3 +5,4 @@
 pub(crate) mod device;
 pub(crate) mod events;
 pub(crate) mod flush;
+pub(crate) mod ptx;
