@@ -6,7 +6,6 @@ use std::sync::Arc;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 
 use crate::error::{Error, Result};
 
@@ -34,11 +33,21 @@ pub fn nvrtc_present() -> bool {
 }
 
 /// Compiles `kernels/<name>.cu` for `ctx`'s device (`sm_XY` of its compute capability, with
-/// `-lineinfo`) and loads it.
+/// `-lineinfo`) to a cubin and loads it.
 ///
 /// # Errors
 /// [`Error::Nvrtc`] with the compiler log, or the driver's load error.
 pub fn compile(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
+    compile_cubin(ctx, name).map(|(m, _)| m)
+}
+
+/// [`compile`], returning the cubin too: its line table maps sampled PCs to source lines
+/// (`gpu_ledger::pcsampling`). Compiled to a cubin rather than PTX because the driver's PTX
+/// JIT drops the line information unless asked for it.
+///
+/// # Errors
+/// As [`compile`].
+pub fn compile_cubin(ctx: &Arc<CudaContext>, name: &str) -> Result<(Arc<CudaModule>, Arc<[u8]>)> {
     let src = source(name).ok_or_else(|| Error::Nvrtc {
         kernel: name.into(),
         message: format!(
@@ -55,18 +64,99 @@ pub fn compile(ctx: &Arc<CudaContext>, name: &str) -> Result<Arc<CudaModule>> {
         });
     }
     let (major, minor) = ctx.compute_capability()?;
-    let opts = CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=sm_{major}{minor}"),
-            "-lineinfo".into(),
-        ],
-        ..Default::default()
+    let options = [
+        format!("--gpu-architecture=sm_{major}{minor}"),
+        "-lineinfo".into(),
+    ];
+    let file = format!("{name}.cu");
+    let cubin: Arc<[u8]> = nvrtc_cubin(src, &file, &options)
+        .map_err(|message| Error::Nvrtc {
+            kernel: name.into(),
+            message,
+        })?
+        .into();
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec()))?;
+    let mut compiled = COMPILED.lock();
+    if !compiled
+        .iter()
+        .any(|(n, c)| n == name && c[..] == cubin[..])
+    {
+        compiled.push((name.to_string(), cubin.clone()));
+    }
+    drop(compiled);
+    Ok((module, cubin))
+}
+
+/// Every distinct cubin [`compile_cubin`] built in this process, with its kernel file's name.
+pub fn compiled_cubins() -> Vec<(String, Arc<[u8]>)> {
+    COMPILED.lock().clone()
+}
+
+static COMPILED: parking_lot::Mutex<Vec<(String, Arc<[u8]>)>> = parking_lot::Mutex::new(Vec::new());
+
+/// NVRTC to a cubin (cudarc's safe API returns PTX only); the error is the compiler's log.
+fn nvrtc_cubin(src: &str, file: &str, options: &[String]) -> std::result::Result<Vec<u8>, String> {
+    use cudarc::nvrtc::sys;
+    use std::ffi::{c_char, CString};
+    let src = CString::new(src).map_err(|e| e.to_string())?;
+    let file = CString::new(file).map_err(|e| e.to_string())?;
+    let opts: Vec<CString> = options
+        .iter()
+        .map(|o| CString::new(o.as_str()).expect("option without NUL"))
+        .collect();
+    let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: the source and name are NUL-terminated and outlive the call; no headers.
+    let rc = unsafe {
+        sys::nvrtcCreateProgram(
+            &mut prog,
+            src.as_ptr(),
+            file.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     };
-    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| Error::Nvrtc {
-        kernel: name.into(),
-        message: e.to_string(),
-    })?;
-    Ok(ctx.load_module(ptx)?)
+    if rc != sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(format!("nvrtcCreateProgram: {rc:?}"));
+    }
+    // SAFETY: `prog` was created above; the option strings outlive the call.
+    let rc = unsafe { sys::nvrtcCompileProgram(prog, ptrs.len() as i32, ptrs.as_ptr()) };
+    let result = if rc != sys::nvrtcResult::NVRTC_SUCCESS {
+        let mut size = 0usize;
+        // SAFETY: `prog` is valid; the log buffer has the size NVRTC reported.
+        let log = unsafe {
+            sys::nvrtcGetProgramLogSize(prog, &mut size);
+            let mut log = vec![0u8; size.max(1)];
+            sys::nvrtcGetProgramLog(prog, log.as_mut_ptr().cast());
+            log
+        };
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        Err(format!(
+            "{rc:?}: {}",
+            String::from_utf8_lossy(&log[..end]).trim_end()
+        ))
+    } else {
+        let mut size = 0usize;
+        // SAFETY: `prog` compiled for a real architecture, so it holds a cubin of `size` bytes.
+        unsafe {
+            let rc = sys::nvrtcGetCUBINSize(prog, &mut size);
+            if rc != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                Err(format!("nvrtcGetCUBINSize: {rc:?}"))
+            } else {
+                let mut cubin = vec![0u8; size];
+                let rc = sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast());
+                if rc == sys::nvrtcResult::NVRTC_SUCCESS {
+                    Ok(cubin)
+                } else {
+                    Err(format!("nvrtcGetCUBIN: {rc:?}"))
+                }
+            }
+        }
+    };
+    // SAFETY: `prog` is destroyed once, after its last use.
+    unsafe { sys::nvrtcDestroyProgram(&mut prog) };
+    result
 }
 
 /// Analytic work of one launch: the fewest bytes it must move through device memory and the
