@@ -52,6 +52,7 @@ pub mod ledger;
 mod nvml;
 #[allow(unsafe_code)]
 mod nvtx;
+pub mod pcsampling;
 mod profiler;
 mod rank;
 mod run;

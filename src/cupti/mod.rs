@@ -25,6 +25,7 @@ pub(crate) mod functions;
 pub(crate) mod layouts;
 pub(crate) mod loader;
 pub(crate) mod nvtx;
+pub(crate) mod pc_sampling;
 pub(crate) mod pool;
 pub(crate) mod range_profiler;
 pub(crate) mod record;
