@@ -29,6 +29,7 @@ done
 strip "$out"/* 2>/dev/null || true
 # The comparison with Nsight Compute runs beside the ncu_compare example.
 cp scripts/ncu-compare.sh "$out/ncu-compare.sh"
+cp scripts/pc-sampling-ncu.sh "$out/pc-sampling-ncu.sh"
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default

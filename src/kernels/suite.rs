@@ -71,6 +71,7 @@ pub mod gemm;
 pub mod reduce;
 pub mod softmax;
 pub mod spill;
+pub mod stalls;
 pub mod transpose;
 pub mod vadd;
 

@@ -21,6 +21,7 @@ mod kernels_suite;
 mod multi_gpu;
 mod nvml;
 mod nvtx;
+mod pc_sampling;
 mod sampling;
 mod timeline;
 
