@@ -1,7 +1,9 @@
 //! What PC sampling costs a training step: the step's wall time with no sampler, with sampling
-//! enabled but outside its window (not started), and inside the window (every step sampled,
-//! synchronized, stopped and read), alternated in paired rounds in one process, with the
-//! samples dropped. `pc_sampling_overhead [ROUNDS] [STEPS] [--period N]`.
+//! enabled but outside its window (not started), inside a window sampled as one range (started
+//! before its first step, stopped and read after its last), and inside a window of one range per
+//! step (each step's samples stopped and read on their own), alternated in paired rounds in one
+//! process, with the samples dropped.
+//! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N]`.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -22,7 +24,8 @@ const STEP: [StallCase; 4] = [
 enum Mode {
     Off,
     Outside,
-    Inside,
+    Window,
+    PerStep,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|i| args.get(i + 1))
         .map(|s| s.parse::<u32>())
         .transpose()?;
+    let sleep_ms = args
+        .iter()
+        .position(|a| a == "--sleep-ms")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.parse::<u32>())
+        .transpose()?;
     let ctx = CudaContext::new(0)?;
     let mut cases = StallCases::new(&ctx)?;
     let step = |cases: &mut StallCases| -> Result<(), Box<dyn std::error::Error>> {
@@ -75,86 +84,96 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     ctx.synchronize()?;
     let config = PcSamplingConfig {
         period_log2: period,
+        worker_sleep_ms: sleep_ms,
         ..PcSamplingConfig::default()
     };
-    let (mut off, mut outside, mut inside) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut ratio_out, mut ratio_in) = (Vec::new(), Vec::new());
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let mut ratios: [Vec<f64>; 4] = Default::default();
     let (mut dropped, mut samples) = (0u64, 0u64);
+    let launch_step = |cases: &mut StallCases| -> gpu_ledger::Result<()> {
+        for c in STEP {
+            cases
+                .run(c, 1)
+                .map_err(|e| gpu_ledger::Error::Config(format!("launch failed: {e}")))?;
+        }
+        Ok(())
+    };
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [Mode::Off, Mode::Outside, Mode::Inside]
-        } else {
-            [Mode::Inside, Mode::Outside, Mode::Off]
-        };
-        let mut per = [0.0f64; 3];
+        let mut order = [Mode::Off, Mode::Outside, Mode::Window, Mode::PerStep];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        let mut per = [0.0f64; 4];
         for mode in order {
             let mut sampler = match mode {
                 Mode::Off => None,
                 _ => Some(PcSampler::new(&ctx, config)?),
             };
             let t0 = Instant::now();
-            for _ in 0..steps {
-                match (&mut sampler, mode) {
-                    (Some(s), Mode::Inside) => {
-                        let p = s.collect(|| {
-                            for c in STEP {
-                                cases.run(c, 1).map_err(|e| {
-                                    gpu_ledger::Error::Config(format!("launch failed: {e}"))
-                                })?;
-                            }
-                            Ok(())
-                        })?;
+            match (&mut sampler, mode) {
+                (Some(s), Mode::Window) => {
+                    let p = s.collect(|| {
+                        for _ in 0..steps {
+                            launch_step(&mut cases)?;
+                            ctx.synchronize()?;
+                        }
+                        Ok(())
+                    })?;
+                    dropped += p.dropped_samples;
+                    samples += p.total_samples;
+                }
+                (Some(s), Mode::PerStep) => {
+                    for _ in 0..steps {
+                        let p = s.collect(|| launch_step(&mut cases))?;
                         dropped += p.dropped_samples;
                         samples += p.total_samples;
                     }
-                    _ => {
+                }
+                _ => {
+                    for _ in 0..steps {
                         step(&mut cases)?;
                         ctx.synchronize()?;
                     }
                 }
             }
-            let per_step_ms = t0.elapsed().as_secs_f64() * 1e3 / f64::from(steps);
-            let slot = match mode {
-                Mode::Off => 0,
-                Mode::Outside => 1,
-                Mode::Inside => 2,
-            };
-            per[slot] = per_step_ms;
+            per[mode as usize] = t0.elapsed().as_secs_f64() * 1e3 / f64::from(steps);
             drop(sampler.take());
         }
-        off.push(per[0]);
-        outside.push(per[1]);
-        inside.push(per[2]);
-        ratio_out.push(per[1] / per[0]);
-        ratio_in.push(per[2] / per[0]);
+        for m in 0..4 {
+            times[m].push(per[m]);
+            ratios[m].push(per[m] / per[0]);
+        }
     }
     let spread = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (lo, hi)
     };
-    let (ol, oh) = spread(&ratio_out);
-    let (il, ih) = spread(&ratio_in);
     println!(
         "step (median of {rounds} rounds x {steps} steps): no sampler {:.3} ms, outside the \
-         window {:.3} ms, inside {:.3} ms",
-        median(&mut off),
-        median(&mut outside),
-        median(&mut inside)
+         window {:.3} ms, inside as one range {:.3} ms, inside one range per step {:.3} ms",
+        median(&mut times[0]),
+        median(&mut times[1]),
+        median(&mut times[2]),
+        median(&mut times[3])
     );
+    for (m, what) in [
+        (1, "outside the window"),
+        (2, "inside, the window one range"),
+        (3, "inside, one range per step"),
+    ] {
+        let (lo, hi) = spread(&ratios[m]);
+        println!(
+            "slowdown {what}: median {:+.2} % (rounds {:+.2} .. {:+.2} %)",
+            (median(&mut ratios[m]) - 1.0) * 100.0,
+            (lo - 1.0) * 100.0,
+            (hi - 1.0) * 100.0
+        );
+    }
     println!(
-        "slowdown outside the window: median {:+.2} % (rounds {:+.2} .. {:+.2} %)",
-        (median(&mut ratio_out) - 1.0) * 100.0,
-        (ol - 1.0) * 100.0,
-        (oh - 1.0) * 100.0
+        "period {}, worker sleep {}; samples inside the windows: {samples}, dropped: {dropped}",
+        period.map_or("CUPTI's default".to_string(), |p| format!("2^{p} cycles")),
+        sleep_ms.map_or("CUPTI's default".to_string(), |ms| format!("{ms} ms"))
     );
-    println!(
-        "slowdown inside the window: median {:+.2} % (rounds {:+.2} .. {:+.2} %), period {}",
-        (median(&mut ratio_in) - 1.0) * 100.0,
-        (il - 1.0) * 100.0,
-        (ih - 1.0) * 100.0,
-        period.map_or("CUPTI's default".to_string(), |p| format!("2^{p} cycles"))
-    );
-    println!("samples inside the window: {samples}, dropped: {dropped}");
     Ok(())
 }

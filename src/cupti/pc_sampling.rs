@@ -103,6 +103,7 @@ impl PcSampler {
         ctx: &Arc<CudaContext>,
         period_log2: Option<u32>,
         hardware_buffer_bytes: Option<usize>,
+        worker_sleep_ms: Option<u32>,
     ) -> Result<Self> {
         if let Some(p) = period_log2 {
             if !(5..=31).contains(&p) {
@@ -125,7 +126,13 @@ impl PcSampler {
             }
             sampled.push(ordinal);
         }
-        let sampler = Self::enable_claimed(lib, ctx, period_log2, hardware_buffer_bytes);
+        let sampler = Self::enable_claimed(
+            lib,
+            ctx,
+            period_log2,
+            hardware_buffer_bytes,
+            worker_sleep_ms,
+        );
         if sampler.is_err() {
             SAMPLED.lock().retain(|o| *o != ordinal);
         }
@@ -137,6 +144,7 @@ impl PcSampler {
         ctx: &Arc<CudaContext>,
         period_log2: Option<u32>,
         hardware_buffer_bytes: Option<usize>,
+        worker_sleep_ms: Option<u32>,
     ) -> Result<Self> {
         ctx.bind_to_thread()?;
         let cu_ctx = super::cupti_context(ctx.cu_ctx());
@@ -173,11 +181,16 @@ impl PcSampler {
             started: false,
             enabled: true,
         };
-        sampler.configure(period_log2, hardware_buffer_bytes)?;
+        sampler.configure(period_log2, hardware_buffer_bytes, worker_sleep_ms)?;
         Ok(sampler)
     }
 
-    fn configure(&mut self, period: Option<u32>, hardware: Option<usize>) -> Result<()> {
+    fn configure(
+        &mut self,
+        period: Option<u32>,
+        hardware: Option<usize>,
+        sleep_ms: Option<u32>,
+    ) -> Result<()> {
         use sys::CUpti_PCSamplingConfigurationAttributeType as a;
         let mut indices: Vec<u32> = self.reasons.iter().map(|r| r.0).collect();
         let mut infos = Vec::new();
@@ -211,6 +224,15 @@ impl PcSampler {
         if let Some(p) = period {
             let mut i = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
             i.attributeData.samplingPeriodData.samplingPeriod = p;
+            infos.push(i);
+        }
+        if let Some(ms) = sleep_ms {
+            let mut i = info(
+                a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN,
+            );
+            i.attributeData
+                .workerThreadPeriodicSleepSpanData
+                .workerThreadPeriodicSleepSpan = ms;
             infos.push(i);
         }
         if let Some(bytes) = hardware {

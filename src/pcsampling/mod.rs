@@ -36,6 +36,10 @@ pub struct PcSamplingConfig {
     /// Bytes of the device buffer the hardware writes samples into before CUPTI reads them
     /// (CUPTI's default: 512 MiB); samples that do not fit are dropped and counted.
     pub hardware_buffer_bytes: Option<usize>,
+    /// How often CUPTI's worker threads wake to decode the hardware's samples, ms (CUPTI's
+    /// default: 100).
+    #[serde(default)]
+    pub worker_sleep_ms: Option<u32>,
 }
 
 /// PC sampling on one context. Dropping it disables sampling.
@@ -62,8 +66,13 @@ impl PcSampler {
     /// tools that do and the fix); a period outside 5..=31.
     pub fn new(ctx: &Arc<CudaContext>, config: PcSamplingConfig) -> Result<Self> {
         let lib = crate::cupti::api()?;
-        let inner =
-            ffi::PcSampler::enable(lib, ctx, config.period_log2, config.hardware_buffer_bytes)?;
+        let inner = ffi::PcSampler::enable(
+            lib,
+            ctx,
+            config.period_log2,
+            config.hardware_buffer_bytes,
+            config.worker_sleep_ms,
+        )?;
         let keys = inner
             .reasons()
             .iter()
