@@ -3,7 +3,8 @@
 //! before its first step, stopped and read after its last), and inside a window of one range per
 //! step (each step's samples stopped and read on their own), alternated in paired rounds in one
 //! process, with the samples dropped.
-//! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N]`.
+//! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N] [--hardware-mib N]`;
+//! `--per-case`: each case's time per run unsampled and sampled instead.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -42,6 +43,40 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Each case's time per run without a sampler and inside one sampled range, alternated.
+fn per_case(
+    ctx: &std::sync::Arc<CudaContext>,
+    cases: &mut StallCases,
+    config: PcSamplingConfig,
+    runs: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for case in StallCase::ALL {
+        let mut plain = Vec::new();
+        let mut sampled = Vec::new();
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            cases.run(case, runs)?;
+            ctx.synchronize()?;
+            plain.push(t0.elapsed().as_secs_f64() * 1e3 / f64::from(runs));
+            let mut s = PcSampler::new(ctx, config)?;
+            let t0 = Instant::now();
+            s.collect(|| {
+                cases
+                    .run(case, runs)
+                    .map_err(|e| gpu_ledger::Error::Config(format!("launch failed: {e}")))
+            })?;
+            sampled.push(t0.elapsed().as_secs_f64() * 1e3 / f64::from(runs));
+        }
+        let (p, q) = (median(&mut plain), median(&mut sampled));
+        println!(
+            "{:<26} per run: unsampled {p:.3} ms, sampled {q:.3} ms ({:.2}x)",
+            case.kernel(),
+            q / p
+        );
+    }
+    Ok(())
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -85,8 +120,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let config = PcSamplingConfig {
         period_log2: period,
         worker_sleep_ms: sleep_ms,
-        ..PcSamplingConfig::default()
+        hardware_buffer_bytes: args
+            .iter()
+            .position(|a| a == "--hardware-mib")
+            .and_then(|i| args.get(i + 1))
+            .map(|s| s.parse::<usize>().map(|m| m << 20))
+            .transpose()?,
     };
+    if args.iter().any(|a| a == "--per-case") {
+        return per_case(&ctx, &mut cases, config, steps);
+    }
     let mut times: [Vec<f64>; 4] = Default::default();
     let mut ratios: [Vec<f64>; 4] = Default::default();
     let (mut dropped, mut samples) = (0u64, 0u64);
