@@ -179,6 +179,7 @@ fn row(index: u64) -> IterationRow {
         launch_threads: Vec::new(),
         untraced: false,
         tracing_added_ns: None,
+        stalls: None,
     }
 }
 

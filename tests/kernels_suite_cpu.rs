@@ -445,6 +445,7 @@ fn row_with(kernels: Vec<KernelGroup>) -> IterationRow {
         launch_threads: Vec::new(),
         untraced: false,
         tracing_added_ns: None,
+        stalls: None,
     }
 }
 

@@ -237,6 +237,24 @@ fn row() -> impl Strategy<Value = IterationRow> {
                 }],
                 untraced: index % 3 == 0,
                 tracing_added_ns: (index % 2 == 0).then_some(host_wall_ns / 7),
+                stalls: (index % 4 == 1).then(|| gpu_ledger::ledger::stalls::IterationStalls {
+                    total_samples: host_wall_ns,
+                    dropped_samples: index,
+                    kernels: vec![gpu_ledger::ledger::stalls::KernelStalls {
+                        name: warnings.first().cloned().unwrap_or_default(),
+                        samples: 3,
+                        by_reason: [("long_scoreboard".to_string(), 3)].into(),
+                        lines: vec![gpu_ledger::ledger::stalls::LineStalls {
+                            file: "k.cu".into(),
+                            line: 16,
+                            samples: 3,
+                            by_reason: [("long_scoreboard".to_string(), 3)].into(),
+                            text: warnings.get(1).cloned(),
+                        }],
+                        cubin: true,
+                    }],
+                    ..Default::default()
+                }),
             }
         },
     )

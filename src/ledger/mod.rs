@@ -8,6 +8,7 @@ mod float;
 pub mod nvml;
 pub mod reader;
 pub mod schema;
+pub mod stalls;
 pub mod validate;
 pub(crate) mod writer;
 

@@ -147,6 +147,9 @@ pub struct ConfigRecord {
     /// Why tracing's own device time was not calibrated, when it was asked for and failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing_calibration: Option<String>,
+    /// The iterations PC sampling ran in and its settings, or why it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pc_sampling: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -172,8 +175,8 @@ pub struct IterationRow {
     /// False when the row was written at shutdown or after a panic before the iteration ended,
     /// or when its GPU records did not all arrive within the settle time.
     pub complete: bool,
-    /// True when hardware counters (kernel serialization and replay) ran in this iteration:
-    /// its times are then not representative and statistics leave it out.
+    /// True when hardware counters (kernel serialization and replay) or PC sampling ran in this
+    /// iteration: its times are then not representative and statistics leave it out.
     pub perturbed: bool,
     /// Device time per GPU.
     pub devices: Vec<DeviceIteration>,
@@ -225,6 +228,10 @@ pub struct IterationRow {
     /// where it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing_added_ns: Option<u64>,
+    /// Warp stall reasons and hot source lines from PC sampling, when it ran in this
+    /// iteration (then `perturbed`: sampling slows kernels launched while it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<super::stalls::IterationStalls>,
 }
 
 /// Kernels counted by how their scope was found.

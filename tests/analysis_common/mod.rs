@@ -41,6 +41,7 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         launch_threads: Vec::new(),
         untraced: false,
         tracing_added_ns: None,
+        stalls: None,
         warnings: Vec::new(),
     }
 }
@@ -122,6 +123,7 @@ pub fn header(driver: &str) -> Header {
             nvtx: None,
             timeline_sampling: None,
             tracing_calibration: None,
+            pc_sampling: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
