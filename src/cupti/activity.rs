@@ -317,6 +317,26 @@ impl TimelineSession {
                 .callbacks
                 .set(cupti::CallbackSet::new(sub, enabled));
         }
+        // The cubins of modules loaded while PC sampling is set up, for its source lines. At
+        // teardown it is switched off whether or not it was on: nothing to report either way.
+        let module_loaded = sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED;
+        if enable && super::pc_sampling::captures_cubins() {
+            cupti::enable_callback(
+                self.lib,
+                sub,
+                d::CUPTI_CB_DOMAIN_RESOURCE,
+                module_loaded,
+                true,
+            )?;
+        } else if !enable {
+            let _ = cupti::enable_callback(
+                self.lib,
+                sub,
+                d::CUPTI_CB_DOMAIN_RESOURCE,
+                module_loaded,
+                false,
+            );
+        }
         if self.calls.nvtx.get().is_some() {
             for cbid in super::nvtx::CALLBACKS {
                 cupti::enable_callback(self.lib, sub, d::CUPTI_CB_DOMAIN_NVTX, cbid, enable)?;

@@ -330,6 +330,13 @@ pub(crate) unsafe extern "C" fn capture_api_call(
     if userdata.is_null() || cbdata.is_null() {
         return;
     }
+    if domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE {
+        if cbid == sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED {
+            // SAFETY: for a module-loaded resource callback CUPTI passes a CUpti_ResourceData.
+            unsafe { super::pc_sampling::on_module_loaded(cbdata.cast()) };
+        }
+        return;
+    }
     if domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX {
         // SAFETY: userdata is the session's ApiCalls, alive until unsubscribe; for the NVTX
         // domain CUPTI passes a CUpti_NvtxData for callback id `cbid`, valid for the call.

@@ -53,10 +53,20 @@ pub(crate) fn activity_enable(
     lib: &LoadedCupti,
     kind: sys::CUpti_ActivityKind::Type,
 ) -> Result<()> {
+    use sys::CUpti_ActivityKind as k;
+    // The call names its kind, so that a kind CUPTI refuses is known from the message.
+    let call = match kind {
+        k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => "cuptiActivityEnable(CONCURRENT_KERNEL)",
+        k::CUPTI_ACTIVITY_KIND_MEMCPY => "cuptiActivityEnable(MEMCPY)",
+        k::CUPTI_ACTIVITY_KIND_MEMCPY2 => "cuptiActivityEnable(MEMCPY2)",
+        k::CUPTI_ACTIVITY_KIND_MEMSET => "cuptiActivityEnable(MEMSET)",
+        k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => "cuptiActivityEnable(SYNCHRONIZATION)",
+        k::CUPTI_ACTIVITY_KIND_MEMORY2 => "cuptiActivityEnable(MEMORY2)",
+        k::CUPTI_ACTIVITY_KIND_OVERHEAD => "cuptiActivityEnable(OVERHEAD)",
+        _ => "cuptiActivityEnable",
+    };
     // SAFETY: plain enum argument.
-    check(lib, "cuptiActivityEnable", unsafe {
-        lib.api.cuptiActivityEnable(kind)
-    })
+    check(lib, call, unsafe { lib.api.cuptiActivityEnable(kind) })
 }
 
 /// `cuptiActivityDisable`.

@@ -41,6 +41,19 @@ pub(crate) struct SampledRange {
     pub(crate) hardware_buffer_full: bool,
 }
 
+/// The settings CUPTI takes at configuration; `None` leaves CUPTI's default.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SamplingOptions {
+    /// The period is 2^n cycles per SM, n in 5..=31.
+    pub(crate) period_log2: Option<u32>,
+    /// The device buffer the hardware writes samples into.
+    pub(crate) hardware_buffer_bytes: Option<usize>,
+    /// The host buffer CUPTI decodes raw samples into before `cuptiPCSamplingGetData`.
+    pub(crate) scratch_buffer_bytes: Option<usize>,
+    /// How often CUPTI's worker threads wake to decode, ms.
+    pub(crate) worker_sleep_ms: Option<u32>,
+}
+
 /// PC sampling enabled on one context. Disabled on drop.
 pub(crate) struct PcSampler {
     lib: &'static LoadedCupti,
@@ -101,11 +114,9 @@ impl PcSampler {
     pub(crate) fn enable(
         lib: &'static LoadedCupti,
         ctx: &Arc<CudaContext>,
-        period_log2: Option<u32>,
-        hardware_buffer_bytes: Option<usize>,
-        worker_sleep_ms: Option<u32>,
+        options: SamplingOptions,
     ) -> Result<Self> {
-        if let Some(p) = period_log2 {
+        if let Some(p) = options.period_log2 {
             if !(5..=31).contains(&p) {
                 return Err(Error::Config(format!(
                     "pc sampling: the sampling period is 2^n cycles with n in 5..=31; {p} is \
@@ -126,13 +137,7 @@ impl PcSampler {
             }
             sampled.push(ordinal);
         }
-        let sampler = Self::enable_claimed(
-            lib,
-            ctx,
-            period_log2,
-            hardware_buffer_bytes,
-            worker_sleep_ms,
-        );
+        let sampler = Self::enable_claimed(lib, ctx, options);
         if sampler.is_err() {
             SAMPLED.lock().retain(|o| *o != ordinal);
         }
@@ -142,9 +147,7 @@ impl PcSampler {
     fn enable_claimed(
         lib: &'static LoadedCupti,
         ctx: &Arc<CudaContext>,
-        period_log2: Option<u32>,
-        hardware_buffer_bytes: Option<usize>,
-        worker_sleep_ms: Option<u32>,
+        options: SamplingOptions,
     ) -> Result<Self> {
         ctx.bind_to_thread()?;
         let cu_ctx = super::cupti_context(ctx.cu_ctx());
@@ -181,16 +184,11 @@ impl PcSampler {
             started: false,
             enabled: true,
         };
-        sampler.configure(period_log2, hardware_buffer_bytes, worker_sleep_ms)?;
+        sampler.configure(options)?;
         Ok(sampler)
     }
 
-    fn configure(
-        &mut self,
-        period: Option<u32>,
-        hardware: Option<usize>,
-        sleep_ms: Option<u32>,
-    ) -> Result<()> {
+    fn configure(&mut self, options: SamplingOptions) -> Result<()> {
         use sys::CUpti_PCSamplingConfigurationAttributeType as a;
         let mut indices: Vec<u32> = self.reasons.iter().map(|r| r.0).collect();
         let mut infos = Vec::new();
@@ -221,12 +219,12 @@ impl PcSampler {
         data.attributeData.samplingDataBufferData.samplingDataBuffer =
             (&mut *self.final_buffer as *mut sys::CUpti_PCSamplingData).cast::<c_void>();
         infos.push(data);
-        if let Some(p) = period {
+        if let Some(p) = options.period_log2 {
             let mut i = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
             i.attributeData.samplingPeriodData.samplingPeriod = p;
             infos.push(i);
         }
-        if let Some(ms) = sleep_ms {
+        if let Some(ms) = options.worker_sleep_ms {
             let mut i = info(
                 a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN,
             );
@@ -235,9 +233,14 @@ impl PcSampler {
                 .workerThreadPeriodicSleepSpan = ms;
             infos.push(i);
         }
-        if let Some(bytes) = hardware {
+        if let Some(bytes) = options.hardware_buffer_bytes {
             let mut i = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE);
             i.attributeData.hardwareBufferSizeData.hardwareBufferSize = bytes;
+            infos.push(i);
+        }
+        if let Some(bytes) = options.scratch_buffer_bytes {
+            let mut i = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE);
+            i.attributeData.scratchBufferSizeData.scratchBufferSize = bytes;
             infos.push(i);
         }
         let mut p = sys::CUpti_PCSamplingConfigurationInfoParams {
@@ -524,4 +527,83 @@ pub(crate) fn source_place(
         file,
         line: p.lineNumber,
     })
+}
+
+/// Cubins of the modules loaded while a profiler PC-samples, kept for the sampled PCs' source
+/// lines: CUPTI's resource callback hands each module's image over at load.
+struct LoadedCubins {
+    on: bool,
+    cubins: Vec<Arc<[u8]>>,
+    bytes: usize,
+    /// Modules not kept because the bound was reached.
+    skipped: u64,
+}
+
+static LOADED: parking_lot::Mutex<LoadedCubins> = parking_lot::Mutex::new(LoadedCubins {
+    on: false,
+    cubins: Vec::new(),
+    bytes: 0,
+    skipped: 0,
+});
+
+/// The most cubin bytes kept between two reads: a framework that loads a gigabyte of modules
+/// keeps the first 512 MiB, and the rest are counted.
+const CUBIN_BOUND: usize = 512 << 20;
+
+/// Starts or stops keeping the cubins of loaded modules (the resource callback is enabled with
+/// the timeline's callbacks when this is on).
+pub(crate) fn capture_cubins(on: bool) {
+    let mut l = LOADED.lock();
+    l.on = on;
+    if !on {
+        l.cubins.clear();
+        l.bytes = 0;
+        l.skipped = 0;
+    }
+}
+
+/// Whether loaded modules' cubins are kept.
+pub(crate) fn captures_cubins() -> bool {
+    LOADED.lock().on
+}
+
+/// The cubins kept since the last call, and how many modules were not kept (the bound).
+pub(crate) fn take_loaded_cubins() -> (Vec<Arc<[u8]>>, u64) {
+    let mut l = LOADED.lock();
+    l.bytes = 0;
+    (
+        std::mem::take(&mut l.cubins),
+        std::mem::take(&mut l.skipped),
+    )
+}
+
+/// CUPTI's `CUPTI_CBID_RESOURCE_MODULE_LOADED`: keeps a copy of the module's cubin.
+///
+/// # Safety
+/// `data` is the `CUpti_ResourceData` CUPTI passed for a module-loaded callback.
+pub(crate) unsafe fn on_module_loaded(data: *const sys::CUpti_ResourceData) {
+    // SAFETY: the caller passes CUPTI's resource data for this callback; its descriptor is a
+    // CUpti_ModuleResourceData whose cubin pointer covers cubinSize bytes during the callback.
+    let bytes: Option<&[u8]> = unsafe {
+        let d = (*data).resourceDescriptor as *const sys::CUpti_ModuleResourceData;
+        if d.is_null() || (*d).pCubin.is_null() || (*d).cubinSize == 0 {
+            None
+        } else {
+            Some(std::slice::from_raw_parts(
+                (*d).pCubin.cast::<u8>(),
+                (*d).cubinSize,
+            ))
+        }
+    };
+    let Some(bytes) = bytes else { return };
+    let mut l = LOADED.lock();
+    if !l.on {
+        return;
+    }
+    if l.bytes.saturating_add(bytes.len()) > CUBIN_BOUND {
+        l.skipped += 1;
+        return;
+    }
+    l.bytes += bytes.len();
+    l.cubins.push(Arc::from(bytes));
 }

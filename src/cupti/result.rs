@@ -57,9 +57,11 @@ pub(crate) fn fix(code: sys::CUptiResult::Type) -> Option<&'static str> {
         r::CUPTI_ERROR_NOT_INITIALIZED => {
             Some("the CUDA driver could not be initialised; check the driver and the GPU")
         }
-        r::CUPTI_ERROR_NOT_COMPATIBLE => {
-            Some("use the CUPTI of the CUDA version the driver supports")
-        }
+        r::CUPTI_ERROR_NOT_COMPATIBLE => Some(
+            "use the CUPTI of the CUDA version the driver supports; CUPTI also refuses to \
+                 enable kernel tracing while PC sampling is enabled on a context (drop the \
+                 PcSampler first)",
+        ),
         _ => None,
     }
 }
