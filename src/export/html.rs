@@ -11,7 +11,9 @@
 //! - `chart-scopes-device`: per-iteration device time by scope (each scope's own launches);
 //! - `chart-idle`: idle share of each device's activity window per iteration;
 //! - `chart-clocks` and `chart-power`: NVML SM clock and board power per iteration;
-//! - `chart-roofline`: the roofline when counters are present, otherwise a notice.
+//! - `chart-roofline`: the roofline when counters are present, otherwise a notice;
+//! - `chart-stalls`: when PC sampling ran, each scope's samples by warp stall reason, stacked,
+//!   with its hottest source lines below.
 //!
 //! Long runs are bucketed: at most [`ReportOptions::max_points`] bars or points per chart, each the
 //! mean of consecutive iterations.
@@ -445,10 +447,15 @@ fn render(
         o,
         "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
          <a href=\"#families\">Kernel families</a><a href=\"#scopes\">Scopes</a>\
-         <a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
+         {}<a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
          <a href=\"#roofline\">Roofline</a><a href=\"#warnings\">Warnings ({})</a></nav></header><main>",
         html_escape(&title),
         html_escape(&s.environment),
+        if s.stalls.is_some() {
+            "<a href=\"#stalls\">Warp stalls</a>"
+        } else {
+            ""
+        },
         s.warnings.len()
     );
 
@@ -643,6 +650,10 @@ fn render(
         o.push_str("</table>");
     }
     o.push_str("</section>\n");
+
+    if let Some(st) = &s.stalls {
+        o.push_str(&super::stalls_view::html_section(st));
+    }
 
     // Idle.
     o.push_str("<section id=\"idle\"><h2>Device idle time</h2>");

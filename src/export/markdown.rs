@@ -32,8 +32,8 @@ fn opt_x(x: Option<f64>) -> String {
 }
 
 /// The Markdown summary of one ledger: environment, iterations used, per-scope distributions,
-/// top kernel families with Amdahl ceilings, device idle time, clocks and power, energy, and
-/// warnings. `source` names the ledger in the title.
+/// top kernel families with Amdahl ceilings, warp stall reasons when PC sampling ran, device
+/// idle time, clocks and power, energy, and warnings. `source` names the ledger in the title.
 pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## gpu-ledger summary: `{}`\n", source.replace('`', "'"));
@@ -137,6 +137,10 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
              removing the family; gain if 2× = 1/((1-p)+p/2). Both bound end-to-end time only \
              when the device is the bottleneck (low idle share).\n"
         );
+    }
+
+    if let Some(st) = &s.stalls {
+        o.push_str(&super::stalls_view::markdown_section(st));
     }
 
     let _ = writeln!(o, "### Device busy and idle\n");

@@ -15,6 +15,8 @@
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
+//! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
+//!   row by row for the summary and the report ([`StallAccumulator`]);
 //! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
 //! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison;
 //! - `parquet` (feature `parquet`): ledgers as a Hive-partitioned Parquet dataset for query
@@ -44,6 +46,8 @@ pub mod markdown;
 pub mod merge;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod stalls;
+mod stalls_view;
 pub mod stream;
 pub mod streamed;
 pub mod summary;
@@ -56,6 +60,7 @@ pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use html::{write_html_report, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
 pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
+pub use stalls::{StallAccumulator, StallSummary};
 pub use stream::{LedgerStream, StreamItem};
 pub use streamed::{ReportBuilder, SummaryBuilder};
 pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::chart_buckets::ChartBuckets;
 use super::html::{write_report, ReportOptions};
+use super::stalls::StallAccumulator;
 use super::summary::{environment_line, summary_warnings, RowWarnings};
 use super::text::IndexRuns;
 use super::{LedgerSummary, NvmlDeviceSummary, SummaryOptions};
@@ -137,6 +138,7 @@ pub struct SummaryBuilder<'o> {
     selector: RowSelector,
     used: Used<'o>,
     warnings: RowWarnings,
+    stalls: StallAccumulator,
 }
 
 impl<'o> SummaryBuilder<'o> {
@@ -162,13 +164,16 @@ impl<'o> SummaryBuilder<'o> {
                 budget,
             },
             warnings: RowWarnings::default(),
+            stalls: StallAccumulator::new(),
         }
     }
 
-    /// Takes the next row, in ledger order. Its activities and scope spans are not looked at.
+    /// Takes the next row, in ledger order. Its activities and scope spans are not looked at;
+    /// its PC samples are, whether the row is used or not.
     pub fn push(&mut self, row: IterationRow) {
         self.rows += 1;
         self.warnings.push(&row);
+        self.stalls.add(&row);
         let used = &mut self.used;
         self.selector.push(row, |r| used.push(r));
     }
@@ -181,6 +186,7 @@ impl<'o> SummaryBuilder<'o> {
             selector,
             mut used,
             warnings,
+            stalls,
         } = self;
         let sel = selector.finish(|r| used.push(r));
         let mut sketched = used.wall.is_sketched() || used.scopes.sketched();
@@ -236,6 +242,7 @@ impl<'o> SummaryBuilder<'o> {
             activities_recorded: header.config.record_activities,
             run_complete: trailer.is_some(),
             warnings: Vec::new(),
+            stalls: stalls.finish(),
             sketched,
         };
         let lacks_nvml = used.any_row && used.with_nvml == 0;

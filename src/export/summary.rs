@@ -1,12 +1,13 @@
 //! The figures of one ledger that the Markdown summary and the HTML report share: which
 //! iterations count, distributions per scope, kernel families with their Amdahl ceilings, device
-//! idle time, NVML clocks and power, energy, and every warning worth reading before trusting
-//! the numbers.
+//! idle time, NVML clocks and power, energy, the warp stall reasons of PC-sampled iterations,
+//! and every warning worth reading before trusting the numbers.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::stalls::{StallAccumulator, StallSummary};
 use super::text::{fmt_ns, IndexRuns};
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
 use crate::analysis::stats::{
@@ -115,6 +116,10 @@ pub struct LedgerSummary {
     pub run_complete: bool,
     /// Everything that limits what the figures mean.
     pub warnings: Vec<String>,
+    /// Warp stall reasons of the PC-sampled rows (every row that carries samples, used or not:
+    /// sampling perturbs the rows it ran in); `None` when no row has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<StallSummary>,
     /// Whether some percentile comes from a quantile sketch (a series longer than
     /// [`crate::analysis::series::EXACT_VALUES`]); the warnings say so.
     pub sketched: bool,
@@ -190,6 +195,8 @@ impl LedgerSummary {
             .map(|r| r.nvml.as_slice())
             .collect();
         let energy = Some(run_energy(with_nvml, None)).filter(|e| e.iterations_with_energy > 0);
+        let mut stalls = StallAccumulator::new();
+        ledger.iterations.iter().for_each(|r| stalls.add(r));
         let mut s = Self {
             environment: environment_line(&ledger.header),
             level: ledger.header.config.level.clone(),
@@ -210,6 +217,7 @@ impl LedgerSummary {
             activities_recorded: ledger.header.config.record_activities,
             run_complete: ledger.trailer.is_some(),
             warnings: Vec::new(),
+            stalls: stalls.finish(),
             sketched: false,
         };
         s.warnings = warnings(ledger, &s, &used);

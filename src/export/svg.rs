@@ -19,7 +19,8 @@ pub(crate) fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
-const W: f64 = 760.0;
+/// Width of every chart, in SVG units.
+pub(crate) const W: f64 = 760.0;
 const H: f64 = 300.0;
 const ML: f64 = 72.0;
 const MR: f64 = 16.0;
@@ -131,7 +132,8 @@ fn ticks(lo: f64, hi: f64, n: f64) -> Vec<f64> {
     out
 }
 
-fn shorten(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters, ending in `…` when cut.
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -140,7 +142,8 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-fn open_svg(o: &mut String, id: &str, label: &str, h: f64) {
+/// Opens a chart's `<svg>`, `h` high, with its id, its label and a title.
+pub(crate) fn open_svg(o: &mut String, id: &str, label: &str, h: f64) {
     let _ = write!(
         o,
         "<svg id=\"{}\" class=\"chart\" role=\"img\" aria-label=\"{}\" viewBox=\"0 0 {W} {h}\" \
@@ -152,7 +155,8 @@ fn open_svg(o: &mut String, id: &str, label: &str, h: f64) {
     let _ = write!(o, "<title>{}</title>", html_escape(label));
 }
 
-fn figure(id: &str, svg: &str, legend: &[(String, &str)], caption: &str) -> String {
+/// A chart's `<figure>`: its SVG, a legend of swatches and a caption.
+pub(crate) fn figure(id: &str, svg: &str, legend: &[(String, &str)], caption: &str) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
