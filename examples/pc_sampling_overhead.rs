@@ -3,8 +3,12 @@
 //! before its first step, stopped and read after its last), and inside a window of one range per
 //! step (each step's samples stopped and read on their own), alternated in paired rounds in one
 //! process, with the samples dropped.
-//! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N] [--hardware-mib N]`;
-//! `--per-case`: each case's time per run unsampled and sampled instead.
+//! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N] [--hardware-mib N]
+//! [--scratch-mib N]`; `--per-case`: each case's time per run unsampled and sampled instead;
+//! `--sweep`: the step inside a window under several buffer settings, alternated per round;
+//! `--profiler`: the step's wall time in a profiled run (`Level::Timeline`) with PC sampling on
+//! a window of iterations, inside and outside the window, against the same run without it
+//! (`--keep PATH`: the last sampled run's ledger is left there).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -79,6 +83,217 @@ fn per_case(
     Ok(())
 }
 
+/// The step inside a one-range window under buffer settings side by side, rotated per round,
+/// each against the unsampled step of the same round.
+fn sweep(
+    ctx: &std::sync::Arc<CudaContext>,
+    cases: &mut StallCases,
+    base: PcSamplingConfig,
+    rounds: u32,
+    steps: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    const MIB: usize = 1 << 20;
+    let hardware = |name: &'static str, bytes: usize| {
+        (
+            name,
+            PcSamplingConfig {
+                hardware_buffer_bytes: Some(bytes),
+                ..base
+            },
+        )
+    };
+    let settings: Vec<(&str, PcSamplingConfig)> = vec![
+        ("defaults", base),
+        (
+            "scratch 16 MiB",
+            PcSamplingConfig {
+                scratch_buffer_bytes: Some(16 * MIB),
+                ..base
+            },
+        ),
+        hardware("hardware 16 MiB", 16 * MIB),
+        hardware("hardware 2 MiB", 2 * MIB),
+        hardware("hardware 1 MiB", MIB),
+        hardware("hardware 512 KiB", MIB / 2),
+        hardware("hardware 128 KiB", MIB / 8),
+    ];
+    let n = settings.len();
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut per_step: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut dropped = vec![0u64; n];
+    let mut off = Vec::new();
+    for round in 0..rounds as usize {
+        let t0 = Instant::now();
+        for _ in 0..steps {
+            for c in STEP {
+                cases.run(c, 1)?;
+            }
+            ctx.synchronize()?;
+        }
+        let plain = t0.elapsed().as_secs_f64() * 1e3 / f64::from(steps);
+        off.push(plain);
+        for k in 0..n {
+            let i = (k + round) % n;
+            let mut s = PcSampler::new(ctx, settings[i].1)?;
+            let t0 = Instant::now();
+            let p = s.collect(|| {
+                for _ in 0..steps {
+                    for c in STEP {
+                        cases
+                            .run(c, 1)
+                            .map_err(|e| gpu_ledger::Error::Config(format!("launch: {e}")))?;
+                    }
+                    ctx.synchronize()?;
+                }
+                Ok(())
+            })?;
+            let ms = t0.elapsed().as_secs_f64() * 1e3 / f64::from(steps);
+            dropped[i] += p.dropped_samples;
+            per_step[i].push(ms);
+            ratios[i].push(ms / plain);
+        }
+    }
+    println!(
+        "sweep: unsampled step median {:.3} ms over {rounds} rounds x {steps} steps",
+        median(&mut off)
+    );
+    for i in 0..n {
+        let lo = ratios[i].iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        println!(
+            "sweep: {:<32} step {:.3} ms, {:.2}x unsampled (rounds {lo:.2}x .. {hi:.2}x), \
+             dropped {}",
+            settings[i].0,
+            median(&mut per_step[i]),
+            median(&mut ratios[i]),
+            dropped[i]
+        );
+    }
+    Ok(())
+}
+
+/// Rows' wall times, ms, of a profiled run of `steps` steps, with PC sampling on iterations
+/// `steps / 3 .. steps / 3 + steps / 6` when `pc` is set; and the samples it dropped.
+fn profiled_run(
+    ctx: &std::sync::Arc<CudaContext>,
+    cases: &mut StallCases,
+    pc: Option<PcSamplingConfig>,
+    steps: u32,
+    path: &std::path::Path,
+) -> Result<(Vec<f64>, u64), Box<dyn std::error::Error>> {
+    use gpu_ledger::pcsampling::{PcSamplingSetup, PcSamplingWindow};
+    use gpu_ledger::{Level, Profiler};
+    let mut builder = Profiler::builder().level(Level::Timeline).ledger_path(path);
+    if let Some(config) = pc {
+        let mut setup = PcSamplingSetup::new(ctx);
+        setup.config = config;
+        // The kernels' modules were loaded before the profiler started: their cubins are given.
+        for (name, cubin) in gpu_ledger::kernels::compiled_cubins() {
+            setup.cubins.push(cubin);
+            if let Some(text) = gpu_ledger::kernels::source(&name) {
+                setup.texts.push((format!("{name}.cu"), text));
+            }
+        }
+        setup.window = PcSamplingWindow {
+            skip: u64::from(steps / 3),
+            iterations: u64::from(steps / 6).max(1),
+        };
+        builder = builder.pc_sampling(setup);
+    }
+    let profiler = builder.start()?;
+    for _ in 0..steps {
+        for c in STEP {
+            let _s = Profiler::scope(c.kernel());
+            cases.run(c, 1)?;
+        }
+        ctx.synchronize()?;
+        profiler.step();
+    }
+    profiler.finish()?;
+    let ledger = gpu_ledger::read_ledger(path)?;
+    let dropped = ledger
+        .iterations
+        .iter()
+        .filter_map(|r| r.stalls.as_ref())
+        .map(|s| s.dropped_samples)
+        .sum();
+    let walls = ledger
+        .iterations
+        .iter()
+        .map(|r| r.host_wall_ns as f64 / 1e6)
+        .collect();
+    Ok((walls, dropped))
+}
+
+/// A profiled run with PC sampling on a window against one without, in rounds: the step inside
+/// the window and after it, each against the same iterations of the run without sampling.
+fn profiled(
+    ctx: &std::sync::Arc<CudaContext>,
+    cases: &mut StallCases,
+    config: PcSamplingConfig,
+    rounds: u32,
+    steps: u32,
+    keep: Option<&str>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let steps = steps.max(12);
+    let dir = std::env::temp_dir().join(format!("pc-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (first, end) = (steps / 3, steps / 3 + (steps / 6).max(1));
+    let (mut inside, mut outside, mut dropped) = (Vec::new(), Vec::new(), 0);
+    let (mut plain_in, mut sampled_in, mut plain_out, mut sampled_out) = (0.0, 0.0, 0.0, 0.0);
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut walls: [Vec<f64>; 2] = Default::default();
+        for with_pc in order {
+            let path = dir.join(format!("{with_pc}.jsonl"));
+            let (w, d) = profiled_run(ctx, cases, with_pc.then_some(config), steps, &path)?;
+            dropped += d;
+            walls[usize::from(with_pc)] = w;
+            match keep {
+                Some(k) if with_pc => std::fs::rename(&path, k)?,
+                _ => std::fs::remove_file(&path)?,
+            }
+        }
+        let range_median = |w: &[f64], r: std::ops::Range<u32>| {
+            let mut v: Vec<f64> = w[r.start as usize..r.end as usize].to_vec();
+            median(&mut v)
+        };
+        // After the window, skipping one iteration that may pay for the disable.
+        let after = (end + 1).min(steps - 1)..steps;
+        let (pi, si) = (
+            range_median(&walls[0], first..end),
+            range_median(&walls[1], first..end),
+        );
+        let (po, so) = (
+            range_median(&walls[0], after.clone()),
+            range_median(&walls[1], after),
+        );
+        inside.push(si / pi);
+        outside.push(so / po);
+        plain_in += pi / f64::from(rounds);
+        sampled_in += si / f64::from(rounds);
+        plain_out += po / f64::from(rounds);
+        sampled_out += so / f64::from(rounds);
+    }
+    let _ = std::fs::remove_dir(&dir);
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0)
+    };
+    let ((il, ih), (ol, oh)) = (spread(&inside), spread(&outside));
+    println!(
+        "profiled step, {rounds} rounds of {steps} iterations, window {first}..{end}: inside          {sampled_in:.3} ms against {plain_in:.3} ms without PC sampling, median {:+.1} %          (rounds {il:+.1} .. {ih:+.1} %); outside {sampled_out:.3} ms against {plain_out:.3}          ms, median {:+.2} % (rounds {ol:+.2} .. {oh:+.2} %); samples dropped: {dropped}",
+        (median(&mut inside) - 1.0) * 100.0,
+        (median(&mut outside) - 1.0) * 100.0
+    );
+    Ok(())
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -126,7 +341,30 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1))
             .map(|s| s.parse::<usize>().map(|m| m << 20))
             .transpose()?,
+        scratch_buffer_bytes: args
+            .iter()
+            .position(|a| a == "--scratch-mib")
+            .and_then(|i| args.get(i + 1))
+            .map(|s| s.parse::<usize>().map(|m| m << 20))
+            .transpose()?,
     };
+    if args.iter().any(|a| a == "--profiler") {
+        let keep = args
+            .iter()
+            .position(|a| a == "--keep")
+            .and_then(|i| args.get(i + 1));
+        return profiled(
+            &ctx,
+            &mut cases,
+            config,
+            rounds,
+            steps,
+            keep.map(String::as_str),
+        );
+    }
+    if args.iter().any(|a| a == "--sweep") {
+        return sweep(&ctx, &mut cases, config, rounds, steps);
+    }
     if args.iter().any(|a| a == "--per-case") {
         return per_case(&ctx, &mut cases, config, steps);
     }

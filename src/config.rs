@@ -126,6 +126,10 @@ pub(crate) fn apply_level_override(
                 // The counters setup goes with the counters level only.
                 config.counters = None;
             }
+            if level == Level::Scopes {
+                // PC samples are attributed through the timeline's kernel records.
+                config.pc_sampling = None;
+            }
             Ok(Some(LEVEL_ENV))
         }
     }
@@ -232,6 +236,11 @@ pub struct Config {
     pub record_activities: bool,
     /// Hardware counters (with [`Level::Counters`]): context, metrics, ranges, window.
     pub counters: Option<crate::counters::CountersSetup>,
+    /// Warp stall reasons and hot source lines from PC sampling, on a window of iterations (at
+    /// the timeline and counters levels, outside the counters window). Sampled iterations are
+    /// flagged `perturbed`: CUPTI's sampling lengthens every kernel launched while it runs
+    /// (docs/pc-sampling.md).
+    pub pc_sampling: Option<crate::pcsampling::PcSamplingSetup>,
     /// On SIGINT or SIGTERM, finish the ledger before the process dies: every iteration already
     /// ended by [`Profiler::step`](crate::Profiler::step) gets its row (a partial row for the
     /// open one, as at [`Profiler::finish`](crate::Profiler::finish)), then the trailer, with the
@@ -370,6 +379,7 @@ impl Default for Config {
             work_per_iteration: None,
             record_activities: false,
             counters: None,
+            pc_sampling: None,
             flush_on_signal: false,
             follow: Follow::default(),
             nvtx: Nvtx::default(),
@@ -454,6 +464,25 @@ impl ProfilerBuilder {
         self.config.counters = Some(setup);
         self
     }
+    /// PC-samples the iterations of `setup`'s window: stall reasons per kernel and per scope,
+    /// and the hottest source lines, in those iterations' rows (`stalls`). Needs
+    /// [`Level::Timeline`] or [`Level::Counters`].
+    ///
+    /// ```no_run
+    /// use gpu_ledger::pcsampling::{PcSamplingSetup, PcSamplingWindow};
+    /// # fn f(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) -> gpu_ledger::Result<()> {
+    /// let mut setup = PcSamplingSetup::new(ctx);
+    /// setup.window = PcSamplingWindow { skip: 10, iterations: 2 };
+    /// let profiler = gpu_ledger::Profiler::builder()
+    ///     .level(gpu_ledger::Level::Timeline)
+    ///     .pc_sampling(setup)
+    ///     .start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn pc_sampling(mut self, setup: crate::pcsampling::PcSamplingSetup) -> Self {
+        self.config.pc_sampling = Some(setup);
+        self
+    }
     /// Runs unprofiled instead of failing when the profiler cannot start.
     pub fn fail_open(mut self, yes: bool) -> Self {
         self.config.fail_open = yes;
@@ -535,6 +564,7 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
             .as_ref()
             .map(TimelineSampling::describe),
         tracing_calibration: None,
+        pc_sampling: None,
     }
 }
 

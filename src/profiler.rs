@@ -506,6 +506,7 @@ fn start_inner(
     let mut counter_state = None;
     let mut counters_header = None;
     let mut counter_iterations = None;
+    let mut counter_range = None;
     if let Some(setup) = &config.counters {
         // The timeline will trace alongside: what the release evaluates wrongly while it traces
         // is refused as the Range Profiler is set up.
@@ -516,6 +517,8 @@ fn start_inner(
                 }
                 counters_header = Some(crate::counters::CountersHeader::collected(&rp));
                 counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
+                let n = setup.window.collections * rp.runs_per_collection() as u64;
+                counter_range = Some(setup.window.skip..setup.window.skip.saturating_add(n));
                 counter_state = Some(CounterState::new(rp, setup.window, setup.derive));
             }
             Err(e) => {
@@ -535,6 +538,25 @@ fn start_inner(
                 }
             }
         }
+    }
+    // Checked before anything starts; before the timeline, so that its callbacks keep loaded
+    // modules' cubins.
+    let traces = |i: u64| {
+        config
+            .timeline_sampling
+            .as_ref()
+            .is_none_or(|s| s.traces(i))
+    };
+    if let Some(setup) = &config.pc_sampling {
+        crate::pcsampling::window::prepare(
+            setup,
+            &crate::pcsampling::window::RunShape {
+                timeline: config.level != Level::Scopes,
+                sampled: (config.timeline_sampling.as_ref())
+                    .map(|s| (s.describe(), &traces as &dyn Fn(u64) -> bool)),
+                counters: counter_range,
+            },
+        )?;
     }
     let nvtx_state = NvtxState::decide(config, cupti)?;
     if let Some(w) = nvtx_state.warning() {
@@ -598,6 +620,19 @@ fn start_inner(
         }
         running.begin_tracing()?;
     }
+    // After the timeline's activity kinds are on and the calibration has toggled them:
+    // CUPTI refuses to enable a kind while PC sampling is enabled.
+    let (pc_sources, pc_described) = match &config.pc_sampling {
+        Some(setup) => {
+            let p = crate::pcsampling::window::start(setup)?;
+            warnings.extend(p.warning);
+            if let Some(state) = p.state {
+                running.install_pc_sampling(state);
+            }
+            (p.sources, Some(p.describe))
+        }
+        None => (None, None),
+    };
     let start_cupti_ns = running.cupti_now();
     let mut environment = crate::env::environment(cupti, start_time);
     // Functions the driver predates are refused by a newer CUPTI: a gate of the release, not a
@@ -640,6 +675,7 @@ fn start_inner(
             nvtx: Some(nvtx_state.describe()),
             tracing_calibration: calibration_error,
             timeline_sampling: sampling_described,
+            pc_sampling: pc_described,
             ..config_record(config)
         },
         environment,
@@ -673,6 +709,7 @@ fn start_inner(
             .as_ref()
             .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
         tracing_calibration: calibration,
+        pc_sources,
     })?;
     claim.publish(&running);
     Ok((

@@ -21,6 +21,7 @@ pub(crate) mod offline;
 mod row;
 mod scope_busy;
 mod scopes;
+mod stalls;
 mod trailer;
 mod window;
 
@@ -77,6 +78,9 @@ pub(crate) struct CollectorSetup {
     pub(crate) auto_ranges: bool,
     /// What tracing adds per kernel, for the rows' estimate, when calibrated at start.
     pub(crate) tracing_calibration: Option<crate::ledger::schema::TracingCalibration>,
+    /// The cubins and sources PC samples are mapped through, and the lines kept per function,
+    /// when PC sampling was set up.
+    pub(crate) pc_sources: Option<(crate::pcsampling::Sources, usize)>,
 }
 
 /// Starts the collector thread.
@@ -185,7 +189,8 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
-            rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration),
+            rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration)
+                .with_stalls(s.pc_sources.map(stalls::StallRows::new)),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),
@@ -217,6 +222,7 @@ impl Collector {
                             f.cupti_end,
                             f.open_scopes,
                             f.counters,
+                            f.stalls,
                             f.traced,
                         );
                     }

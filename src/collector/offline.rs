@@ -71,6 +71,7 @@ impl OfflineCollector {
             record_activities: false,
             auto_ranges: false,
             tracing_calibration: calibration,
+            pc_sources: None,
         });
         OfflineCollector {
             collector,
@@ -133,6 +134,7 @@ impl OfflineCollector {
             launches,
             open_scopes: Vec::new(),
             counters: None,
+            stalls: None,
             traced,
             warning: None,
         });
@@ -154,6 +156,7 @@ impl OfflineCollector {
             launches: 0,
             open_scopes: Vec::new(),
             counters: None,
+            stalls: None,
             traced: true,
             warning: None,
         });
@@ -170,8 +173,14 @@ impl OfflineCollector {
     /// ended iteration is written, waiting or not, and the open one when something happened in
     /// it. Returns the remaining rows and the trailer.
     pub fn finish(mut self, host_end_ns: u64, cupti_end_ns: u64) -> (Vec<IterationRow>, Trailer) {
-        self.collector
-            .finish(host_end_ns, Some(cupti_end_ns), Vec::new(), None, true);
+        self.collector.finish(
+            host_end_ns,
+            Some(cupti_end_ns),
+            Vec::new(),
+            None,
+            None,
+            true,
+        );
         let rows = self.drain_rows();
         (rows, self.collector.trailer.clone())
     }

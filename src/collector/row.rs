@@ -41,6 +41,8 @@ pub(super) struct RowBuilder {
     auto_ranges: bool,
     /// What tracing adds per kernel, when it was calibrated at start.
     pub(super) calibration: Option<TracingCalibration>,
+    /// PC samples' rows, when PC sampling was set up.
+    stall_rows: Option<super::stalls::StallRows>,
 }
 
 impl RowBuilder {
@@ -64,7 +66,14 @@ impl RowBuilder {
             record_activities,
             auto_ranges,
             calibration,
+            stall_rows: None,
         }
+    }
+
+    /// Rows carry PC samples through `stall_rows`, when PC sampling was set up.
+    pub(super) fn with_stalls(mut self, stall_rows: Option<super::stalls::StallRows>) -> Self {
+        self.stall_rows = stall_rows;
+        self
     }
 
     /// The row of iteration `it`, written `incomplete` when the run ended before it could wait
@@ -257,6 +266,10 @@ impl RowBuilder {
                 it.warnings.push(w);
             }
         }
+        let stalls = match (it.stalls.take(), self.stall_rows.as_mut()) {
+            (Some(s), Some(rows)) => Some(rows.build(s, &it.placed, paths, &mut it.warnings)),
+            _ => None,
+        };
         let (attribution, launch_threads) =
             self.launches
                 .finish(running.calls(), !it.scopes.is_empty(), &mut it.warnings);
@@ -273,7 +286,7 @@ impl RowBuilder {
             host_start_ns: it.host_start_ns,
             host_wall_ns: host_end.saturating_sub(it.host_start_ns),
             complete: !incomplete && missing == 0,
-            perturbed: counters.is_some(),
+            perturbed: counters.is_some() || stalls.is_some(),
             devices,
             scopes,
             kernels: kernel_groups,
@@ -291,6 +304,7 @@ impl RowBuilder {
             launch_threads,
             untraced: !it.traced,
             tracing_added_ns,
+            stalls,
         }
     }
 }

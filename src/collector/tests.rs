@@ -777,3 +777,65 @@ fn host_records_from_before_the_start_are_the_calibrations_when_one_ran_and_late
     let t = plain.trailer();
     assert_eq!((t.calibration_records, t.late_records), (0, 1));
 }
+
+#[test]
+fn samples_are_split_whole_and_in_proportion_and_nothing_is_lost() {
+    use super::stalls::apportion;
+    assert_eq!(apportion(10, &[1, 1]), [5, 5]);
+    assert_eq!(apportion(10, &[1, 2]), [3, 7]);
+    assert_eq!(apportion(7, &[1, 1, 1]), [3, 2, 2]);
+    assert_eq!(apportion(5, &[0, 0]), [5, 0]);
+    assert!(apportion(3, &[]).is_empty());
+    for n in [0u64, 1, 99, 1_000_003] {
+        assert_eq!(apportion(n, &[3, 11, 5, 1]).iter().sum::<u64>(), n);
+    }
+}
+
+#[test]
+fn a_functions_samples_go_to_the_scopes_that_launched_it_by_gpu_time() {
+    use super::attribution::{Activity, CallSource, Placed};
+    use crate::ledger::stalls::KernelStalls;
+    let placed_kernel = |path_id: u32, name: &str, ns: u64| {
+        let Record::Kernel(mut k) = kernel(1, 0, name) else {
+            unreachable!()
+        };
+        k.end = k.start + ns;
+        Placed {
+            path_id,
+            activity: Activity::Kernel(k),
+            by: CallSource::default(),
+        }
+    };
+    let paths = crate::run::PathTable::default();
+    let fwd = paths.intern(0, "forward");
+    let bwd = paths.intern(0, "backward");
+    let placed = vec![
+        placed_kernel(fwd, "chase", 100),
+        placed_kernel(fwd, "gemm", 100),
+        placed_kernel(bwd, "gemm", 300),
+    ];
+    let stalls = |name: &str, pairs: &[(&str, u64)]| KernelStalls {
+        name: name.into(),
+        samples: pairs.iter().map(|p| p.1).sum(),
+        by_reason: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        ..KernelStalls::default()
+    };
+    let kernels = vec![
+        stalls("chase", &[("long_scoreboard", 90), ("selected", 10)]),
+        stalls("gemm", &[("math_pipe_throttle", 40)]),
+        stalls("helper_device_function", &[("wait", 7)]),
+    ];
+    let (scopes, unattributed) = super::stalls::scopes_of(&kernels, &placed, &paths);
+    assert_eq!(unattributed, 7);
+    let get = |s: &str| scopes.iter().find(|x| x.scope == s).unwrap();
+    let f = get("forward");
+    assert_eq!(f.samples, 110);
+    assert_eq!(f.by_reason["long_scoreboard"], 90);
+    assert_eq!(f.by_reason["math_pipe_throttle"], 10);
+    assert!(f.split_by_time);
+    let b = get("backward");
+    assert_eq!(b.by_reason["math_pipe_throttle"], 30);
+    assert_eq!(b.kernels, ["gemm"]);
+    let total: u64 = scopes.iter().map(|s| s.samples).sum::<u64>() + unattributed;
+    assert_eq!(total, 147);
+}

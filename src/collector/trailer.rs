@@ -7,6 +7,7 @@ use super::window::Phase;
 use super::Collector;
 use crate::counters::IterationCounters;
 use crate::ledger::schema::LedgerLine;
+use crate::pcsampling::window::SampledIteration;
 
 impl Collector {
     /// The end of the run: the open iteration ends at these times, every ended iteration is
@@ -18,6 +19,7 @@ impl Collector {
         cupti_end: Option<u64>,
         open: Vec<u32>,
         counters: Option<IterationCounters>,
+        stalls: Option<SampledIteration>,
         traced: bool,
     ) {
         // Every step() message first, so that iteration boundaries are known; then every buffer
@@ -59,7 +61,7 @@ impl Collector {
                 .count();
             let host_only = it.placed.len() - gpu_work;
             // A counters pass that ran in the partial iteration is reported in its row.
-            let has_counters = counters.is_some();
+            let has_counters = counters.is_some() || stalls.is_some();
             let has_content =
                 !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty() || has_counters;
             if !has_content && host_only > 0 {
@@ -76,6 +78,7 @@ impl Collector {
             }
             let it = &mut self.iterations[0];
             it.counters = counters;
+            it.stalls = stalls;
             if has_content {
                 it.warnings.push("work recorded after the last step(): this row is the partial iteration before finish()".into());
                 self.finalize_front(true);

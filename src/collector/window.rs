@@ -15,6 +15,7 @@ use super::Collector;
 use crate::counters::IterationCounters;
 use crate::driver::events::ScopeEvents;
 use crate::ledger::schema::LedgerLine;
+use crate::pcsampling::window::SampledIteration;
 use crate::run::{IterationEnd, ScopeRecord};
 
 /// Where an iteration is in its life.
@@ -66,6 +67,8 @@ pub(super) struct IterationState {
     /// Counted calls not captured when the row was written.
     pub(super) missing_calls: u64,
     pub(super) counters: Option<IterationCounters>,
+    /// What PC sampling read of it, when it was sampled.
+    pub(super) stalls: Option<SampledIteration>,
     /// False when a sampled timeline left it untraced: its row waits for no flush.
     pub(super) traced: bool,
 }
@@ -160,6 +163,7 @@ impl IterationState {
             counted_calls: 0,
             missing_calls: 0,
             counters: None,
+            stalls: None,
             traced: true,
         }
     }
@@ -252,6 +256,7 @@ impl Collector {
             if let Some(pos) = self.position_of(m.index) {
                 let it = &mut self.iterations[pos];
                 it.traced = m.traced;
+                it.stalls = m.stalls;
                 it.warnings.extend(m.warning);
             }
             next = self.early_ends.remove(&(m.index + 1));

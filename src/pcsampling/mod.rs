@@ -17,6 +17,9 @@
 //! [`PcSampler::new`] fail with an error that says so.
 
 pub mod reasons;
+pub mod window;
+
+pub use window::{PcSamplingSetup, PcSamplingWindow};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,12 +37,32 @@ pub struct PcSamplingConfig {
     /// it sets from the SM count.
     pub period_log2: Option<u32>,
     /// Bytes of the device buffer the hardware writes samples into before CUPTI reads them
-    /// (CUPTI's default: 512 MiB); samples that do not fit are dropped and counted.
+    /// (`None`: CUPTI's 512 MiB). Each kernel launched while sampling runs costs time that grows
+    /// with this buffer, but a kernel whose samples do not fit loses them
+    /// (`StallProfile::hardware_buffer_full`): docs/pc-sampling.md has both measured.
     pub hardware_buffer_bytes: Option<usize>,
     /// How often CUPTI's worker threads wake to decode the hardware's samples, ms (CUPTI's
     /// default: 100).
     #[serde(default)]
     pub worker_sleep_ms: Option<u32>,
+    /// Bytes of the host buffer CUPTI decodes samples into until they are read (CUPTI's
+    /// default: 1 MiB, about 5 500 PCs with every stall reason).
+    #[serde(default)]
+    pub scratch_buffer_bytes: Option<usize>,
+}
+
+impl PcSamplingConfig {
+    /// The settings as the ledger header states them.
+    pub fn describe(&self) -> String {
+        let or_default = |v: Option<String>| v.unwrap_or_else(|| "CUPTI's default".into());
+        format!(
+            "period {}, hardware buffer {}, scratch buffer {}, worker wake-up {}",
+            or_default(self.period_log2.map(|p| format!("2^{p} cycles"))),
+            or_default(self.hardware_buffer_bytes.map(|b| format!("{b} B"))),
+            or_default(self.scratch_buffer_bytes.map(|b| format!("{b} B"))),
+            or_default(self.worker_sleep_ms.map(|m| format!("{m} ms"))),
+        )
+    }
 }
 
 /// PC sampling on one context. Dropping it disables sampling.
@@ -69,9 +92,12 @@ impl PcSampler {
         let inner = ffi::PcSampler::enable(
             lib,
             ctx,
-            config.period_log2,
-            config.hardware_buffer_bytes,
-            config.worker_sleep_ms,
+            ffi::SamplingOptions {
+                period_log2: config.period_log2,
+                hardware_buffer_bytes: config.hardware_buffer_bytes,
+                scratch_buffer_bytes: config.scratch_buffer_bytes,
+                worker_sleep_ms: config.worker_sleep_ms,
+            },
         )?;
         let keys = inner
             .reasons()
@@ -207,14 +233,7 @@ impl FunctionStalls {
 
 /// Shares of a count map, largest first (ties by key).
 pub fn shares(counts: &BTreeMap<String, u64>) -> Vec<(String, f64)> {
-    let total: u64 = counts.values().sum();
-    let mut v: Vec<(String, f64)> = counts
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| (k.clone(), *n as f64 / total.max(1) as f64))
-        .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    v
+    crate::ledger::stalls::reason_shares(counts)
 }
 
 /// Total-variation distance between two distributions given as counts or shares: half the sum
@@ -353,6 +372,11 @@ impl Sources {
     /// is not on disk.
     pub fn add_text(&mut self, file: &str, text: &'static str) {
         self.texts.insert(file.to_string(), text);
+    }
+
+    /// Whether the cubin of this CRC is at hand.
+    pub fn has_cubin(&self, crc: u64) -> bool {
+        self.cubins.contains_key(&crc)
     }
 
     fn place(&self, crc: u64, function: &str, pc: u64) -> Option<ffi::SourcePlace> {

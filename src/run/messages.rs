@@ -4,6 +4,7 @@
 
 use crate::counters::IterationCounters;
 use crate::driver::events::{PackedEvents, ScopeEvents};
+use crate::pcsampling::window::SampledIteration;
 
 /// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
 /// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
@@ -19,6 +20,8 @@ pub(crate) struct IterationEnd {
     pub(crate) open_scopes: Vec<u32>,
     /// Hardware counters of the iteration, when a pass ran in it.
     pub(crate) counters: Option<IterationCounters>,
+    /// What PC sampling read of the iteration, when it was sampled.
+    pub(crate) stalls: Option<SampledIteration>,
     /// False when a sampled timeline left the iteration untraced.
     pub(crate) traced: bool,
     /// Why switching tracing for the next iteration failed, for the row.
@@ -31,6 +34,7 @@ pub(crate) struct Finish {
     pub(crate) cupti_end: Option<u64>,
     pub(crate) open_scopes: Vec<u32>,
     pub(crate) counters: Option<IterationCounters>,
+    pub(crate) stalls: Option<SampledIteration>,
     /// False when a sampled timeline left the open iteration untraced.
     pub(crate) traced: bool,
 }

@@ -26,6 +26,7 @@ use crate::cupti::calls::{ApiCalls, CapturedCall};
 use crate::cupti::{self, LoadedCupti};
 use crate::driver::events::EventPool;
 use crate::error::{Error, Result};
+use crate::pcsampling::window::PcSamplingState;
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
 /// True while a profiler runs. Checked first by every scope.
@@ -103,6 +104,10 @@ pub(crate) struct Running {
     sampling: Option<TimelineSampling>,
     /// Host time `step()` spent switching tracing on and off, ns.
     sampling_switch_ns: AtomicU64,
+    /// PC sampling, when it was set up; taken at shutdown.
+    pc_sampling: Mutex<Option<PcSamplingState>>,
+    /// Whether `pc_sampling` was set (so that `step()` takes no lock without it).
+    pc_sampling_on: AtomicBool,
 }
 
 /// What a run does with NVTX, as start decided it.
@@ -160,6 +165,8 @@ impl Running {
             nvtx_too_deep: AtomicU64::new(0),
             sampling: sampling.filter(|_| cupti.is_some()),
             sampling_switch_ns: AtomicU64::new(0),
+            pc_sampling: Mutex::new(None),
+            pc_sampling_on: AtomicBool::new(false),
         });
         (running, Inbox { ends, finish })
     }
@@ -259,6 +266,18 @@ impl Running {
         }
         self.counters.lock().as_mut().map(f)
     }
+    /// Hands the run its PC sampling, before it is published.
+    pub(crate) fn install_pc_sampling(&self, state: PcSamplingState) {
+        *self.pc_sampling.lock() = Some(state);
+        self.pc_sampling_on.store(true, Ordering::SeqCst);
+    }
+    /// Runs `f` on the PC sampling state, when PC sampling is on.
+    fn with_pc_sampling<T>(&self, f: impl FnOnce(&mut PcSamplingState) -> T) -> Option<T> {
+        if !self.pc_sampling_on.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.pc_sampling.lock().as_mut().map(f)
+    }
     /// CUPTI's clock now, at the levels that load CUPTI.
     pub(crate) fn cupti_now(&self) -> Option<u64> {
         self.cupti.and_then(|lib| cupti::timestamp(lib).ok())
@@ -281,6 +300,10 @@ impl Running {
         // (perturbed) iteration that ends here, not to the next one.
         let counters = self
             .with_counters(|c| c.end_iteration(self.iteration()))
+            .flatten();
+        // PC sampling's stop and read synchronize too: inside the iteration, as the counters'.
+        let stalls = self
+            .with_pc_sampling(|p| p.end_iteration(self.iteration(), false))
             .flatten();
         // The count first, then the iteration's end: every call counted here was entered in
         // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
@@ -309,10 +332,12 @@ impl Running {
             launches,
             open_scopes,
             counters,
+            stalls,
             traced,
             warning,
         });
         self.with_counters(|c| c.begin_iteration(index + 1));
+        self.with_pc_sampling(|p| p.begin_iteration(index + 1));
         self.step_ns
             .fetch_add(self.now_ns().saturating_sub(entered_ns), Ordering::Relaxed);
         drop(open);
@@ -337,11 +362,15 @@ impl Running {
         let cupti_end = self.cupti_now();
         let open_scopes = open_scopes();
         let counters = self.with_counters(|c| c.finish(self.iteration())).flatten();
+        let stalls = self
+            .with_pc_sampling(|p| p.end_iteration(self.iteration(), true))
+            .flatten();
         Finish {
             host_end_ns,
             cupti_end,
             open_scopes,
             counters,
+            stalls,
             traced: self.traces(self.iteration()),
         }
     }
@@ -351,9 +380,11 @@ impl Running {
         let _ = self.finish.send(finish);
     }
 
-    /// Releases the Range Profiler: only once the timeline has stopped and every record is in.
+    /// Releases the Range Profiler and the PC sampler: only once the timeline has stopped and
+    /// every record is in.
     pub(crate) fn release_counters(&self) {
         drop(self.counters.lock().take());
+        drop(self.pc_sampling.lock().take());
     }
 }
 
@@ -385,6 +416,7 @@ impl Claim {
         GENERATION.fetch_add(1, Ordering::SeqCst);
         ENABLED.store(true, Ordering::SeqCst);
         running.with_counters(|c| c.begin_iteration(0));
+        running.with_pc_sampling(|p| p.begin_iteration(0));
     }
 }
 

@@ -142,3 +142,278 @@ fn a_second_sampler_on_the_same_gpu_is_refused_with_the_reason() {
         "{e}"
     );
 }
+
+/// Iterations of the profiled run, and the window PC sampling samples.
+const PROFILED_ITERATIONS: u64 = 5;
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_profiled_run_gives_each_scope_its_stall_reasons_and_hottest_lines_in_the_sampled_rows() {
+    use gpu_ledger::pcsampling::{PcSamplingSetup, PcSamplingWindow};
+    use gpu_ledger::{read_ledger, Level, Profiler};
+    let _serial = SERIAL.lock();
+    let g = gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pc.jsonl");
+    let mut setup = PcSamplingSetup::new(&g.ctx);
+    setup.window = PcSamplingWindow {
+        skip: 2,
+        iterations: 2,
+    };
+    // The bundled kernels are compiled from embedded text: the line table names `stalls.cu`,
+    // which is not on disk here.
+    for name in gpu_ledger::kernels::names() {
+        if let Some(text) = gpu_ledger::kernels::source(name) {
+            setup.texts.push((format!("{name}.cu"), text));
+        }
+    }
+    let profiler = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(&path)
+        .settle(std::time::Duration::from_secs(10))
+        .pc_sampling(setup)
+        .start()
+        .expect("the timeline with PC sampling starts on the GPU host");
+    // Loaded after the start: the profiler keeps the modules' cubins as they load.
+    let mut cases = StallCases::new(&g.ctx).expect("the stall kernels compile and load");
+    for _ in 0..PROFILED_ITERATIONS {
+        for (scope, case, runs) in [
+            ("chase", StallCase::PointerChase, 2),
+            ("fma", StallCase::FmaChain, 2),
+            ("spill", StallCase::Spill, 1),
+        ] {
+            let _s = Profiler::scope(scope);
+            cases.run(case, runs).unwrap();
+        }
+        g.ctx.synchronize().unwrap();
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    let described = ledger.header.config.pc_sampling.clone().unwrap_or_default();
+    println!("header: {described}");
+    assert!(described.starts_with("iterations 2..4"), "{described}");
+    assert_eq!(ledger.iterations.len() as u64, PROFILED_ITERATIONS);
+    for r in &ledger.iterations {
+        let sampled = (2..4).contains(&r.index);
+        assert_eq!(r.stalls.is_some(), sampled, "row {} sampled", r.index);
+        assert_eq!(r.perturbed, sampled, "row {} perturbed", r.index);
+        assert!(r.complete, "row {}: {:?}", r.index, r.warnings);
+        let Some(s) = &r.stalls else { continue };
+        println!(
+            "row {}: {} samples, {} dropped, {} unattributed, wall {:.1} ms",
+            r.index,
+            s.total_samples,
+            s.dropped_samples,
+            s.unattributed_samples,
+            r.host_wall_ns as f64 / 1e6
+        );
+        assert!(s.error.is_none(), "row {}: {:?}", r.index, s.error);
+        assert_eq!(s.dropped_samples, 0, "row {}: samples dropped", r.index);
+        let scope = |name: &str| {
+            s.scopes
+                .iter()
+                .find(|x| x.scope == name)
+                .unwrap_or_else(|| panic!("row {}: scope {name} has samples", r.index))
+        };
+        for sc in &s.scopes {
+            let top: Vec<String> = gpu_ledger::ledger::stalls::reason_shares(&sc.by_reason)
+                .iter()
+                .take(3)
+                .map(|(k, v)| format!("{k} {:.1}%", v * 100.0))
+                .collect();
+            println!("  {}: {} samples: {}", sc.scope, sc.samples, top.join(", "));
+        }
+        let dominant = |name: &str| {
+            gpu_ledger::ledger::stalls::reason_shares(&scope(name).by_reason)[0]
+                .0
+                .clone()
+        };
+        assert_eq!(dominant("chase"), "long_scoreboard");
+        assert_eq!(dominant("fma"), "wait");
+        assert!(!scope("chase").split_by_time);
+        // Every sample with a PC is in a scope or counted as unattributed.
+        let in_scopes: u64 = s.scopes.iter().map(|x| x.samples).sum();
+        assert_eq!(in_scopes + s.unattributed_samples, s.sampled());
+        for (kernel, needle) in [
+            (StallCase::PointerChase.kernel(), "p = next[p];"),
+            (StallCase::Spill.kernel(), "acc[idx] += v;"),
+        ] {
+            let k = s
+                .kernels
+                .iter()
+                .find(|k| k.name == kernel)
+                .unwrap_or_else(|| panic!("row {}: {kernel} sampled", r.index));
+            assert!(k.cubin, "{kernel}: its module's cubin was kept at load");
+            let top = k.lines.first().expect("a hottest line");
+            println!(
+                "  {kernel}: {} of {} samples at {}:{} {}",
+                top.samples,
+                k.samples,
+                top.file,
+                top.line,
+                top.text.as_deref().unwrap_or("")
+            );
+            assert!(
+                top.text.as_deref().is_some_and(|t| t.contains(needle)),
+                "{kernel}: the hottest line is `{needle}`"
+            );
+        }
+    }
+}
+
+/// CUPTI refuses to enable kernel tracing while PC sampling is enabled on a context: a
+/// `PcSampler` the application keeps alive makes the timeline's start fail with the reason.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_live_pc_sampler_makes_the_timelines_start_fail_with_the_reason() {
+    use gpu_ledger::{Level, Profiler};
+    let _serial = SERIAL.lock();
+    let g = gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let alive = PcSampler::new(&g.ctx, PcSamplingConfig::default()).unwrap();
+    let refused = Profiler::builder()
+        .level(Level::Timeline)
+        .calibrate_tracing(false)
+        .ledger_path(dir.path().join("refused.jsonl"))
+        .start()
+        .expect_err("kernel tracing cannot be enabled beside an enabled PcSampler")
+        .to_string();
+    println!("timeline beside a PcSampler: {refused}");
+    assert!(refused.contains("CONCURRENT_KERNEL"), "{refused}");
+    assert!(refused.contains("drop the PcSampler"), "{refused}");
+    drop(alive);
+}
+
+/// The profiler enables sampling only for its window, so a sampled timeline that traces every
+/// iteration up to the window's end still switches tracing off and on after it.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn pc_sampling_is_enabled_only_for_its_window_so_a_sampled_timeline_still_switches() {
+    use gpu_ledger::pcsampling::{PcSamplingSetup, PcSamplingWindow};
+    use gpu_ledger::{read_ledger, Level, Profiler, TimelineSampling};
+    let _serial = SERIAL.lock();
+    let g = gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1 << 20;
+    let (a, b, mut c) = crate::vectors(&g.stream, n);
+    let mut cases = StallCases::new(&g.ctx).expect("the stall kernels compile and load");
+    let mut setup = PcSamplingSetup::new(&g.ctx);
+    for (_, cubin) in gpu_ledger::kernels::compiled_cubins() {
+        setup.cubins.push(cubin);
+    }
+    setup.window = PcSamplingWindow {
+        skip: 3,
+        iterations: 2,
+    };
+    let refused = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(dir.path().join("refused.jsonl"))
+        .sample_timeline(TimelineSampling::every(4).and_window(3..5))
+        .pc_sampling(setup.clone())
+        .start()
+        .expect_err("an untraced iteration before the window is refused")
+        .to_string();
+    println!("refused: {refused}");
+    assert!(refused.contains("and_window(0..5)"), "{refused}");
+    let path = dir.path().join("sampled.jsonl");
+    let p = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(&path)
+        .settle(std::time::Duration::from_secs(10))
+        .sample_timeline(TimelineSampling::every(4).and_window(0..5))
+        .pc_sampling(setup)
+        .start()
+        .expect("a sampled timeline with PC sampling inside its window starts");
+    for _ in 0..9 {
+        {
+            let _s = Profiler::scope("vadd");
+            for _ in 0..5 {
+                g.vadd.launch(&g.stream, &a, &b, &mut c, n as u64).unwrap();
+            }
+        }
+        {
+            let _s = Profiler::scope("fma");
+            cases.run(StallCase::FmaChain, 1).unwrap();
+        }
+        g.ctx.synchronize().unwrap();
+        p.step();
+    }
+    p.finish().unwrap();
+    let rows = read_ledger(&path).unwrap().iterations;
+    for r in &rows {
+        println!(
+            "row {}: untraced {}, kernels {:?}, warnings {:?}",
+            r.index,
+            r.untraced,
+            r.kernels.iter().map(|k| &k.name).collect::<Vec<_>>(),
+            r.warnings
+        );
+        if let Some(s) = &r.stalls {
+            println!(
+                "  {} samples, {} non-user, {} unattributed, buffer full {}; functions {:?}; \
+                 scopes {:?}",
+                s.total_samples,
+                s.non_user_samples,
+                s.unattributed_samples,
+                s.hardware_buffer_full,
+                s.kernels
+                    .iter()
+                    .map(|k| (&k.name, k.samples))
+                    .collect::<Vec<_>>(),
+                s.scopes
+                    .iter()
+                    .map(|k| (&k.scope, k.samples))
+                    .collect::<Vec<_>>()
+            );
+        }
+        assert!(r.warnings.is_empty(), "row {}: {:?}", r.index, r.warnings);
+        let traced = r.index % 4 == 0 || r.index < 5;
+        assert_eq!(!r.untraced, traced, "row {} traced", r.index);
+        assert_eq!(r.stalls.is_some(), (3..5).contains(&r.index));
+        if let Some(s) = &r.stalls {
+            let fma = s.scopes.iter().find(|x| x.scope == "fma");
+            assert!(
+                fma.is_some_and(|f| f.samples > 1000),
+                "row {}: the FMA chain's samples are in its scope",
+                r.index
+            );
+            let in_scopes: u64 = s.scopes.iter().map(|x| x.samples).sum();
+            assert_eq!(in_scopes + s.unattributed_samples, s.sampled());
+        }
+    }
+    // Iteration 8 is traced again after the window: tracing switched back on.
+    assert_eq!(rows[8].kernels.iter().map(|k| k.count).sum::<u64>(), 6);
+}
+
+/// A hardware buffer too small for a kernel's samples loses them: the loss is reported, never a
+/// silent empty profile.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn samples_lost_to_a_small_hardware_buffer_are_reported() {
+    let _serial = SERIAL.lock();
+    let g = gpu();
+    let mut cases = StallCases::new(&g.ctx).expect("the stall kernels compile and load");
+    for bytes in [128usize << 10, 2 << 20, 16 << 20] {
+        let mut sampler = PcSampler::new(
+            &g.ctx,
+            PcSamplingConfig {
+                hardware_buffer_bytes: Some(bytes),
+                ..PcSamplingConfig::default()
+            },
+        )
+        .unwrap();
+        let p = cases
+            .sample(&mut sampler, StallCase::PointerChase, 2)
+            .expect("sampled");
+        let with_pc: u64 = p.functions.iter().map(|f| f.samples()).sum();
+        println!(
+            "hardware buffer {bytes} B: {} samples, {with_pc} with a PC, {} dropped, full {}",
+            p.total_samples, p.dropped_samples, p.hardware_buffer_full
+        );
+        assert!(
+            with_pc > 0 || p.hardware_buffer_full || p.dropped_samples > 0,
+            "{bytes} B: an empty profile must say why"
+        );
+    }
+}

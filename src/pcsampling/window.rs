@@ -1,0 +1,361 @@
+//! PC sampling inside a running [`crate::Profiler`]: which iterations are sampled (the window),
+//! and the state that starts and stops CUPTI's sampling at their boundaries from the stepping
+//! thread.
+//!
+//! A sampled iteration is one range: sampling starts after `step()`'s boundary timestamp and is
+//! stopped and read (after synchronizing the context) before the next one, so that the cost of
+//! reading falls inside the iteration, which is flagged `perturbed`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use serde::{Deserialize, Serialize};
+
+use super::{PcSampler, PcSamplingConfig, Sources, StallProfile};
+use crate::error::{Error, Result};
+
+/// Which iterations are PC-sampled: `iterations` of them after `skip` of warm-up, each sampled
+/// as a range of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcSamplingWindow {
+    /// Iterations before the first sampled one (warm-up: compilation, allocator, caches).
+    pub skip: u64,
+    /// Iterations sampled.
+    pub iterations: u64,
+}
+
+impl Default for PcSamplingWindow {
+    /// Skip 5 iterations of warm-up, then sample one.
+    fn default() -> Self {
+        PcSamplingWindow {
+            skip: 5,
+            iterations: 1,
+        }
+    }
+}
+
+impl PcSamplingWindow {
+    /// The sampled iterations.
+    pub fn range(&self) -> Range<u64> {
+        self.skip..self.skip.saturating_add(self.iterations)
+    }
+
+    /// Whether iteration `index` is sampled.
+    pub fn contains(&self, index: u64) -> bool {
+        self.range().contains(&index)
+    }
+}
+
+/// What the profiler is asked to PC-sample: the context, the sampler's settings, the window,
+/// and the cubins of modules loaded before the profiler started.
+#[derive(Debug, Clone)]
+pub struct PcSamplingSetup {
+    /// The CUDA context the application launches its work on (one per GPU can be sampled).
+    pub context: Arc<CudaContext>,
+    /// Period and buffers.
+    pub config: PcSamplingConfig,
+    /// Which iterations.
+    pub window: PcSamplingWindow,
+    /// Cubins of modules loaded before the profiler started: the profiler keeps those of the
+    /// modules loaded while it runs itself (CUPTI's module-load callback), and a PC of a module
+    /// it has no cubin for is reported without a source line.
+    pub cubins: Vec<Arc<[u8]>>,
+    /// Source text for files the line table names but that are not on disk where the run
+    /// runs (a kernel embedded in the binary), by file name as the line table spells it.
+    pub texts: Vec<(String, &'static str)>,
+    /// Source lines kept per sampled function and iteration, most samples first.
+    pub lines_per_kernel: usize,
+}
+
+impl PcSamplingSetup {
+    /// PC sampling on `context` with CUPTI's settings and the default window.
+    pub fn new(context: &Arc<CudaContext>) -> Self {
+        PcSamplingSetup {
+            context: context.clone(),
+            config: PcSamplingConfig::default(),
+            window: PcSamplingWindow::default(),
+            cubins: Vec::new(),
+            texts: Vec::new(),
+            lines_per_kernel: 5,
+        }
+    }
+
+    /// How the header states it.
+    fn describe(&self) -> String {
+        let r = self.window.range();
+        format!(
+            "iterations {}..{} ({} from iteration {}), one range per iteration; {}",
+            r.start,
+            r.end,
+            self.window.iterations,
+            r.start,
+            self.config.describe()
+        )
+    }
+}
+
+/// The run PC sampling goes into: whether it traces kernels, which iterations a sampled
+/// timeline traces, and the counters window.
+pub(crate) struct RunShape<'a> {
+    /// The level traces kernels (the timeline and counters levels).
+    pub(crate) timeline: bool,
+    /// A sampled timeline: its description, and whether it traces an iteration.
+    pub(crate) sampled: Option<(String, &'a dyn Fn(u64) -> bool)>,
+    /// The iterations hardware counters are collected in.
+    pub(crate) counters: Option<Range<u64>>,
+}
+
+/// Refuses a window the run cannot honour.
+fn validate(window: &PcSamplingWindow, lines_per_kernel: usize, run: &RunShape<'_>) -> Result<()> {
+    if !run.timeline {
+        return Err(Error::Config(
+            "PC sampling attributes samples to scopes through the timeline's kernel records: \
+             it needs Level::Timeline or Level::Counters, not Level::Scopes"
+                .into(),
+        ));
+    }
+    // Once CUPTI's tracing has been switched off and on again, PC samples come back without
+    // their functions (all "non-user", measured with CUPTI 13.0): a sampled timeline must trace
+    // every iteration up to the window's end.
+    if let Some((described, traces)) = &run.sampled {
+        let end = window.range().end;
+        if let Some(i) = (0..end)
+            .find(|i| !traces(*i))
+            .filter(|_| !window.range().is_empty())
+        {
+            return Err(Error::Config(format!(
+                "PC sampling's window ends at iteration {end}, but the sampled timeline \
+                 ({described}) leaves iteration {i} untraced before it: once tracing has been \
+                 switched off and on, CUPTI's PC samples carry no function and cannot be \
+                 attributed. Trace every iteration up to the window's end \
+                 (TimelineSampling::and_window(0..{end})), or sample without a sampled timeline"
+            )));
+        }
+    }
+    if let Some(c) = run.counters.clone() {
+        let p = window.range();
+        if c.start < p.end && p.start < c.end && !c.is_empty() && !p.is_empty() {
+            return Err(Error::Config(format!(
+                "PC sampling's window (iterations {}..{}) overlaps the counters window \
+                 ({}..{}): both use the SMs' profiling hardware and replay or serialize \
+                 differently; move one (PcSamplingWindow::skip or CounterWindow::skip)",
+                p.start, p.end, c.start, c.end
+            )));
+        }
+    }
+    if lines_per_kernel == 0 {
+        return Err(Error::Config(
+            "PcSamplingSetup::lines_per_kernel is 0: keep at least the hottest line".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// PC sampling as a run starts it: the state for `step()`, the collector's sources, and what
+/// the header says.
+pub(crate) struct Started {
+    pub(crate) state: Option<PcSamplingState>,
+    pub(crate) sources: Option<(Sources, usize)>,
+    pub(crate) describe: String,
+    pub(crate) warning: Option<String>,
+}
+
+/// Refuses a setup a run of this shape cannot honour, and turns on the keeping of loaded
+/// modules' cubins (before the timeline starts, whose callbacks keep them).
+///
+/// # Errors
+/// [`Error::Config`] for a setup the run cannot honour.
+pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape<'_>) -> Result<()> {
+    validate(&setup.window, setup.lines_per_kernel, run)?;
+    crate::cupti::pc_sampling::capture_cubins(true);
+    Ok(())
+}
+
+/// Checks that PC sampling can be enabled for a run [`prepare`] accepted, by enabling and
+/// disabling it once: a GPU that cannot be sampled (another client samples it, an unsupported
+/// device) leaves the timeline running with the reason in the header. Sampling is enabled again
+/// only for the window: while it is enabled CUPTI refuses to enable kernel tracing
+/// (`CUPTI_ERROR_NOT_COMPATIBLE`), which a sampled timeline does between iterations.
+///
+/// # Errors
+/// [`Error::Config`] for settings CUPTI cannot take (a period out of range).
+pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
+    match PcSampler::new(&setup.context, setup.config) {
+        Ok(s) => drop(s),
+        Err(e @ Error::Config(_)) => {
+            crate::cupti::pc_sampling::capture_cubins(false);
+            return Err(e);
+        }
+        Err(e) => {
+            crate::cupti::pc_sampling::capture_cubins(false);
+            let why = format!("PC sampling is not collected (the timeline runs): {e}");
+            return Ok(Started {
+                state: None,
+                sources: None,
+                describe: format!("not collected: {e}"),
+                warning: Some(why),
+            });
+        }
+    };
+    let mut sources = Sources::new();
+    let mut warning = None;
+    for cubin in &setup.cubins {
+        if let Err(e) = sources.add_cubin(cubin.clone()) {
+            warning = Some(format!(
+                "a cubin given in PcSamplingSetup::cubins was refused, so its PCs have no source \
+                 lines: {e}"
+            ));
+        }
+    }
+    for (file, text) in &setup.texts {
+        sources.add_text(file, text);
+    }
+    Ok(Started {
+        state: Some(PcSamplingState {
+            context: setup.context.clone(),
+            config: setup.config,
+            sampler: None,
+            window: setup.window,
+            running: false,
+            stopped: false,
+            begin_error: None,
+        }),
+        sources: Some((sources, setup.lines_per_kernel)),
+        describe: setup.describe(),
+        warning,
+    })
+}
+
+/// What the collector receives of a sampled iteration: the profile, or why there is none.
+pub(crate) type SampledIteration = std::result::Result<StallProfile, String>;
+
+/// The PC sampling state of a running profiler, behind the profiler's lock.
+pub(crate) struct PcSamplingState {
+    context: Arc<CudaContext>,
+    config: PcSamplingConfig,
+    /// Enabled from the first iteration of a run of window iterations to the last.
+    sampler: Option<PcSampler>,
+    window: PcSamplingWindow,
+    running: bool,
+    /// After an error, sampling does not start again (the error is in the row).
+    stopped: bool,
+    begin_error: Option<String>,
+}
+
+impl PcSamplingState {
+    /// Iteration `index` begins: enables sampling at the window's first iteration and starts
+    /// a range when the window holds it.
+    pub(crate) fn begin_iteration(&mut self, index: u64) {
+        if self.stopped || !self.window.contains(index) {
+            return;
+        }
+        if self.sampler.is_none() {
+            match PcSampler::new(&self.context, self.config) {
+                Ok(s) => self.sampler = Some(s),
+                Err(e) => {
+                    self.begin_error =
+                        Some(self.stop(format!("PC sampling could not be enabled: {e}")));
+                    return;
+                }
+            }
+        }
+        let Some(sampler) = self.sampler.as_mut() else {
+            return;
+        };
+        if let Err(e) = sampler.inner.start() {
+            self.sampler = None;
+            self.begin_error = Some(self.stop(format!("PC sampling could not start: {e}")));
+            return;
+        }
+        self.running = true;
+    }
+
+    /// Iteration `index` ends, before its boundary timestamp: synchronizes the context, stops
+    /// sampling and reads what it sampled, and disables sampling when the next iteration is
+    /// not in the window (`last`: the run ends). `None` when it was not sampled.
+    pub(crate) fn end_iteration(&mut self, index: u64, last: bool) -> Option<SampledIteration> {
+        if let Some(e) = self.begin_error.take() {
+            return Some(Err(e));
+        }
+        if !self.running {
+            return None;
+        }
+        self.running = false;
+        let sampler = self.sampler.as_mut()?;
+        let read = match sampler.inner.stop_and_read() {
+            Ok(range) => Ok(sampler.profile(range)),
+            Err(e) => Err(format!("PC sampling: stopping and reading failed: {e}")),
+        };
+        if last || read.is_err() || !self.window.contains(index + 1) {
+            self.sampler = None;
+        }
+        Some(read.map_err(|e| self.stop(e)))
+    }
+
+    fn stop(&mut self, message: String) -> String {
+        if !self.stopped {
+            eprintln!("gpu-ledger: {message}; no further iteration is PC-sampled in this run");
+        }
+        self.stopped = true;
+        message
+    }
+}
+
+impl Drop for PcSamplingState {
+    fn drop(&mut self) {
+        crate::cupti::pc_sampling::capture_cubins(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_the_run_cannot_honour_is_refused_with_the_fix() {
+        let w = PcSamplingWindow::default();
+        let shape = |timeline, sampled, counters| RunShape {
+            timeline,
+            sampled,
+            counters,
+        };
+        let scopes = validate(&w, 5, &shape(false, None, None)).unwrap_err();
+        assert!(scopes.to_string().contains("Level::Timeline"), "{scopes}");
+        let every_100 = |i: u64| i % 100 == 0;
+        let sampled = Some(("1 in 100".to_string(), &every_100 as &dyn Fn(u64) -> bool));
+        let untraced = validate(&w, 5, &shape(true, sampled, None)).unwrap_err();
+        assert!(
+            untraced.to_string().contains("iteration 1 untraced"),
+            "{untraced}"
+        );
+        assert!(
+            untraced.to_string().contains("and_window(0..6)"),
+            "{untraced}"
+        );
+        let only_window = |i: u64| i % 100 == 0 || i == 5;
+        let gap = Some(("1 in 100".to_string(), &only_window as &dyn Fn(u64) -> bool));
+        assert!(validate(&w, 5, &shape(true, gap, None)).is_err());
+        let with_window = |i: u64| i % 100 == 0 || i < 6;
+        let covered = Some(("1 in 100".to_string(), &with_window as &dyn Fn(u64) -> bool));
+        validate(&w, 5, &shape(true, covered, None)).unwrap();
+        let overlap = validate(&w, 5, &shape(true, None, Some(4..8))).unwrap_err();
+        assert!(overlap.to_string().contains("overlaps"), "{overlap}");
+        validate(&w, 5, &shape(true, None, Some(6..8))).unwrap();
+        assert!(validate(&w, 0, &shape(true, None, None)).is_err());
+    }
+
+    #[test]
+    fn the_window_holds_skip_to_skip_plus_iterations() {
+        let w = PcSamplingWindow {
+            skip: 3,
+            iterations: 2,
+        };
+        assert!(!w.contains(2) && w.contains(3) && w.contains(4) && !w.contains(5));
+        let none = PcSamplingWindow {
+            skip: 3,
+            iterations: 0,
+        };
+        assert!(none.range().is_empty());
+    }
+}
