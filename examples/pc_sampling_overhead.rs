@@ -4,7 +4,8 @@
 //! step (each step's samples stopped and read on their own), alternated in paired rounds in one
 //! process, with the samples dropped.
 //! `pc_sampling_overhead [ROUNDS] [STEPS] [--period N] [--sleep-ms N] [--hardware-mib N]
-//! [--scratch-mib N]`; `--per-case`: each case's time per run unsampled and sampled instead;
+//! [--scratch-mib N] [--serialized] [--free-running]`; `--per-case`: each case's time per run
+//! unsampled and sampled instead;
 //! `--sweep`: the step inside a window under several buffer settings, alternated per round;
 //! `--profiler`: the step's wall time in a profiled run (`Level::Timeline`) with PC sampling on
 //! a window of iterations, inside and outside the window, against the same run without it
@@ -111,10 +112,30 @@ fn sweep(
                 ..base
             },
         ),
+        (
+            "serialized",
+            PcSamplingConfig {
+                serialized: true,
+                ..base
+            },
+        ),
+        (
+            "free running",
+            PcSamplingConfig {
+                free_running: true,
+                ..base
+            },
+        ),
+        (
+            "free running, hardware 16 MiB",
+            PcSamplingConfig {
+                free_running: true,
+                hardware_buffer_bytes: Some(16 * MIB),
+                ..base
+            },
+        ),
         hardware("hardware 16 MiB", 16 * MIB),
         hardware("hardware 2 MiB", 2 * MIB),
-        hardware("hardware 1 MiB", MIB),
-        hardware("hardware 512 KiB", MIB / 2),
         hardware("hardware 128 KiB", MIB / 8),
     ];
     let n = settings.len();
@@ -134,7 +155,15 @@ fn sweep(
         off.push(plain);
         for k in 0..n {
             let i = (k + round) % n;
-            let mut s = PcSampler::new(ctx, settings[i].1)?;
+            let mut s = match PcSampler::new(ctx, settings[i].1) {
+                Ok(s) => s,
+                Err(e) => {
+                    if round == 0 {
+                        println!("sweep: {} refused: {e}", settings[i].0);
+                    }
+                    continue;
+                }
+            };
             let t0 = Instant::now();
             let p = s.collect(|| {
                 for _ in 0..steps {
@@ -158,6 +187,9 @@ fn sweep(
         median(&mut off)
     );
     for i in 0..n {
+        if ratios[i].is_empty() {
+            continue;
+        }
         let lo = ratios[i].iter().copied().fold(f64::INFINITY, f64::min);
         let hi = ratios[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
         println!(
@@ -287,7 +319,10 @@ fn profiled(
     };
     let ((il, ih), (ol, oh)) = (spread(&inside), spread(&outside));
     println!(
-        "profiled step, {rounds} rounds of {steps} iterations, window {first}..{end}: inside          {sampled_in:.3} ms against {plain_in:.3} ms without PC sampling, median {:+.1} %          (rounds {il:+.1} .. {ih:+.1} %); outside {sampled_out:.3} ms against {plain_out:.3}          ms, median {:+.2} % (rounds {ol:+.2} .. {oh:+.2} %); samples dropped: {dropped}",
+        "profiled step, {rounds} rounds of {steps} iterations, window {first}..{end}: inside \
+         {sampled_in:.3} ms against {plain_in:.3} ms without PC sampling, median {:+.1} % \
+         (rounds {il:+.1} .. {ih:+.1} %); outside {sampled_out:.3} ms against {plain_out:.3} \
+         ms, median {:+.2} % (rounds {ol:+.2} .. {oh:+.2} %); samples dropped: {dropped}",
         (median(&mut inside) - 1.0) * 100.0,
         (median(&mut outside) - 1.0) * 100.0
     );
@@ -347,6 +382,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1))
             .map(|s| s.parse::<usize>().map(|m| m << 20))
             .transpose()?,
+        serialized: args.iter().any(|a| a == "--serialized"),
+        free_running: args.iter().any(|a| a == "--free-running"),
     };
     if args.iter().any(|a| a == "--profiler") {
         let keep = args

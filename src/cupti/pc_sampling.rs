@@ -52,6 +52,10 @@ pub(crate) struct SamplingOptions {
     pub(crate) scratch_buffer_bytes: Option<usize>,
     /// How often CUPTI's worker threads wake to decode, ms.
     pub(crate) worker_sleep_ms: Option<u32>,
+    /// Kernels serialized, CUPTI's per-kernel collection, instead of continuous mode.
+    pub(crate) serialized: bool,
+    /// No start/stop control: everything is sampled while enabled, read without stopping.
+    pub(crate) free_running: bool,
 }
 
 /// PC sampling enabled on one context. Disabled on drop.
@@ -70,6 +74,7 @@ pub(crate) struct PcSampler {
     _final_slots: Vec<sys::CUpti_PCSamplingStallReason>,
     started: bool,
     enabled: bool,
+    free_running: bool,
 }
 
 // SAFETY: the raw pointers point into buffers this value owns (or CUPTI's names, freed only by
@@ -183,6 +188,7 @@ impl PcSampler {
             _final_slots: final_slots,
             started: false,
             enabled: true,
+            free_running: options.free_running,
         };
         sampler.configure(options)?;
         Ok(sampler)
@@ -197,15 +203,18 @@ impl PcSampler {
             ..Default::default()
         };
         let mut mode = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
-        mode.attributeData.collectionModeData.collectionMode =
-            sys::CUpti_PCSamplingCollectionMode::CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+        mode.attributeData.collectionModeData.collectionMode = if options.serialized {
+            sys::CUpti_PCSamplingCollectionMode::CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED
+        } else {
+            sys::CUpti_PCSamplingCollectionMode::CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS
+        };
         infos.push(mode);
         let mut control =
             info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
         control
             .attributeData
             .enableStartStopControlData
-            .enableStartStopControl = 1;
+            .enableStartStopControl = u32::from(!options.free_running);
         infos.push(control);
         let mut stalls = info(a::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON);
         stalls.attributeData.stallReasonData.stallReasonCount = indices.len();
@@ -273,6 +282,11 @@ impl PcSampler {
     /// # Errors
     /// The CUPTI failure.
     pub(crate) fn start(&mut self) -> Result<()> {
+        if self.free_running {
+            // Sampling runs from enable on; a range is the time between two reads.
+            self.started = true;
+            return Ok(());
+        }
         let mut p = sys::CUpti_PCSamplingStartParams {
             size: std::mem::size_of::<sys::CUpti_PCSamplingStartParams>(),
             ctx: super::cupti_context(self.ctx.cu_ctx()),
@@ -293,6 +307,12 @@ impl PcSampler {
     /// The synchronization's or CUPTI's failure.
     pub(crate) fn stop_and_read(&mut self) -> Result<SampledRange> {
         self.ctx.synchronize()?;
+        if self.free_running {
+            self.started = false;
+            let mut out = SampledRange::default();
+            while self.read_once(&mut out)? {}
+            return Ok(out);
+        }
         let mut p = sys::CUpti_PCSamplingStopParams {
             size: std::mem::size_of::<sys::CUpti_PCSamplingStopParams>(),
             ctx: super::cupti_context(self.ctx.cu_ctx()),

@@ -49,6 +49,15 @@ pub struct PcSamplingConfig {
     /// default: 1 MiB, about 5 500 PCs with every stall reason).
     #[serde(default)]
     pub scratch_buffer_bytes: Option<usize>,
+    /// CUPTI's serialized mode: kernels run one at a time while sampling runs (off: continuous
+    /// mode, kernels run as they would unsampled).
+    #[serde(default)]
+    pub serialized: bool,
+    /// No start/stop control: everything is sampled from enable on and a range is read without
+    /// stopping, so samples still in the hardware buffer at a read come in the next one, and
+    /// those left when the sampler is dropped are not read. Refused by the profiler.
+    #[serde(default)]
+    pub free_running: bool,
 }
 
 impl PcSamplingConfig {
@@ -56,7 +65,13 @@ impl PcSamplingConfig {
     pub fn describe(&self) -> String {
         let or_default = |v: Option<String>| v.unwrap_or_else(|| "CUPTI's default".into());
         format!(
-            "period {}, hardware buffer {}, scratch buffer {}, worker wake-up {}",
+            "{}{}period {}, hardware buffer {}, scratch buffer {}, worker wake-up {}",
+            if self.serialized { "serialized, " } else { "" },
+            if self.free_running {
+                "free running, "
+            } else {
+                ""
+            },
             or_default(self.period_log2.map(|p| format!("2^{p} cycles"))),
             or_default(self.hardware_buffer_bytes.map(|b| format!("{b} B"))),
             or_default(self.scratch_buffer_bytes.map(|b| format!("{b} B"))),
@@ -97,6 +112,8 @@ impl PcSampler {
                 hardware_buffer_bytes: config.hardware_buffer_bytes,
                 scratch_buffer_bytes: config.scratch_buffer_bytes,
                 worker_sleep_ms: config.worker_sleep_ms,
+                serialized: config.serialized,
+                free_running: config.free_running,
             },
         )?;
         let keys = inner

@@ -152,6 +152,19 @@ fn validate(window: &PcSamplingWindow, lines_per_kernel: usize, run: &RunShape<'
     Ok(())
 }
 
+/// Refuses sampling without start/stop control: samples still in the hardware buffer at a read
+/// would land in the next iteration's row, and those left at the window's end would be lost.
+fn refuse_free_running(config: &PcSamplingConfig) -> Result<()> {
+    if config.free_running {
+        return Err(Error::Config(
+            "PcSamplingConfig::free_running is for a standalone PcSampler: a profiled run reads \
+             one range per iteration, which needs start/stop control; leave it off"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// PC sampling as a run starts it: the state for `step()`, the collector's sources, and what
 /// the header says.
 pub(crate) struct Started {
@@ -168,6 +181,7 @@ pub(crate) struct Started {
 /// [`Error::Config`] for a setup the run cannot honour.
 pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape<'_>) -> Result<()> {
     validate(&setup.window, setup.lines_per_kernel, run)?;
+    refuse_free_running(&setup.config)?;
     crate::cupti::pc_sampling::capture_cubins(true);
     Ok(())
 }
@@ -343,6 +357,17 @@ mod tests {
         assert!(overlap.to_string().contains("overlaps"), "{overlap}");
         validate(&w, 5, &shape(true, None, Some(6..8))).unwrap();
         assert!(validate(&w, 0, &shape(true, None, None)).is_err());
+    }
+
+    #[test]
+    fn a_profiled_run_refuses_sampling_without_start_stop_control() {
+        let free = PcSamplingConfig {
+            free_running: true,
+            ..PcSamplingConfig::default()
+        };
+        let e = refuse_free_running(&free).unwrap_err().to_string();
+        assert!(e.contains("start/stop control"), "{e}");
+        refuse_free_running(&PcSamplingConfig::default()).unwrap();
     }
 
     #[test]
