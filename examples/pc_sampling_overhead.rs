@@ -220,12 +220,12 @@ fn profiled_run(
         let mut setup = PcSamplingSetup::new(ctx);
         setup.config = config;
         // The kernels' modules were loaded before the profiler started: their cubins are given.
-        for (name, cubin) in gpu_ledger::kernels::compiled_cubins() {
-            setup.cubins.push(cubin);
-            if let Some(text) = gpu_ledger::kernels::source(&name) {
-                setup.texts.push((format!("{name}.cu"), text));
-            }
-        }
+        setup.cubins.extend(
+            gpu_ledger::kernels::compiled_cubins()
+                .into_iter()
+                .map(|c| c.1),
+        );
+        setup.texts.extend(gpu_ledger::kernels::source_files());
         setup.window = PcSamplingWindow {
             skip: u64::from(steps / 3),
             iterations: u64::from(steps / 6).max(1),

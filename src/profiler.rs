@@ -517,8 +517,7 @@ fn start_inner(
                 }
                 counters_header = Some(crate::counters::CountersHeader::collected(&rp));
                 counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
-                let n = setup.window.collections * rp.runs_per_collection() as u64;
-                counter_range = Some(setup.window.skip..setup.window.skip.saturating_add(n));
+                counter_range = Some(setup.window.iterations(rp.runs_per_collection()));
                 counter_state = Some(CounterState::new(rp, setup.window, setup.derive));
             }
             Err(e) => {
@@ -541,19 +540,16 @@ fn start_inner(
     }
     // Checked before anything starts; before the timeline, so that its callbacks keep loaded
     // modules' cubins.
-    let traces = |i: u64| {
-        config
-            .timeline_sampling
-            .as_ref()
-            .is_none_or(|s| s.traces(i))
-    };
     if let Some(setup) = &config.pc_sampling {
+        let end = setup.window.range().end;
         crate::pcsampling::window::prepare(
             setup,
             &crate::pcsampling::window::RunShape {
                 timeline: config.level != Level::Scopes,
-                sampled: (config.timeline_sampling.as_ref())
-                    .map(|s| (s.describe(), &traces as &dyn Fn(u64) -> bool)),
+                untraced: (config.timeline_sampling.as_ref()).and_then(|s| {
+                    let i = crate::pcsampling::window::first_untraced(end, |i| s.traces(i))?;
+                    Some((i, s.describe()))
+                }),
                 counters: counter_range,
             },
         )?;

@@ -50,7 +50,7 @@ impl StallRows {
             ));
         }
         let profile = match sampled {
-            Ok(p) => p,
+            Ok(raw) => raw.profile(),
             Err(e) => {
                 warnings.push(e.clone());
                 return IterationStalls {

@@ -44,19 +44,22 @@ impl Default for CounterWindow {
 impl CounterWindow {
     /// How the window reads in the ledger header (`config.counter_iterations`).
     pub fn describe(&self, iterations_per_collection: usize) -> String {
-        let first = self.skip;
-        let n = self
-            .collections
-            .saturating_mul(iterations_per_collection as u64);
-        if n == 0 {
+        let r = self.iterations(iterations_per_collection);
+        if r.is_empty() {
             return "none".into();
         }
         format!(
-            "{first}..{} ({} collection(s) of {} iteration(s), from iteration {first})",
-            first + n,
-            self.collections,
-            iterations_per_collection
+            "{}..{} ({} collection(s) of {} iteration(s), from iteration {})",
+            r.start, r.end, self.collections, iterations_per_collection, r.start
         )
+    }
+
+    /// The iterations counters are collected in.
+    pub fn iterations(&self, iterations_per_collection: usize) -> std::ops::Range<u64> {
+        let n = self
+            .collections
+            .saturating_mul(iterations_per_collection as u64);
+        self.skip..self.skip.saturating_add(n)
     }
 }
 

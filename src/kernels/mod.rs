@@ -21,6 +21,14 @@ pub fn source(name: &str) -> Option<&'static str> {
         .map(|(_, s)| *s)
 }
 
+/// Each bundled kernel file's text under the name its cubins' line tables give it
+/// (`stalls.cu`), for source lines of kernels compiled from embedded text.
+pub fn source_files() -> impl Iterator<Item = (String, &'static str)> {
+    KERNEL_SOURCES
+        .iter()
+        .map(|(n, text)| (format!("{n}.cu"), *text))
+}
+
 /// Names of all bundled kernel files.
 pub fn names() -> impl Iterator<Item = &'static str> {
     KERNEL_SOURCES.iter().map(|(n, _)| *n)

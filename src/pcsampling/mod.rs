@@ -84,7 +84,7 @@ impl PcSamplingConfig {
 pub struct PcSampler {
     inner: ffi::PcSampler,
     /// `(key, not_issued)` of each CUPTI stall reason index.
-    keys: HashMap<u32, (String, bool)>,
+    keys: Arc<ReasonKeys>,
 }
 
 impl std::fmt::Debug for PcSampler {
@@ -121,7 +121,10 @@ impl PcSampler {
             .iter()
             .map(|(i, name)| (*i, reasons::key(name)))
             .collect();
-        Ok(PcSampler { inner, keys })
+        Ok(PcSampler {
+            inner,
+            keys: Arc::new(keys),
+        })
     }
 
     /// The stall reasons this device samples, as CUPTI names them.
@@ -139,45 +142,71 @@ impl PcSampler {
         let worked = work();
         let range = self.inner.stop_and_read()?;
         worked?;
-        Ok(self.profile(range))
+        Ok(profile_of(range, &self.keys))
     }
 
-    fn profile(&self, range: ffi::SampledRange) -> StallProfile {
-        let mut functions: BTreeMap<String, FunctionStalls> = BTreeMap::new();
-        for pc in range.pcs {
-            let f = functions
-                .entry(pc.function.clone())
-                .or_insert_with(|| FunctionStalls {
-                    function: pc.function.clone(),
-                    ..FunctionStalls::default()
-                });
-            let mut sample = PcStalls {
-                cubin_crc: pc.cubin_crc,
-                pc_offset: pc.pc_offset,
-                by_reason: BTreeMap::new(),
-                not_issued: 0,
-            };
-            for (index, n) in pc.stalls {
-                let (key, not_issued) = self
-                    .keys
-                    .get(&index)
-                    .cloned()
-                    .unwrap_or_else(|| (format!("reason_{index}"), false));
-                if not_issued {
-                    sample.not_issued += u64::from(n);
-                } else {
-                    *sample.by_reason.entry(key).or_default() += u64::from(n);
-                }
+    /// Synchronizes, stops and reads the range started last, leaving the profile to be made
+    /// off the calling thread.
+    pub(crate) fn stop_and_read_raw(&mut self) -> Result<RawRange> {
+        Ok(RawRange {
+            range: self.inner.stop_and_read()?,
+            keys: self.keys.clone(),
+        })
+    }
+}
+
+/// `(key, not_issued)` of each CUPTI stall reason index of a sampler's device.
+type ReasonKeys = HashMap<u32, (String, bool)>;
+
+/// A range as CUPTI read it, with its sampler's reason keys: turned into a [`StallProfile`]
+/// where that costs the application nothing (the profiler's collector thread).
+pub(crate) struct RawRange {
+    range: ffi::SampledRange,
+    keys: Arc<ReasonKeys>,
+}
+
+impl RawRange {
+    /// The profile by function and PC.
+    pub(crate) fn profile(self) -> StallProfile {
+        profile_of(self.range, &self.keys)
+    }
+}
+
+/// The profile of a read range: each PC's stall counts under Nsight Compute's reason keys.
+fn profile_of(range: ffi::SampledRange, keys: &ReasonKeys) -> StallProfile {
+    let mut functions: BTreeMap<String, FunctionStalls> = BTreeMap::new();
+    for pc in range.pcs {
+        let f = functions
+            .entry(pc.function.clone())
+            .or_insert_with(|| FunctionStalls {
+                function: pc.function.clone(),
+                ..FunctionStalls::default()
+            });
+        let mut sample = PcStalls {
+            cubin_crc: pc.cubin_crc,
+            pc_offset: pc.pc_offset,
+            by_reason: BTreeMap::new(),
+            not_issued: 0,
+        };
+        for (index, n) in pc.stalls {
+            let (key, not_issued) = keys
+                .get(&index)
+                .cloned()
+                .unwrap_or_else(|| (format!("reason_{index}"), false));
+            if not_issued {
+                sample.not_issued += u64::from(n);
+            } else {
+                *sample.by_reason.entry(key).or_default() += u64::from(n);
             }
-            f.add(sample);
         }
-        StallProfile {
-            functions: functions.into_values().collect(),
-            total_samples: range.total_samples,
-            dropped_samples: range.dropped_samples,
-            non_user_samples: range.non_user_samples,
-            hardware_buffer_full: range.hardware_buffer_full,
-        }
+        f.add(sample);
+    }
+    StallProfile {
+        functions: functions.into_values().collect(),
+        total_samples: range.total_samples,
+        dropped_samples: range.dropped_samples,
+        non_user_samples: range.non_user_samples,
+        hardware_buffer_full: range.hardware_buffer_full,
     }
 }
 

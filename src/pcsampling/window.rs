@@ -12,7 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaContext;
 use serde::{Deserialize, Serialize};
 
-use super::{PcSampler, PcSamplingConfig, Sources, StallProfile};
+use super::{PcSampler, PcSamplingConfig, RawRange, Sources};
 use crate::error::{Error, Result};
 
 /// Which iterations are PC-sampled: `iterations` of them after `skip` of warm-up, each sampled
@@ -97,17 +97,23 @@ impl PcSamplingSetup {
 
 /// The run PC sampling goes into: whether it traces kernels, which iterations a sampled
 /// timeline traces, and the counters window.
-pub(crate) struct RunShape<'a> {
+pub(crate) struct RunShape {
     /// The level traces kernels (the timeline and counters levels).
     pub(crate) timeline: bool,
-    /// A sampled timeline: its description, and whether it traces an iteration.
-    pub(crate) sampled: Option<(String, &'a dyn Fn(u64) -> bool)>,
+    /// A sampled timeline's first untraced iteration before the window's end, and the
+    /// timeline's description.
+    pub(crate) untraced: Option<(u64, String)>,
     /// The iterations hardware counters are collected in.
     pub(crate) counters: Option<Range<u64>>,
 }
 
+/// The first iteration before `end` that `traces` leaves untraced.
+pub(crate) fn first_untraced(end: u64, traces: impl Fn(u64) -> bool) -> Option<u64> {
+    (0..end).find(|i| !traces(*i))
+}
+
 /// Refuses a window the run cannot honour.
-fn validate(window: &PcSamplingWindow, lines_per_kernel: usize, run: &RunShape<'_>) -> Result<()> {
+fn validate(window: &PcSamplingWindow, lines_per_kernel: usize, run: &RunShape) -> Result<()> {
     if !run.timeline {
         return Err(Error::Config(
             "PC sampling attributes samples to scopes through the timeline's kernel records: \
@@ -118,20 +124,15 @@ fn validate(window: &PcSamplingWindow, lines_per_kernel: usize, run: &RunShape<'
     // Once CUPTI's tracing has been switched off and on again, PC samples come back without
     // their functions (all "non-user", measured with CUPTI 13.0): a sampled timeline must trace
     // every iteration up to the window's end.
-    if let Some((described, traces)) = &run.sampled {
+    if let Some((i, described)) = run.untraced.as_ref().filter(|_| !window.range().is_empty()) {
         let end = window.range().end;
-        if let Some(i) = (0..end)
-            .find(|i| !traces(*i))
-            .filter(|_| !window.range().is_empty())
-        {
-            return Err(Error::Config(format!(
-                "PC sampling's window ends at iteration {end}, but the sampled timeline \
-                 ({described}) leaves iteration {i} untraced before it: once tracing has been \
-                 switched off and on, CUPTI's PC samples carry no function and cannot be \
-                 attributed. Trace every iteration up to the window's end \
-                 (TimelineSampling::and_window(0..{end})), or sample without a sampled timeline"
-            )));
-        }
+        return Err(Error::Config(format!(
+            "PC sampling's window ends at iteration {end}, but the sampled timeline \
+             ({described}) leaves iteration {i} untraced before it: once tracing has been \
+             switched off and on, CUPTI's PC samples carry no function and cannot be \
+             attributed. Trace every iteration up to the window's end \
+             (TimelineSampling::and_window(0..{end})), or sample without a sampled timeline"
+        )));
     }
     if let Some(c) = run.counters.clone() {
         let p = window.range();
@@ -179,7 +180,7 @@ pub(crate) struct Started {
 ///
 /// # Errors
 /// [`Error::Config`] for a setup the run cannot honour.
-pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape<'_>) -> Result<()> {
+pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape) -> Result<()> {
     validate(&setup.window, setup.lines_per_kernel, run)?;
     refuse_free_running(&setup.config)?;
     crate::cupti::pc_sampling::capture_cubins(true);
@@ -241,8 +242,9 @@ pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
     })
 }
 
-/// What the collector receives of a sampled iteration: the profile, or why there is none.
-pub(crate) type SampledIteration = std::result::Result<StallProfile, String>;
+/// What the collector receives of a sampled iteration: the range CUPTI read, or why there is
+/// none.
+pub(crate) type SampledIteration = std::result::Result<RawRange, String>;
 
 /// The PC sampling state of a running profiler, behind the profiler's lock.
 pub(crate) struct PcSamplingState {
@@ -297,10 +299,11 @@ impl PcSamplingState {
         }
         self.running = false;
         let sampler = self.sampler.as_mut()?;
-        let read = match sampler.inner.stop_and_read() {
-            Ok(range) => Ok(sampler.profile(range)),
-            Err(e) => Err(format!("PC sampling: stopping and reading failed: {e}")),
-        };
+        // The profile is made on the collector thread: here only CUPTI's read, which must
+        // happen before the iteration's boundary.
+        let read = sampler
+            .stop_and_read_raw()
+            .map_err(|e| format!("PC sampling: stopping and reading failed: {e}"));
         if last || read.is_err() || !self.window.contains(index + 1) {
             self.sampler = None;
         }
@@ -329,11 +332,13 @@ mod tests {
     #[test]
     fn a_window_the_run_cannot_honour_is_refused_with_the_fix() {
         let w = PcSamplingWindow::default();
-        let shape = |timeline, sampled, counters| RunShape {
-            timeline,
-            sampled,
-            counters,
-        };
+        let shape =
+            |timeline, sampled: Option<(String, &dyn Fn(u64) -> bool)>, counters| RunShape {
+                timeline,
+                untraced: sampled
+                    .and_then(|(d, traces)| Some((first_untraced(w.range().end, traces)?, d))),
+                counters,
+            };
         let scopes = validate(&w, 5, &shape(false, None, None)).unwrap_err();
         assert!(scopes.to_string().contains("Level::Timeline"), "{scopes}");
         let every_100 = |i: u64| i % 100 == 0;

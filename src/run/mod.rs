@@ -7,7 +7,7 @@
 //! it kept of an earlier run the next time it opens a scope.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
@@ -104,10 +104,8 @@ pub(crate) struct Running {
     sampling: Option<TimelineSampling>,
     /// Host time `step()` spent switching tracing on and off, ns.
     sampling_switch_ns: AtomicU64,
-    /// PC sampling, when it was set up; taken at shutdown.
-    pc_sampling: Mutex<Option<PcSamplingState>>,
-    /// Whether `pc_sampling` was set (so that `step()` takes no lock without it).
-    pc_sampling_on: AtomicBool,
+    /// PC sampling, when it was set up (`step()` takes no lock without it); taken at shutdown.
+    pc_sampling: OnceLock<Mutex<Option<PcSamplingState>>>,
 }
 
 /// What a run does with NVTX, as start decided it.
@@ -165,8 +163,7 @@ impl Running {
             nvtx_too_deep: AtomicU64::new(0),
             sampling: sampling.filter(|_| cupti.is_some()),
             sampling_switch_ns: AtomicU64::new(0),
-            pc_sampling: Mutex::new(None),
-            pc_sampling_on: AtomicBool::new(false),
+            pc_sampling: OnceLock::new(),
         });
         (running, Inbox { ends, finish })
     }
@@ -268,15 +265,11 @@ impl Running {
     }
     /// Hands the run its PC sampling, before it is published.
     pub(crate) fn install_pc_sampling(&self, state: PcSamplingState) {
-        *self.pc_sampling.lock() = Some(state);
-        self.pc_sampling_on.store(true, Ordering::SeqCst);
+        let _ = self.pc_sampling.set(Mutex::new(Some(state)));
     }
     /// Runs `f` on the PC sampling state, when PC sampling is on.
     fn with_pc_sampling<T>(&self, f: impl FnOnce(&mut PcSamplingState) -> T) -> Option<T> {
-        if !self.pc_sampling_on.load(Ordering::Relaxed) {
-            return None;
-        }
-        self.pc_sampling.lock().as_mut().map(f)
+        self.pc_sampling.get()?.lock().as_mut().map(f)
     }
     /// CUPTI's clock now, at the levels that load CUPTI.
     pub(crate) fn cupti_now(&self) -> Option<u64> {
@@ -384,7 +377,9 @@ impl Running {
     /// every record is in.
     pub(crate) fn release_counters(&self) {
         drop(self.counters.lock().take());
-        drop(self.pc_sampling.lock().take());
+        if let Some(pc) = self.pc_sampling.get() {
+            drop(pc.lock().take());
+        }
     }
 }
 

@@ -162,11 +162,7 @@ fn a_profiled_run_gives_each_scope_its_stall_reasons_and_hottest_lines_in_the_sa
     };
     // The bundled kernels are compiled from embedded text: the line table names `stalls.cu`,
     // which is not on disk here.
-    for name in gpu_ledger::kernels::names() {
-        if let Some(text) = gpu_ledger::kernels::source(name) {
-            setup.texts.push((format!("{name}.cu"), text));
-        }
-    }
+    setup.texts.extend(gpu_ledger::kernels::source_files());
     let profiler = Profiler::builder()
         .level(Level::Timeline)
         .ledger_path(&path)

@@ -146,11 +146,11 @@ impl StallCases {
         let reduce_tree = ReductionGpu::new(&stream, &reduce, spec(ReduceVariant::Tree), 3)?;
         let reduce_shuffle = ReductionGpu::new(&stream, &reduce, spec(ReduceVariant::Shuffle), 3)?;
         let mut sources = Sources::new();
-        for (name, cubin) in crate::kernels::compiled_cubins() {
+        for (_, cubin) in crate::kernels::compiled_cubins() {
             sources.add_cubin(cubin)?;
-            if let Some(text) = crate::kernels::source(&name) {
-                sources.add_text(&format!("{name}.cu"), text);
-            }
+        }
+        for (file, text) in crate::kernels::source_files() {
+            sources.add_text(&file, text);
         }
         Ok(StallCases {
             next: upload(&stream, &next)?,
