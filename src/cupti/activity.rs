@@ -315,7 +315,7 @@ impl TimelineSession {
             let _ = self
                 .calls
                 .callbacks
-                .set(cupti::CallbackSet::new(sub, enabled));
+                .set(cupti::CallbackSet::new(sub, &enabled));
         }
         // The cubins of modules loaded while PC sampling is set up, for its source lines. At
         // teardown it is switched off whether or not it was on: nothing to report either way.

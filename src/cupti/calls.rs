@@ -196,6 +196,11 @@ impl ApiCalls {
         correlation_data: &mut u64,
         return_value: u32,
     ) {
+        // A sampled timeline switches whole callback domains on: their functions that are not
+        // traced reach the callback too, and leave no trace.
+        if self.classes.of(runtime, cbid).is_none() {
+            return;
+        }
         // A call entered while the iteration was sampled out is not captured at its exit either,
         // whatever step() did meanwhile: CUPTI's slot carries the mark from entry to exit.
         if enter {
@@ -399,6 +404,19 @@ mod tests {
         let mut out = Vec::new();
         calls.drain_into(&mut out);
         out
+    }
+
+    #[test]
+    fn a_function_that_is_not_traced_is_not_captured_nor_counted() {
+        let calls = ApiCalls::default();
+        call(&calls, false, "cuCtxGetCurrent", 5, || {
+            // A traced call made inside it is an outermost call.
+            call(&calls, false, "cuLaunchKernel", 6, || {});
+        });
+        let got = drained(&calls);
+        assert_eq!(got.len(), 1, "only the launch is captured");
+        assert_eq!((got[0].correlation_id, got[0].outer_correlation_id), (6, 6));
+        assert_eq!(calls.total.load(Ordering::SeqCst), 1);
     }
 
     #[test]

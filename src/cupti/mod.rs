@@ -213,31 +213,41 @@ pub(crate) fn enable_callback(
 /// iterations: an untraced iteration's calls then cost CUPTI nothing, not even a call into the
 /// callback. Its handle is a copy of the session's, never unsubscribed: the session owns the
 /// subscription, and switches happen only in `step()`, which stops before the session does.
+///
+/// A switch is one `cuptiEnableDomain` per API domain, not one `cuptiEnableCallback` per
+/// function: a release traces some 250 functions, and switching them one by one is most of what
+/// a switch costs. Switched on, a domain calls the callback for its other functions too; the
+/// callback returns at once for a function it does not trace.
 pub(crate) struct CallbackSet {
     sub: Subscription,
-    ids: Vec<(sys::CUpti_CallbackDomain::Type, u32)>,
+    domains: Vec<sys::CUpti_CallbackDomain::Type>,
 }
 
 impl CallbackSet {
-    /// The callbacks `ids` of `sub`, enabled now.
-    pub(crate) fn new(
-        sub: &Subscription,
-        ids: Vec<(sys::CUpti_CallbackDomain::Type, u32)>,
-    ) -> Self {
+    /// The domains of the callbacks `ids` of `sub`, enabled now.
+    pub(crate) fn new(sub: &Subscription, ids: &[(sys::CUpti_CallbackDomain::Type, u32)]) -> Self {
+        let mut domains: Vec<_> = ids.iter().map(|&(domain, _)| domain).collect();
+        domains.sort_unstable();
+        domains.dedup();
         CallbackSet {
             sub: Subscription(sub.0),
-            ids,
+            domains,
         }
     }
 
-    /// Enables or disables every one of them.
+    /// Enables or disables every callback of its domains.
     ///
     /// # Errors
     /// The first CUPTI failure; the rest are still switched.
     pub(crate) fn switch(&self, lib: &LoadedCupti, enable: bool) -> Result<()> {
         let mut first = Ok(());
-        for &(domain, cbid) in &self.ids {
-            let r = enable_callback(lib, &self.sub, domain, cbid, enable);
+        for &domain in &self.domains {
+            // SAFETY: the handle came from cuptiSubscribe and the session keeps it subscribed
+            // while step() can switch (see the type's note).
+            let r = check(lib, "cuptiEnableDomain", unsafe {
+                lib.api
+                    .cuptiEnableDomain(u32::from(enable), self.sub.0, domain)
+            });
             if first.is_ok() {
                 first = r;
             }
