@@ -84,6 +84,7 @@ pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
     pub use crate::cupti::calls::{Attribution, CapturedCall};
+    pub use crate::cupti::functions::traced_callbacks;
     pub use crate::cupti::layouts::{Lack, Layouts, Release, Tracing};
     pub use crate::cupti::record::{decode, NameCache, Record};
     pub use crate::cupti::{api as cupti, check as cupti_check, LoadedCupti};

@@ -60,7 +60,7 @@
 //!
 //! Layout: this file (options, the GPU workloads, the configurations), `raw.rs` (the raw-CUPTI
 //! reference), `table.rs` (the rounds and what they print), `sustained.rs`, `interference.rs`,
-//! `scope_on.rs`.
+//! `scope_on.rs`, `switch_probe.rs`.
 //!
 //! On a machine without a GPU it exits non-zero with one line saying why.
 
@@ -98,6 +98,7 @@ mod perturbation;
 mod raw;
 mod scope_on;
 mod sustained;
+mod switch_probe;
 mod table;
 use interference::nvml_interference;
 use raw::RawSession;
@@ -207,6 +208,10 @@ struct Args {
     /// rounds.
     #[arg(long)]
     perturbation: bool,
+    /// Instead of the table: what a sampled timeline's switch is made of (each activity kind,
+    /// the callbacks one by one, the callbacks by domain), `--rounds` rounds, on the raw bindings.
+    #[arg(long)]
+    switch_probe: bool,
 }
 
 fn main() -> ExitCode {
@@ -247,6 +252,7 @@ fn run(args: &Args) -> Result<()> {
         None if args.nvml_interference => nvml_interference(&mut gpu, args),
         None if args.scope_on => scope_on(&gpu, args, &ledger_dir),
         None if args.perturbation => perturbation::perturbation(&mut gpu, lib, args, &ledger_dir),
+        None if args.switch_probe => switch_probe::switch_probe(&gpu, lib, args),
         None => table(&mut gpu, lib, args, &ledger_dir),
     }
 }
@@ -604,6 +610,8 @@ struct SelfReport {
     launches: u64,
     /// Late and unplaced records (ledger trailer).
     late: u64,
+    /// Iterations the ledger wrote (trailer).
+    iterations: u64,
     /// Buffer requests refused.
     refused: u64,
     /// The profiler's own measured cost (ledger trailer), summed over rounds.
@@ -618,6 +626,7 @@ impl SelfReport {
         self.kernel_records += other.kernel_records;
         self.launches += other.launches;
         self.late += other.late;
+        self.iterations += other.iterations;
         self.refused += other.refused;
         if let Some(o) = other.overhead {
             let s = self.overhead.get_or_insert_with(Overhead::default);
@@ -626,6 +635,7 @@ impl SelfReport {
             s.collector_cpu_ns += o.collector_cpu_ns;
             s.writer_cpu_ns += o.writer_cpu_ns;
             s.step_ns += o.step_ns;
+            s.sampling_switch_ns += o.sampling_switch_ns;
             s.buffers_used += o.buffers_used;
             s.buffer_requests_refused += o.buffer_requests_refused;
         }
@@ -694,6 +704,7 @@ fn stop(active: Active, launches: u64) -> Result<SelfReport> {
                 kernel_records: t.kernel_records,
                 launches,
                 late: t.late_records + t.unplaced_records,
+                iterations: t.iterations,
                 refused: t.overhead.buffer_requests_refused,
                 overhead: Some(t.overhead.clone()),
                 warnings: t.warnings.clone(),

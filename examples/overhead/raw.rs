@@ -127,28 +127,36 @@ pub(super) struct RawSession {
 const KERNELS: sys::CUpti_ActivityKind::Type =
     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 
-fn cupti_ok(lib: &LoadedCupti, call: &'static str, code: sys::CUptiResult::Type) -> Result<()> {
+pub(super) fn cupti_ok(
+    lib: &LoadedCupti,
+    call: &'static str,
+    code: sys::CUptiResult::Type,
+) -> Result<()> {
     Ok(gpu_ledger::internals::cupti_check(lib, call, code)?)
+}
+
+/// Hands CUPTI the raw pool's buffer callbacks.
+pub(super) fn register_raw_buffers(lib: &'static LoadedCupti) -> Result<()> {
+    let _ = RAW_LIB.set(lib);
+    raw_pool();
+    // SAFETY: both callbacks are plain `extern "C"` functions that never unwind (they catch
+    // panics) and live for the whole process; the buffers they hand out are never freed.
+    let rc = unsafe {
+        lib.api
+            .cuptiActivityRegisterCallbacks(Some(raw_buffer_requested), Some(raw_buffer_completed))
+    };
+    cupti_ok(lib, "cuptiActivityRegisterCallbacks", rc)
 }
 
 impl RawSession {
     pub(super) fn start(lib: &'static LoadedCupti) -> Result<Self> {
-        let _ = RAW_LIB.set(lib);
         let pool = raw_pool();
         let start = (
             pool.kernels.load(Ordering::Relaxed),
             pool.dropped.load(Ordering::Relaxed),
             pool.refused.load(Ordering::Relaxed),
         );
-        // SAFETY: both callbacks are plain `extern "C"` functions that never unwind (they catch
-        // panics) and live for the whole process; the buffers they hand out are never freed.
-        let rc = unsafe {
-            lib.api.cuptiActivityRegisterCallbacks(
-                Some(raw_buffer_requested),
-                Some(raw_buffer_completed),
-            )
-        };
-        cupti_ok(lib, "cuptiActivityRegisterCallbacks", rc)?;
+        register_raw_buffers(lib)?;
         let session = RawSession {
             lib,
             start,

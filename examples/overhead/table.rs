@@ -272,6 +272,18 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
             println!("    {}: {w}", c.label());
         }
     }
+    // What a sampled timeline's switches cost the stepping thread, apart from the rest of step().
+    for (c, r) in configs.iter().zip(reports) {
+        if let (Config::TimelineSampled | Config::TimelineIdle, Some(o)) = (c, &r.overhead) {
+            println!(
+                "{:<12} switching tracing on and off: {:.1} µs over {} iterations, {:.1} ns an iteration",
+                c.label(),
+                o.sampling_switch_ns as f64 / 1e3,
+                r.iterations,
+                o.sampling_switch_ns as f64 / r.iterations.max(1) as f64
+            );
+        }
+    }
 }
 
 /// Median µs per launch of (workload, config), if it ran.

@@ -85,6 +85,15 @@ pub(crate) fn traced_functions(
     })
 }
 
+/// `(runtime, callback id)` of every function the timeline's callback traces in the loaded
+/// release, for benchmarks that switch the same callbacks on the raw bindings.
+#[cfg(feature = "internals")]
+pub fn traced_callbacks(lib: &super::LoadedCupti) -> Vec<(bool, u32)> {
+    traced_functions(lib.release.cbids)
+        .map(|(runtime, id, _, _)| (runtime, id))
+        .collect()
+}
+
 /// Callback id -> class, for one API's `(id, name)` table.
 fn class_table(cbids: &[(u32, &str)]) -> Box<[Option<ApiClass>]> {
     let max = cbids.iter().map(|(id, _)| *id).max().unwrap_or(0) as usize;
