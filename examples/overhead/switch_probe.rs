@@ -7,22 +7,8 @@
 use super::raw::{cupti_ok, register_raw_buffers};
 use super::*;
 
-/// The kinds the timeline enables, as `activity.rs` lists them.
-const KINDS: [(sys::CUpti_ActivityKind::Type, &str); 7] = {
-    use sys::CUpti_ActivityKind as k;
-    [
-        (
-            k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-            "CONCURRENT_KERNEL",
-        ),
-        (k::CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"),
-        (k::CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2"),
-        (k::CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"),
-        (k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"),
-        (k::CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"),
-        (k::CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"),
-    ]
-};
+/// The kinds the timeline enables, each with its enable call's name.
+use gpu_ledger::internals::TIMELINE_KINDS as KINDS;
 
 /// A callback that does nothing: the probe times the switches, not the calls.
 unsafe extern "C" fn ignore_call(
@@ -144,7 +130,7 @@ pub(super) fn switch_probe(gpu: &Gpu, lib: &'static LoadedCupti, args: &Args) ->
         kinds_off += b;
         let (c, d) = (med(&mut after_kind_on[i]), med(&mut after_kind_off[i]));
         println!(
-            "  cuptiActivityEnable/Disable({name:<17}) {a:>8.2} / {b:>8.2}   next launch+sync {c:>8.2} / {d:>8.2}"
+            "  {name:<38} / disable {a:>8.2} / {b:>8.2}   next launch+sync {c:>8.2} / {d:>8.2}"
         );
     }
     println!("  the seven kinds                         {kinds_on:>8.2} / {kinds_off:>8.2}");

@@ -175,17 +175,36 @@ impl FilledBuffer {
     }
 }
 
-/// Activity kinds the timeline level enables. Not DRIVER and RUNTIME, nor EXTERNAL_CORRELATION:
-/// the callback captures what attribution needs of each call ([`calls`]).
-const KINDS: [sys::CUpti_ActivityKind::Type; 7] = [
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMORY2,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_OVERHEAD,
-];
+/// Activity kinds the timeline level enables, each with the enable call that names it. Not
+/// DRIVER and RUNTIME, nor EXTERNAL_CORRELATION: the callback captures what attribution needs of
+/// each call (the `calls` module).
+pub const KINDS: [(sys::CUpti_ActivityKind::Type, &str); 7] = {
+    use sys::CUpti_ActivityKind as k;
+    [
+        (
+            k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+            "cuptiActivityEnable(CONCURRENT_KERNEL)",
+        ),
+        (k::CUPTI_ACTIVITY_KIND_MEMCPY, "cuptiActivityEnable(MEMCPY)"),
+        (
+            k::CUPTI_ACTIVITY_KIND_MEMCPY2,
+            "cuptiActivityEnable(MEMCPY2)",
+        ),
+        (k::CUPTI_ACTIVITY_KIND_MEMSET, "cuptiActivityEnable(MEMSET)"),
+        (
+            k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+            "cuptiActivityEnable(SYNCHRONIZATION)",
+        ),
+        (
+            k::CUPTI_ACTIVITY_KIND_MEMORY2,
+            "cuptiActivityEnable(MEMORY2)",
+        ),
+        (
+            k::CUPTI_ACTIVITY_KIND_OVERHEAD,
+            "cuptiActivityEnable(OVERHEAD)",
+        ),
+    ]
+};
 
 /// Turns the timeline's activity kinds and the callback's capture on or off between iterations,
 /// for a sampled timeline. On: the kinds first, then the capture, so that a call the callback
@@ -215,7 +234,7 @@ pub(crate) fn set_tracing(lib: &LoadedCupti, calls: &ApiCalls, on: bool) -> Resu
 /// The first CUPTI failure; the remaining kinds are still switched.
 pub(crate) fn set_kinds(lib: &LoadedCupti, on: bool) -> Result<()> {
     let mut first_err = None;
-    for kind in KINDS {
+    for (kind, _) in KINDS {
         let r = if on {
             cupti::activity_enable(lib, kind)
         } else {
@@ -269,7 +288,7 @@ impl TimelineSession {
         // without the attribute zeroes them itself: slower, nothing lost, so not an error.
         let _ = cupti::declare_zeroed_buffers(lib, true);
         cupti::register_callbacks(lib, buffer_requested, buffer_completed)?;
-        for kind in KINDS {
+        for (kind, _) in KINDS {
             cupti::activity_enable(lib, kind)?;
         }
         session.refused = session.set_capture(true)?;
@@ -368,7 +387,7 @@ impl TimelineSession {
                 first_err.get_or_insert(e);
             }
         };
-        for kind in KINDS {
+        for (kind, _) in KINDS {
             keep(cupti::activity_disable(self.lib, kind));
         }
         keep(self.set_capture(false).map(|_| ()));

@@ -165,11 +165,6 @@ impl ApiCalls {
 }
 
 impl ApiCalls {
-    /// Whether calls of this function are counted.
-    fn counted(&self, runtime: bool, cbid: u32) -> bool {
-        is_counted(self.classes.of(runtime, cbid))
-    }
-
     /// Moves every call captured so far, on every thread, into `out`.
     pub(crate) fn drain_into(&self, out: &mut Vec<CapturedCall>) {
         for (slot, _) in self.slots.lock().iter() {
@@ -198,7 +193,8 @@ impl ApiCalls {
     ) {
         // A sampled timeline switches whole callback domains on: their functions that are not
         // traced reach the callback too, and leave no trace.
-        if self.classes.of(runtime, cbid).is_none() {
+        let class = self.classes.of(runtime, cbid);
+        if class.is_none() {
             return;
         }
         // A call entered while the iteration was sampled out is not captured at its exit either,
@@ -219,7 +215,7 @@ impl ApiCalls {
                 *correlation_data = self.iteration.load(Ordering::SeqCst);
                 if depth == 0 {
                     t.outer.set(correlation_id);
-                    if self.counted(runtime, cbid) {
+                    if is_counted(class) {
                         self.total.fetch_add(1, Ordering::SeqCst);
                     }
                 }

@@ -53,18 +53,11 @@ pub(crate) fn activity_enable(
     lib: &LoadedCupti,
     kind: sys::CUpti_ActivityKind::Type,
 ) -> Result<()> {
-    use sys::CUpti_ActivityKind as k;
     // The call names its kind, so that a kind CUPTI refuses is known from the message.
-    let call = match kind {
-        k::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => "cuptiActivityEnable(CONCURRENT_KERNEL)",
-        k::CUPTI_ACTIVITY_KIND_MEMCPY => "cuptiActivityEnable(MEMCPY)",
-        k::CUPTI_ACTIVITY_KIND_MEMCPY2 => "cuptiActivityEnable(MEMCPY2)",
-        k::CUPTI_ACTIVITY_KIND_MEMSET => "cuptiActivityEnable(MEMSET)",
-        k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => "cuptiActivityEnable(SYNCHRONIZATION)",
-        k::CUPTI_ACTIVITY_KIND_MEMORY2 => "cuptiActivityEnable(MEMORY2)",
-        k::CUPTI_ACTIVITY_KIND_OVERHEAD => "cuptiActivityEnable(OVERHEAD)",
-        _ => "cuptiActivityEnable",
-    };
+    let call = activity::KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or("cuptiActivityEnable", |(_, call)| call);
     // SAFETY: plain enum argument.
     check(lib, call, unsafe { lib.api.cuptiActivityEnable(kind) })
 }
@@ -214,10 +207,9 @@ pub(crate) fn enable_callback(
 /// callback. Its handle is a copy of the session's, never unsubscribed: the session owns the
 /// subscription, and switches happen only in `step()`, which stops before the session does.
 ///
-/// A switch is one `cuptiEnableDomain` per API domain, not one `cuptiEnableCallback` per
-/// function: a release traces some 250 functions, and switching them one by one is most of what
-/// a switch costs. Switched on, a domain calls the callback for its other functions too; the
-/// callback returns at once for a function it does not trace.
+/// A switch is one `cuptiEnableDomain` per API domain, not one `cuptiEnableCallback` per traced
+/// function, which costs a few µs more a switch (most of either is a fixed cost). Switched on, a
+/// domain calls the callback for its other functions too; the callback returns at once for them.
 pub(crate) struct CallbackSet {
     sub: Subscription,
     domains: Vec<sys::CUpti_CallbackDomain::Type>,
