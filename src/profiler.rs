@@ -614,6 +614,9 @@ fn start_inner(
                 }
             }
         }
+        if config.pc_sampling.is_some() {
+            running.switch_in_step_only();
+        }
         running.begin_tracing()?;
     }
     // After the timeline's activity kinds are on and the calibration has toggled them:

@@ -9,6 +9,7 @@
 //! cargo run --release --example overhead -- --nvml-interference  # what each NVML read costs the GPU work
 //! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
 //! cargo run --release --example overhead -- --scope-on --rounds 20 --launches 20000
+//! cargo run --release --example overhead -- --configs none,tl-sampled --workloads c --rounds 150 --step-laps
 //! ```
 //!
 //! Configurations:
@@ -94,6 +95,7 @@ mod training_model;
 use training_model::Model;
 
 mod interference;
+mod laps;
 mod perturbation;
 mod raw;
 mod scope_on;
@@ -212,6 +214,12 @@ struct Args {
     /// the callbacks one by one, the callbacks by domain), `--rounds` rounds, on the raw bindings.
     #[arg(long)]
     switch_probe: bool,
+    /// With the table: time each step of workload (c) and print, per step of the loop, what
+    /// each configuration adds to it against `none`, paired by round (where in the loop a
+    /// configuration's cost falls: at a sampled timeline's switches and traced iteration, or
+    /// spread over every step).
+    #[arg(long)]
+    step_laps: bool,
 }
 
 fn main() -> ExitCode {
@@ -275,6 +283,8 @@ struct Gpu {
     name: String,
     /// The training loop's model, for workload (c).
     model: Model,
+    /// With `--step-laps`: each step's host time of the last run of workload (c), ns.
+    laps: Option<Vec<u64>>,
 }
 
 const ONE_THREAD: LaunchConfig = LaunchConfig {
@@ -311,6 +321,7 @@ impl Gpu {
         })?;
         let mut gpu = Gpu {
             model,
+            laps: None,
             empty: module.load_function("empty_kernel")?,
             spin: module.load_function("spin_kernel")?,
             vadd: VectorAdd::new(&ctx)?,
@@ -409,21 +420,29 @@ fn run_launches<const SCOPED: bool>(
 }
 
 /// `steps` runs of `step` (each ending in a synchronize of its own), timed on the host clock,
-/// with `profiler.step()` after every `step_every`-th: the loop of workloads (c) and (d).
+/// with `profiler.step()` after every `step_every`-th: the loop of workloads (c) and (d). With
+/// `laps`, each step's host time, its `profiler.step()` included, is pushed there (ns).
 #[inline(always)]
 fn timed_steps(
     steps: u64,
     profiler: Option<&Profiler>,
     step_every: u64,
+    mut laps: Option<&mut Vec<u64>>,
     mut step: impl FnMut() -> Result<()>,
 ) -> Result<Duration> {
     let t0 = Instant::now();
+    let mut lap0 = t0;
     for i in 0..steps {
         step()?;
         if (i + 1) % step_every == 0 {
             if let Some(p) = profiler {
                 p.step();
             }
+        }
+        if let Some(laps) = laps.as_deref_mut() {
+            let now = Instant::now();
+            laps.push((now - lap0).as_nanos() as u64);
+            lap0 = now;
         }
     }
     Ok(t0.elapsed())
@@ -437,12 +456,18 @@ fn run_train_steps<const SCOPED: bool>(
     profiler: Option<&Profiler>,
     step_every: u64,
 ) -> Result<Duration> {
-    timed_steps(steps, profiler, step_every, || {
+    let mut laps = gpu.laps.take();
+    if let Some(l) = laps.as_mut() {
+        l.clear();
+    }
+    let d = timed_steps(steps, profiler, step_every, laps.as_mut(), || {
         gpu.model.step(false, SCOPED)?;
         let _log = scope::<SCOPED>("log");
         gpu.model.read_loss()?;
         Ok(())
-    })
+    });
+    gpu.laps = laps;
+    d
 }
 
 /// Workload (d): `steps` kernel-mix steps; `profiler.step()` after every `step_every`-th.
@@ -452,7 +477,7 @@ fn run_steps<const SCOPED: bool>(
     profiler: Option<&Profiler>,
     step_every: u64,
 ) -> Result<Duration> {
-    timed_steps(steps, profiler, step_every, || {
+    timed_steps(steps, profiler, step_every, None, || {
         {
             let _step = scope::<SCOPED>("step");
             {
@@ -612,6 +637,8 @@ struct SelfReport {
     late: u64,
     /// Iterations the ledger wrote (trailer).
     iterations: u64,
+    /// Records of untraced iterations a sampled timeline dropped (trailer).
+    untraced: u64,
     /// Buffer requests refused.
     refused: u64,
     /// The profiler's own measured cost (ledger trailer), summed over rounds.
@@ -627,6 +654,7 @@ impl SelfReport {
         self.launches += other.launches;
         self.late += other.late;
         self.iterations += other.iterations;
+        self.untraced += other.untraced;
         self.refused += other.refused;
         if let Some(o) = other.overhead {
             let s = self.overhead.get_or_insert_with(Overhead::default);
@@ -636,6 +664,7 @@ impl SelfReport {
             s.writer_cpu_ns += o.writer_cpu_ns;
             s.step_ns += o.step_ns;
             s.sampling_switch_ns += o.sampling_switch_ns;
+            s.sampling_switch_collector_ns += o.sampling_switch_collector_ns;
             s.buffers_used += o.buffers_used;
             s.buffer_requests_refused += o.buffer_requests_refused;
         }
@@ -704,6 +733,7 @@ fn stop(active: Active, launches: u64) -> Result<SelfReport> {
                 kernel_records: t.kernel_records,
                 launches,
                 late: t.late_records + t.unplaced_records,
+                untraced: t.untraced_records,
                 iterations: t.iterations,
                 refused: t.overhead.buffer_requests_refused,
                 overhead: Some(t.overhead.clone()),

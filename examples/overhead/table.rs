@@ -106,6 +106,9 @@ pub(super) fn table(
     let workloads = parse_workloads(&args.workloads)?;
     let train_kernels = kernels_per_train_step(gpu, lib)?;
     eprintln!("overhead: the training step (c) launches {train_kernels} kernels");
+    // `--step-laps`: per configuration, per round, each step of (c) and the iteration it began.
+    let mut laps: Vec<Vec<super::laps::Laps>> = configs.iter().map(|_| Vec::new()).collect();
+    gpu.laps = args.step_laps.then(Vec::new);
     // Warm-up round, not counted: module loading, CUPTI's first start, NVML's first init.
     for (ci, &config) in configs.iter().enumerate() {
         let active = start(config, lib, args, &dir.join(format!("warmup-{ci}.jsonl")))?;
@@ -135,7 +138,14 @@ pub(super) fn table(
                 let wi = workloads[(j + round) % workloads.len()];
                 let w = Workload::ALL[wi];
                 let cpu0 = thread_cpu_ns();
+                let first_iteration = profiler.map_or(0, Profiler::iteration);
                 let d = run_workload(gpu, w, config, args, profiler)?;
+                if let (Workload::Train, Some(ns)) = (w, &gpu.laps) {
+                    laps[ci].push(super::laps::Laps {
+                        first_iteration,
+                        ns: ns.clone(),
+                    });
+                }
                 let cpu_us = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
                 launches += launches_of(w, args, train_kernels);
                 let s = &mut series[wi][ci];
@@ -156,6 +166,9 @@ pub(super) fn table(
     print_self_reports(&configs, &reports);
     print_targets(&configs, &series, &reports);
     print_table(&configs, &series, &reports, args);
+    if args.step_laps {
+        super::laps::print_laps(&configs, &laps);
+    }
     println!(
         "{} on {}; {} rounds; whole run {:.1} s",
         &if args.nvml {
@@ -272,15 +285,22 @@ fn print_self_reports(configs: &[Config], reports: &[SelfReport]) {
             println!("    {}: {w}", c.label());
         }
     }
-    // What a sampled timeline's switches cost the stepping thread, apart from the rest of step().
+    // What a sampled timeline's switches cost the stepping thread, apart from the rest of
+    // step(), and what the collector switched ahead instead.
     for (c, r) in configs.iter().zip(reports) {
         if let (Config::TimelineSampled | Config::TimelineIdle, Some(o)) = (c, &r.overhead) {
+            let per = |ns: u64| ns as f64 / r.iterations.max(1) as f64;
             println!(
-                "{:<12} switching tracing on and off: {:.1} µs over {} iterations, {:.1} ns an iteration",
+                "{:<12} switching tracing on and off: step() {:.1} µs, the collector {:.1} µs, \
+                 over {} iterations ({:.1} and {:.1} ns an iteration); {} records of untraced \
+                 iterations dropped",
                 c.label(),
                 o.sampling_switch_ns as f64 / 1e3,
+                o.sampling_switch_collector_ns as f64 / 1e3,
                 r.iterations,
-                o.sampling_switch_ns as f64 / r.iterations.max(1) as f64
+                per(o.sampling_switch_ns),
+                per(o.sampling_switch_collector_ns),
+                r.untraced
             );
         }
     }

@@ -201,7 +201,11 @@ impl Collector {
                 // calibration's (its syncs and allocations); without one, a record that old is
                 // late.
                 Some(0) if t < self.iterations[0].cupti_start => {
-                    if self.rows.calibration.is_some() {
+                    if self.iterations[0].index > 0 && self.untraced_at(t) {
+                        self.trailer.untraced_records += 1;
+                    } else if self.iterations[0].index > 0 {
+                        self.trailer.late_records += 1;
+                    } else if self.rows.calibration.is_some() {
                         self.trailer.calibration_records += 1;
                     } else {
                         self.trailer.late_records += 1;
@@ -251,6 +255,7 @@ impl Collector {
     ) {
         let corr = a.correlation_id();
         let it = &mut self.iterations[pos];
+        // What it awaited is settled either way; an untraced iteration keeps no record.
         match outer {
             // A nested call's record stands for its outermost call's.
             Some(outer) => {
@@ -261,6 +266,10 @@ impl Collector {
             None => {
                 it.expected.remove(corr);
             }
+        }
+        if !it.traced {
+            self.trailer.untraced_records += 1;
+            return;
         }
         it.placed.push(Placed {
             path_id,

@@ -26,6 +26,8 @@ mod trailer;
 mod window;
 
 #[cfg(test)]
+mod sampled_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -129,6 +131,11 @@ struct Collector {
     early_ends: BTreeMap<u64, IterationEnd>,
     /// Iteration ends for an iteration already ended (counted in the trailer).
     stray_ends: u64,
+    /// A sampled timeline has left an iteration untraced.
+    untraced_seen: bool,
+    /// The CUPTI time spans of the last traced rows written: a record older than the window
+    /// that no span holds is of an untraced iteration.
+    traced_spans: VecDeque<(u64, u64)>,
     // Scopes.
     /// Scopes closed in an iteration whose start the collector has not seen yet (a thread
     /// raced the stepping thread's message).
@@ -184,6 +191,8 @@ impl Collector {
             spare_buffers: None,
             early_ends: BTreeMap::new(),
             stray_ends: 0,
+            untraced_seen: false,
+            traced_spans: VecDeque::new(),
             future_scopes: BTreeMap::new(),
             scope_batch: Vec::new(),
             events_pending: 0,
@@ -210,6 +219,10 @@ impl Collector {
             // Iteration ends are seen at most a tick late: records of an iteration that has not
             // ended yet wait for it (`deferred`), and rows wait for the flush interval anyway.
             self.take_iteration_ends();
+            // A sampled timeline's switch, soon after the step() that asked for it.
+            if let Some(w) = self.running.switch_ahead() {
+                self.trailer.warnings.push(w);
+            }
             crossbeam_channel::select! {
                 recv(buffers) -> b => match b {
                     Ok(b) => self.decode(b),
@@ -311,5 +324,9 @@ impl Collector {
 
 /// How often the collector flushes CUPTI while the buffer pool is nearly exhausted.
 const PRESSURE_FLUSH_INTERVAL: Duration = Duration::from_millis(20);
+/// Traced rows whose spans the collector keeps after writing them ([`Collector::untraced_at`]):
+/// a sampled timeline's records arrive with the flush that follows a traced iteration, so only
+/// the last few traced rows can be their home.
+const TRACED_SPANS: usize = 8;
 /// Longest time the collector sleeps between looks at `step()`'s messages and the scope rings.
 const TICK: Duration = Duration::from_millis(2);

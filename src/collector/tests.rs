@@ -11,7 +11,7 @@ use crate::ledger::schema::{IterationRow, LaunchShape};
 
 const LAUNCH: u32 = sys::CUpti_driver_api_trace_cbid_enum::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
 
-fn kernel(corr: u32, start: u64, name: &str) -> Record {
+pub(super) fn kernel(corr: u32, start: u64, name: &str) -> Record {
     Record::Kernel(KernelRecord {
         name: intern_name(name),
         start,
@@ -38,7 +38,7 @@ fn kernel(corr: u32, start: u64, name: &str) -> Record {
 }
 
 /// Kernels per scope path in a row.
-fn kernels_of(row: &IterationRow, path: &str) -> u64 {
+pub(super) fn kernels_of(row: &IterationRow, path: &str) -> u64 {
     row.scopes
         .iter()
         .filter(|s| s.path == path)
@@ -47,7 +47,7 @@ fn kernels_of(row: &IterationRow, path: &str) -> u64 {
 }
 
 /// The one row the collector has ready, checked complete.
-fn one_complete_row(c: &mut OfflineCollector) -> IterationRow {
+pub(super) fn one_complete_row(c: &mut OfflineCollector) -> IterationRow {
     let mut rows = c.take_rows();
     assert_eq!(rows.len(), 1);
     let row = rows.pop().expect("one row");
@@ -230,7 +230,7 @@ fn a_name_text_is_interned_once_per_process() {
 }
 
 /// A call as the timeline level's API callback captures it.
-fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
+pub(super) fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
     CapturedCall {
         correlation_id: corr,
         cbid: LAUNCH,

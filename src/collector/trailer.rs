@@ -178,6 +178,8 @@ impl Collector {
         // Final: shutdown closed step() (the `open` lock) before sending Finish.
         self.trailer.overhead.step_ns = self.running.step_ns();
         self.trailer.overhead.sampling_switch_ns = self.running.sampling_switch_ns();
+        self.trailer.overhead.sampling_switch_collector_ns =
+            self.running.sampling_switch_collector_ns();
         self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
         self.trailer.overhead.scope_events_made = self.running.events.made() as u64;
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));

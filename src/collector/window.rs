@@ -11,7 +11,7 @@ use std::time::Instant;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::attribution::{Deferred, Placed};
-use super::Collector;
+use super::{Collector, TRACED_SPANS};
 use crate::counters::IterationCounters;
 use crate::driver::events::ScopeEvents;
 use crate::ledger::schema::LedgerLine;
@@ -245,6 +245,11 @@ impl Collector {
         }
         let mut next = Some(m);
         while let Some(m) = next {
+            // Before the end places what waited for it: an untraced iteration keeps no record.
+            if let Some(pos) = self.position_of(m.index) {
+                self.iterations[pos].traced = m.traced;
+            }
+            self.untraced_seen |= !m.traced;
             self.end_iteration(
                 m.index,
                 m.host_end_ns,
@@ -255,7 +260,6 @@ impl Collector {
             );
             if let Some(pos) = self.position_of(m.index) {
                 let it = &mut self.iterations[pos];
-                it.traced = m.traced;
                 it.stalls = m.stalls;
                 it.warnings.extend(m.warning);
             }
@@ -352,6 +356,12 @@ impl Collector {
         (pos < self.iterations.len()).then_some(pos)
     }
 
+    /// Whether CUPTI time `t`, before the oldest iteration in the window, fell in an iteration
+    /// a sampled timeline left untraced (no traced row written lately spans it).
+    pub(super) fn untraced_at(&self, t: u64) -> bool {
+        self.untraced_seen && !self.traced_spans.iter().any(|&(s, e)| s <= t && t < e)
+    }
+
     /// Whether the oldest iteration's row can be written.
     pub(super) fn front_ready(&self) -> bool {
         let Some(it) = self.iterations.front() else {
@@ -389,10 +399,16 @@ impl Collector {
             .filter(|(_, v)| v.iter().any(|a| a.fallback_time() < end))
             .map(|(k, _)| *k)
             .collect();
+        let start = front.cupti_start;
         for corr in orphans {
             if let Some(v) = self.waiting.remove(&corr) {
                 for a in v {
-                    self.place(0, a);
+                    let t = a.fallback_time();
+                    if t < start && self.untraced_at(t) {
+                        self.trailer.untraced_records += 1;
+                    } else {
+                        self.place(0, a);
+                    }
                 }
             }
         }
@@ -402,6 +418,13 @@ impl Collector {
         let Some(mut it) = self.iterations.pop_front() else {
             return;
         };
+        if it.traced {
+            if self.traced_spans.len() == TRACED_SPANS {
+                self.traced_spans.pop_front();
+            }
+            self.traced_spans
+                .push_back((it.cupti_start, it.cupti_end().unwrap_or(u64::MAX)));
+        }
         let have = self.counted_calls_before + it.counted_calls;
         if it.ended_at().is_some() && self.timeline_rules && have < it.launches_by_end {
             it.missing_calls = it.launches_by_end - have;

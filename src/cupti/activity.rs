@@ -206,26 +206,22 @@ pub const KINDS: [(sys::CUpti_ActivityKind::Type, &str); 7] = {
     ]
 };
 
-/// Turns the timeline's activity kinds and the callback's capture on or off between iterations,
-/// for a sampled timeline. On: the kinds first, then the capture, so that a call the callback
-/// captures is traced; off: the other way round. Records of work launched before it went off
-/// still arrive. Returns the host time it took, ns.
+/// Turns the timeline's activity kinds and the API callbacks on or off, for a sampled
+/// timeline: on, the kinds first, then the callbacks; off, the other way round. Which calls are
+/// captured is the capture flag's ([`ApiCalls::traced`]), set apart. Records of work launched
+/// before the kinds went off still arrive.
 ///
 /// # Errors
 /// The first CUPTI failure; the remaining kinds are still switched.
-pub(crate) fn set_tracing(lib: &LoadedCupti, calls: &ApiCalls, on: bool) -> Result<u64> {
-    let t0 = Instant::now();
+pub(crate) fn set_kinds_and_callbacks(lib: &LoadedCupti, calls: &ApiCalls, on: bool) -> Result<()> {
     let callbacks = |on: bool| calls.callbacks.get().map_or(Ok(()), |c| c.switch(lib, on));
     if on {
         set_kinds(lib, true)?;
-        callbacks(true)?;
-        calls.traced.store(true, Ordering::SeqCst);
+        callbacks(true)
     } else {
-        calls.traced.store(false, Ordering::SeqCst);
         callbacks(false)?;
-        set_kinds(lib, false)?;
+        set_kinds(lib, false)
     }
-    Ok(t0.elapsed().as_nanos() as u64)
 }
 
 /// Enables or disables every activity kind the timeline traces.

@@ -204,7 +204,7 @@ impl ApiCalls {
                 *correlation_data = UNTRACED;
                 return;
             }
-        } else if *correlation_data == UNTRACED {
+        } else if *correlation_data & !ITERATION_BITS != ENTERED {
             return;
         }
         let taken = CALL_THREAD.try_with(|t| {
@@ -212,7 +212,8 @@ impl ApiCalls {
             if enter {
                 t.depth.set(depth + 1);
                 // The iteration first, then the count (see `total`).
-                *correlation_data = self.iteration.load(Ordering::SeqCst);
+                *correlation_data =
+                    ENTERED | (self.iteration.load(Ordering::SeqCst) & ITERATION_BITS);
                 if depth == 0 {
                     t.outer.set(correlation_id);
                     if is_counted(class) {
@@ -245,7 +246,7 @@ impl ApiCalls {
                 },
                 correlation_id,
                 cbid,
-                iteration: *correlation_data,
+                iteration: *correlation_data & ITERATION_BITS,
                 path_id,
                 return_value,
                 runtime,
@@ -315,13 +316,20 @@ pub(crate) fn set_scope_path(path_id: u32) {
     let _ = CALL_THREAD.try_with(|t| t.scope_path.set(path_id));
 }
 
-/// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
-/// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
-/// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates but a thread's first call.
 /// What a call entered in a sampled-out iteration carries in CUPTI's per-call slot (an
 /// iteration index is never this large).
 const UNTRACED: u64 = u64::MAX;
+/// The mark a captured call's entry leaves in the slot's top 16 bits, beside its iteration: a
+/// call whose entry the callback did not see (the callbacks were switched on while it ran, as a
+/// sampled timeline's collector does during a synchronize) is not captured at its exit.
+const ENTERED: u64 = 0x6c65 << 48;
+/// The slot's bits that hold the iteration.
+const ITERATION_BITS: u64 = (1 << 48) - 1;
 
+/// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
+/// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
+/// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates
+/// but a thread's first call.
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
@@ -459,6 +467,25 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(!got[0].nested);
         assert_eq!(calls.total.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_exit_whose_entry_the_callback_did_not_see_is_not_captured() {
+        let calls = ApiCalls::default();
+        set_scope_path(0);
+        let id = cbid(sys::bound_cbids().driver, "cuStreamSynchronize");
+        // The callbacks were switched on while the synchronize ran: CUPTI calls its exit alone,
+        // with the slot as CUPTI left it (zero, or anything but an entry's mark).
+        for mut data in [0u64, 5, 1 << 60] {
+            calls.on_call(false, false, id, 31, &mut data, 0);
+        }
+        assert!(drained(&calls).is_empty());
+        // The thread's nesting depth is intact: the next call is an outermost one.
+        call(&calls, false, "cuLaunchKernel", 32, || {});
+        let got = drained(&calls);
+        assert_eq!(got.len(), 1);
+        assert!(!got[0].nested);
+        assert_eq!(got[0].iteration, 0);
     }
 
     #[test]

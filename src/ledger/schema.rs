@@ -487,6 +487,11 @@ pub struct Trailer {
     pub late_records: u64,
     /// Records that could not be placed in any iteration (before the first or after the last).
     pub unplaced_records: u64,
+    /// Records of work in iterations a sampled timeline left untraced: the activity kinds are
+    /// switched on during the iteration before a traced one and off during the one after, and
+    /// what they record meanwhile is counted here, in no row.
+    #[serde(default)]
+    pub untraced_records: u64,
     /// Lines the writer could not write (disk full, ...).
     pub lines_not_written: u64,
     /// Records of the start-up calibration of tracing's device time: its kernels (the
@@ -538,4 +543,8 @@ pub struct Overhead {
     /// `step_ns`).
     #[serde(default)]
     pub sampling_switch_ns: u64,
+    /// Time the collector thread spent switching a sampled timeline's tracing on ahead of a
+    /// traced iteration and off after it, ns: the switches kept off the stepping thread.
+    #[serde(default)]
+    pub sampling_switch_collector_ns: u64,
 }

@@ -14,6 +14,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 mod messages;
 mod paths;
+mod switch;
 
 pub(crate) use messages::{ClosedScope, Finish, IterationEnd, ScopeRecord};
 pub(crate) use paths::PathTable;
@@ -102,8 +103,8 @@ pub(crate) struct Running {
     pub(crate) nvtx_too_deep: AtomicU64,
     /// The iterations a sampled timeline traces (`None`: every one, or no timeline).
     sampling: Option<TimelineSampling>,
-    /// Host time `step()` spent switching tracing on and off, ns.
-    sampling_switch_ns: AtomicU64,
+    /// A sampled timeline's switch of the activity kinds and API callbacks.
+    switch: switch::Switch,
     /// PC sampling, when it was set up (`step()` takes no lock without it); taken at shutdown.
     pc_sampling: OnceLock<Mutex<Option<PcSamplingState>>>,
 }
@@ -162,7 +163,7 @@ impl Running {
             nvtx_depth: nvtx.import_depth,
             nvtx_too_deep: AtomicU64::new(0),
             sampling: sampling.filter(|_| cupti.is_some()),
-            sampling_switch_ns: AtomicU64::new(0),
+            switch: switch::Switch::default(),
             pc_sampling: OnceLock::new(),
         });
         (running, Inbox { ends, finish })
@@ -196,34 +197,49 @@ impl Running {
     }
     /// Host time `step()` spent switching a sampled timeline's tracing, ns.
     pub(crate) fn sampling_switch_ns(&self) -> u64 {
-        self.sampling_switch_ns.load(Ordering::Relaxed)
+        self.switch.step_ns()
     }
-    /// Switches tracing on or off for a sampled timeline; a failure is returned as a warning.
-    fn switch_tracing(&self, on: bool) -> Option<String> {
-        let lib = self.cupti?;
-        match crate::cupti::activity::set_tracing(lib, &self.calls, on) {
-            Ok(ns) => {
-                self.sampling_switch_ns.fetch_add(ns, Ordering::Relaxed);
-                None
-            }
-            Err(e) => Some(format!(
-                "the sampled timeline could not switch tracing {} after this iteration: {e}",
-                if on { "on" } else { "off" }
-            )),
+    /// Host time the collector spent switching a sampled timeline's tracing ahead, ns.
+    pub(crate) fn sampling_switch_collector_ns(&self) -> u64 {
+        self.switch.collector_ns()
+    }
+    /// Every switch of a sampled timeline is made in `step()`: with PC sampling, whose window
+    /// needs the kinds off in exactly the iterations it takes.
+    pub(crate) fn switch_in_step_only(&self) {
+        self.switch.switch_in_step_only();
+    }
+    /// On the collector thread: switches a sampled timeline's kinds and callbacks as `step()`
+    /// last asked; a failure is returned as a warning.
+    pub(crate) fn switch_ahead(&self) -> Option<String> {
+        match (self.cupti, &self.sampling) {
+            (Some(lib), Some(_)) => self.switch.apply_wanted(lib, &self.calls),
+            _ => None,
         }
     }
+    /// On the stepping thread: the kinds and callbacks `on` now; a failure is returned as a
+    /// warning.
+    fn switch_now(&self, on: bool) -> Option<String> {
+        let lib = self.cupti?;
+        self.switch.set_now(lib, &self.calls, on).err().map(|e| {
+            format!(
+                "the sampled timeline could not switch tracing {} after this iteration: {e}",
+                if on { "on" } else { "off" }
+            )
+        })
+    }
     /// Sets tracing as the first iteration wants it: on, unless a sampled timeline leaves it
-    /// untraced.
+    /// untraced; armed ahead when the second one is traced.
     ///
     /// # Errors
     /// A CUPTI failure while switching.
     pub(crate) fn begin_tracing(&self) -> Result<()> {
-        match self.cupti {
-            Some(lib) => {
-                crate::cupti::activity::set_tracing(lib, &self.calls, self.traces(0)).map(|_| ())
-            }
-            None => Ok(()),
-        }
+        let Some(lib) = self.cupti else {
+            return Ok(());
+        };
+        let first = self.traces(0);
+        self.calls.traced.store(first, Ordering::SeqCst);
+        let arm = self.switch.ahead() && self.traces(1);
+        self.switch.begin(lib, &self.calls, first || arm)
     }
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
     /// returns its sending end.
@@ -301,14 +317,16 @@ impl Running {
         // The count first, then the iteration's end: every call counted here was entered in
         // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
         // for a call of the next iteration.
-        // A sampled timeline switches tracing on before the next iteration opens, so that no
-        // call of it escapes the capture (calls at the end of this one may be captured: its
-        // row is untraced anyway), and off after, so that every call of this one is traced.
+        // A sampled timeline starts capturing calls before the next iteration opens, so that no
+        // call of it escapes (calls at the end of this one may be captured: its row is untraced
+        // anyway), and stops after, so that every call of this one is captured. The kinds and
+        // callbacks are on by then: switched ahead by the collector, or here.
         let index = self.iteration();
         let (traced, next_traced) = (self.traces(index), self.traces(index + 1));
         let mut warning = None;
         if next_traced && !traced {
-            warning = self.switch_tracing(true);
+            warning = self.switch_now(true);
+            self.calls.traced.store(true, Ordering::SeqCst);
         }
         let launches = self.calls.total.load(Ordering::SeqCst);
         let host_end_ns = self.now_ns();
@@ -316,7 +334,16 @@ impl Running {
         let open_scopes = open_scopes();
         let index = self.calls.iteration.fetch_add(1, Ordering::SeqCst);
         if traced && !next_traced {
-            warning = self.switch_tracing(false);
+            self.calls.traced.store(false, Ordering::SeqCst);
+        }
+        if self.sampling.is_some() && !next_traced {
+            // Off after a traced iteration, on again one iteration before the next traced one:
+            // by the collector, off the application's critical path, unless it cannot.
+            if self.switch.ahead() {
+                self.switch.want(self.traces(index + 2));
+            } else {
+                warning = warning.or(self.switch_now(false));
+            }
         }
         let _ = self.ends.send(IterationEnd {
             index,
@@ -350,6 +377,7 @@ impl Running {
         // end that iteration, a complete row with none of its scopes.
         *self.open.lock() = false;
         ENABLED.store(false, Ordering::SeqCst);
+        self.switch.close();
         self.end_warnings.lock().extend(end_warning);
         let host_end_ns = self.now_ns();
         let cupti_end = self.cupti_now();

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use gpu_ledger::ledger::schema::IterationRow;
+use gpu_ledger::ledger::schema::{IterationRow, Trailer};
 use gpu_ledger::{read_ledger, Level, Profiler, TimelineSampling};
 
 use crate::{gpu, kernel_launches, vectors, SERIAL};
@@ -16,6 +16,20 @@ fn run(
     builder: gpu_ledger::ProfilerBuilder,
     path: &std::path::Path,
 ) -> (Vec<IterationRow>, [u64; 3]) {
+    let (rows, t) = run_paused(builder, path, Duration::ZERO);
+    (
+        rows,
+        [t.unplaced_records, t.late_records, t.dropped_records],
+    )
+}
+
+/// [`run`], each iteration beginning with the host asleep for `pause` (as a data loader
+/// would keep it), and the whole trailer.
+fn run_paused(
+    builder: gpu_ledger::ProfilerBuilder,
+    path: &std::path::Path,
+    pause: Duration,
+) -> (Vec<IterationRow>, Trailer) {
     let g = gpu();
     let n = 1 << 20;
     let (a, b, mut c) = vectors(&g.stream, n);
@@ -27,6 +41,7 @@ fn run(
         .start()
         .expect("the timeline starts on the GPU host");
     for _ in 0..ITERATIONS {
+        std::thread::sleep(pause);
         for scope in ["forward", "backward"] {
             let _s = Profiler::scope(scope);
             for _ in 0..LAUNCHES_PER_SCOPE {
@@ -37,11 +52,7 @@ fn run(
         profiler.step();
     }
     let t = profiler.finish().unwrap().trailer;
-    let rows = read_ledger(path).unwrap().iterations;
-    (
-        rows,
-        [t.unplaced_records, t.late_records, t.dropped_records],
-    )
+    (read_ledger(path).unwrap().iterations, t)
 }
 
 fn mean_kernel_ns(rows: &[&IterationRow]) -> f64 {
@@ -120,6 +131,45 @@ fn a_sampled_timeline_traces_its_iterations_whole_and_agrees_with_a_fully_traced
         (ms / mf - 1.0).abs() < 0.15,
         "sampled {ms:.0} ns against fully traced {mf:.0} ns"
     );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn the_collector_switches_tracing_ahead_and_keeps_the_records_it_lets_through_out_of_every_row() {
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let sampling = TimelineSampling::every(5).starting_at(2);
+    // 20 ms of host time before each iteration's launches: the collector (which looks every
+    // 2 ms) has switched the kinds on by the time the launches of the iteration before a
+    // traced one are made, so their records come and must be dropped.
+    let (rows, t) = run_paused(
+        Profiler::builder().sample_timeline(sampling.clone()),
+        &dir.path().join("ahead.jsonl"),
+        Duration::from_millis(20),
+    );
+    println!(
+        "switching: step() {} ns, collector {} ns; untraced records {}",
+        t.overhead.sampling_switch_ns, t.overhead.sampling_switch_collector_ns, t.untraced_records
+    );
+    assert_eq!(
+        [t.unplaced_records, t.late_records, t.dropped_records],
+        [0, 0, 0],
+        "unplaced, late, dropped records; warnings {:?}",
+        t.warnings
+    );
+    assert_eq!(t.overhead.sampling_switch_ns, 0, "step() switched nothing");
+    assert!(t.overhead.sampling_switch_collector_ns > 0);
+    // Iterations 1, 6, 11, ... are armed (the kinds on, no call captured): their launches leave
+    // records, which no row may show.
+    assert!(t.untraced_records >= 2 * LAUNCHES_PER_SCOPE, "{t:?}");
+    assert_eq!(rows.len() as u64, ITERATIONS);
+    for r in &rows {
+        let traced = sampling.traces(r.index);
+        assert_eq!(!r.untraced, traced, "row {} traced", r.index);
+        assert!(r.complete, "row {}: {:?}", r.index, r.warnings);
+        let expected = if traced { 2 * LAUNCHES_PER_SCOPE } else { 0 };
+        assert_eq!(kernel_launches(r), expected, "row {} kernels", r.index);
+    }
 }
 
 #[test]
