@@ -132,11 +132,8 @@ impl OfflineCollector {
             host_end_ns,
             cupti_end: Some(cupti_end_ns),
             launches,
-            open_scopes: Vec::new(),
-            counters: None,
-            stalls: None,
             traced,
-            warning: None,
+            extras: None,
         });
     }
 
@@ -154,11 +151,8 @@ impl OfflineCollector {
             host_end_ns,
             cupti_end: Some(cupti_end_ns),
             launches: 0,
-            open_scopes: Vec::new(),
-            counters: None,
-            stalls: None,
             traced: true,
-            warning: None,
+            extras: None,
         });
     }
 

@@ -250,18 +250,19 @@ impl Collector {
                 self.iterations[pos].traced = m.traced;
             }
             self.untraced_seen |= !m.traced;
+            let extras = m.extras.map(|e| *e).unwrap_or_default();
             self.end_iteration(
                 m.index,
                 m.host_end_ns,
                 m.cupti_end,
                 m.launches,
-                &m.open_scopes,
-                m.counters,
+                &extras.open_scopes,
+                extras.counters,
             );
             if let Some(pos) = self.position_of(m.index) {
                 let it = &mut self.iterations[pos];
-                it.stalls = m.stalls;
-                it.warnings.extend(m.warning);
+                it.stalls = extras.stalls;
+                it.warnings.extend(extras.warning);
             }
             next = self.early_ends.remove(&(m.index + 1));
         }

@@ -9,6 +9,9 @@ use crate::pcsampling::window::SampledIteration;
 /// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
 /// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
 /// inter-processor interrupt on the application's critical path, right after its synchronize.
+/// What only some iterations carry is boxed in [`IterationExtras`], so that the usual message
+/// fills one cache line: `step()` runs right after the application's synchronize with its caches
+/// cold, and each line it writes into the channel is a miss on the critical path.
 pub(crate) struct IterationEnd {
     pub(crate) index: u64,
     pub(crate) host_end_ns: u64,
@@ -16,16 +19,34 @@ pub(crate) struct IterationEnd {
     /// Counted launch, copy and memset calls entered since the start, read before the
     /// iteration counter moved: the row waits for that many captured calls.
     pub(crate) launches: u64,
+    /// False when a sampled timeline left the iteration untraced.
+    pub(crate) traced: bool,
+    /// Open scopes, counters, PC samples and a warning, when the iteration has any.
+    pub(crate) extras: Option<Box<IterationExtras>>,
+}
+
+/// The parts of an [`IterationEnd`] that most iterations lack.
+#[derive(Default)]
+pub(crate) struct IterationExtras {
     /// Scopes still open on the stepping thread (a structural warning in the row).
     pub(crate) open_scopes: Vec<u32>,
     /// Hardware counters of the iteration, when a pass ran in it.
     pub(crate) counters: Option<IterationCounters>,
     /// What PC sampling read of the iteration, when it was sampled.
     pub(crate) stalls: Option<SampledIteration>,
-    /// False when a sampled timeline left the iteration untraced.
-    pub(crate) traced: bool,
     /// Why switching tracing for the next iteration failed, for the row.
     pub(crate) warning: Option<String>,
+}
+
+impl IterationExtras {
+    /// Boxed when any part is present; `None` (no allocation) for the usual iteration.
+    pub(crate) fn boxed(self) -> Option<Box<IterationExtras>> {
+        let any = !self.open_scopes.is_empty()
+            || self.counters.is_some()
+            || self.stalls.is_some()
+            || self.warning.is_some();
+        any.then(|| Box::new(self))
+    }
 }
 
 /// `finish()`: close everything and send the trailer. The one message the collector sleeps on.
@@ -147,5 +168,25 @@ mod tests {
         let rec = c.into_record(0);
         let ev = rec.events.expect("events");
         assert!(!ev.start_shared && ev.end_shared && rec.out_of_order);
+    }
+
+    #[test]
+    fn an_iteration_with_nothing_extra_sends_no_box_and_one_with_anything_sends_it_whole() {
+        assert!(IterationExtras::default().boxed().is_none());
+        let open = IterationExtras {
+            open_scopes: vec![3],
+            ..IterationExtras::default()
+        };
+        assert_eq!(open.boxed().expect("boxed").open_scopes, vec![3]);
+        let warned = IterationExtras {
+            warning: Some("switch failed".into()),
+            ..IterationExtras::default()
+        };
+        assert_eq!(
+            warned.boxed().expect("boxed").warning.as_deref(),
+            Some("switch failed")
+        );
+        // The usual message fits one cache line with crossbeam's slot state beside it.
+        assert!(std::mem::size_of::<IterationEnd>() <= 56);
     }
 }

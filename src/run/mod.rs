@@ -16,7 +16,7 @@ mod messages;
 mod paths;
 mod switch;
 
-pub(crate) use messages::{ClosedScope, Finish, IterationEnd, ScopeRecord};
+pub(crate) use messages::{ClosedScope, Finish, IterationEnd, IterationExtras, ScopeRecord};
 pub(crate) use paths::PathTable;
 pub use paths::UNSCOPED;
 
@@ -350,11 +350,14 @@ impl Running {
             host_end_ns,
             cupti_end,
             launches,
-            open_scopes,
-            counters,
-            stalls,
             traced,
-            warning,
+            extras: IterationExtras {
+                open_scopes,
+                counters,
+                stalls,
+                warning,
+            }
+            .boxed(),
         });
         self.with_counters(|c| c.begin_iteration(index + 1));
         self.with_pc_sampling(|p| p.begin_iteration(index + 1));

@@ -70,9 +70,13 @@ impl Switch {
     pub(crate) fn ahead(&self) -> bool {
         self.ahead.load(Ordering::Relaxed)
     }
-    /// Asks the collector to turn the kinds and callbacks on or off when it next looks.
+    /// Asks the collector to turn the kinds and callbacks on or off when it next looks. Stores
+    /// only a change: `step()` asks on every untraced iteration, and a store would take the
+    /// line from the collector's core, which reads it every tick.
     pub(crate) fn want(&self, on: bool) {
-        self.wanted.store(on, Ordering::Release);
+        if self.wanted.load(Ordering::Relaxed) != on {
+            self.wanted.store(on, Ordering::Release);
+        }
     }
     /// Host time `step()` spent switching, ns.
     pub(crate) fn step_ns(&self) -> u64 {
