@@ -680,6 +680,8 @@ fn calibration() -> crate::ledger::schema::TracingCalibration {
         per_block_ns: 0.5,
         per_kernel_range_ns: [900.0, 1_100.0],
         per_block_range_ns: [0.4, 0.6],
+        per_block_copy_ns: Some(0.55),
+        per_block_add_ns: Some(0.45),
         rounds: 5,
         kernels_per_batch: 64,
         grids: [1, 65_536],

@@ -61,10 +61,12 @@ pub struct Header {
 /// The device time CUPTI's kernel tracing adds, measured at start: the same back-to-back
 /// kernels, queued behind a spin so that the GPU runs them without waiting for the host, timed
 /// by events with tracing on and off, alternated over rounds. A kernel is charged
-/// `per_kernel_ns + per_block_ns × grid blocks`, the per-block figure measured on a copy kernel
-/// (each of 256 threads loads and stores one float). What the model misses is in
-/// docs/overhead.md: a grid of many waves of small blocks can slow far more than it charges, and
-/// blocks that do no memory work cost less than a copy's.
+/// `per_kernel_ns + per_block_ns × grid blocks`, the per-block figure the mean of two streaming
+/// kernels' (blocks of 256 threads, each thread of a copy loading and storing one float, of an
+/// add loading two and storing one): streaming blocks' cost depends on their mix of loads and
+/// stores, and the mean errs least on either. What the model misses is in docs/overhead.md: a
+/// grid of many waves of small blocks can slow far more than it charges, and blocks that do no
+/// memory work cost less than a streaming kernel's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TracingCalibration {
     /// CUDA ordinal of the device measured (the one the rows' estimates assume for every
@@ -72,12 +74,21 @@ pub struct TracingCalibration {
     pub device_id: u32,
     /// Added device time per kernel, ns: the median over rounds.
     pub per_kernel_ns: f64,
-    /// Added device time per block of a copy kernel's grid, ns: the median over rounds.
+    /// Added device time per block of a large grid, ns: the mean of the copy's and the add's
+    /// figures (ledgers written before the add was measured: the copy's alone).
     pub per_block_ns: f64,
     /// Lowest and highest per-kernel figure over the rounds.
     pub per_kernel_range_ns: [f64; 2],
-    /// Lowest and highest per-block figure over the rounds.
+    /// Lowest and highest per-block figure over the rounds, of either streaming kernel.
     pub per_block_range_ns: [f64; 2],
+    /// Added device time per block of the copy (a float loaded and stored per thread), ns: the
+    /// median over rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_block_copy_ns: Option<f64>,
+    /// Added device time per block of the add (two floats loaded and one stored per thread),
+    /// ns: the median over rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_block_add_ns: Option<f64>,
     /// Rounds, each with tracing on and off.
     pub rounds: u32,
     /// Kernels per timed batch, and the grids of the two batches (blocks).

@@ -196,6 +196,19 @@ fn the_start_up_calibration_measures_tracing_and_every_traced_row_carries_its_es
         c.per_kernel_range_ns[0] <= c.per_kernel_ns && c.per_kernel_ns <= c.per_kernel_range_ns[1]
     );
     assert!(c.per_block_ns.is_finite() && c.per_block_ns > -1.0);
+    // The per-block figure is the mean of the two streaming kernels', each within the range.
+    let (copy, add) = (
+        c.per_block_copy_ns.expect("the copy's per-block figure"),
+        c.per_block_add_ns.expect("the add's per-block figure"),
+    );
+    assert!((c.per_block_ns - (copy + add) / 2.0).abs() < 1e-9, "{c:?}");
+    for b in [copy, add] {
+        assert!(
+            c.per_block_range_ns[0] <= b && b <= c.per_block_range_ns[1],
+            "{b} outside {:?}",
+            c.per_block_range_ns
+        );
+    }
     assert!(
         c.spin_ns > 10_000.0,
         "the spin kernels ran: {} ns",
