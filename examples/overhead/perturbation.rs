@@ -5,14 +5,17 @@
 //! per shape, what each tracer added per kernel, how much of the timeline's is a longer kernel
 //! (CUPTI's own duration against the untraced length) and how much a gap between kernels, beside
 //! the estimate the timeline's start-up calibration gives; and for the pipeline, the measured
-//! slowdown per step against the rows' `tracing_added_ns`.
+//! slowdown per step against the rows' `tracing_added_ns`. `tl-idle` is a sampled timeline whose
+//! traced iteration is the warm-up before the batches: whether kernels run as fast as untraced
+//! ones once tracing has been switched off again, which a sampled timeline's untraced iterations
+//! rely on.
 
 use std::path::Path;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use gpu_ledger::ledger::schema::TracingCalibration;
-use gpu_ledger::{Level, Profiler};
+use gpu_ledger::{Level, Profiler, TimelineSampling};
 
 use super::raw::RawSession;
 use super::table::Paired;
@@ -25,6 +28,9 @@ const BATCH: u32 = 100;
 const HEAD_US: u32 = 3_000;
 /// Pipeline steps per configuration and round.
 const PIPELINE_STEPS: usize = 30;
+/// The pause after the warm-up iteration: longer than the collector's tick, so that a sampled
+/// timeline's collector has switched tracing off before the first batch.
+const SWITCH_PAUSE_MS: u64 = 20;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -122,15 +128,18 @@ enum Tracer {
     None,
     Raw,
     Timeline,
+    /// A sampled timeline that traces the warm-up iteration alone.
+    Idle,
 }
 
 impl Tracer {
-    const ALL: [Tracer; 3] = [Tracer::None, Tracer::Raw, Tracer::Timeline];
+    const ALL: [Tracer; 4] = [Tracer::None, Tracer::Raw, Tracer::Timeline, Tracer::Idle];
     fn label(self) -> &'static str {
         match self {
             Tracer::None => "none",
             Tracer::Raw => "raw-cupti",
             Tracer::Timeline => "timeline",
+            Tracer::Idle => "tl-idle",
         }
     }
 }
@@ -157,15 +166,29 @@ fn run_round(
     let raw = (tracer == Tracer::Raw)
         .then(|| RawSession::start(lib))
         .transpose()?;
-    let profiler = (tracer == Tracer::Timeline)
+    let profiler = matches!(tracer, Tracer::Timeline | Tracer::Idle)
         .then(|| {
-            Profiler::builder()
+            let b = Profiler::builder()
                 .level(Level::Timeline)
-                .ledger_path(ledger)
-                .start()
+                .ledger_path(ledger);
+            if tracer == Tracer::Idle {
+                b.sample_timeline(TimelineSampling::window(0..1)).start()
+            } else {
+                b.start()
+            }
         })
         .transpose()?;
     let mut out = RoundResult::default();
+    // The warm-up iteration, under every tracer alike: each shape once (traced by `tl-idle`),
+    // then a pause in which its collector switches tracing off.
+    for shape in shapes {
+        shape.launch(gpu)?;
+    }
+    gpu.stream.synchronize()?;
+    if let Some(p) = &profiler {
+        p.step();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(SWITCH_PAUSE_MS));
     for shape in shapes {
         gpu.launch_spin_cycles((f64::from(HEAD_US) * gpu.cycles_per_us) as i64, 1)?;
         let e0 = gpu
@@ -200,7 +223,8 @@ fn run_round(
         let l = gpu_ledger::read_ledger(ledger)?;
         out.calibration = l.header.tracing_calibration.clone();
         for (i, shape) in shapes.iter().enumerate() {
-            let mean = l.iterations.get(i).and_then(|r| {
+            // Row 0 is the warm-up iteration.
+            let mean = l.iterations.get(i + 1).and_then(|r| {
                 r.kernels
                     .iter()
                     .find(|g| {
@@ -212,7 +236,7 @@ fn run_round(
             });
             out.cupti_ns.push(mean);
         }
-        out.pipeline_estimate_ns = l.iterations[shapes.len()..]
+        out.pipeline_estimate_ns = l.iterations[shapes.len() + 1..]
             .iter()
             .filter(|r| r.complete && !r.kernels.is_empty())
             .filter_map(|r| r.tracing_added_ns.map(|x| x as f64))
@@ -238,9 +262,12 @@ pub(super) fn perturbation(
 ) -> Result<()> {
     let shapes = shapes(gpu.sms);
     eprintln!(
-        "overhead --perturbation: {} ({} SMs); {} rounds of none, raw-cupti, timeline; {BATCH} \
-         kernels per batch behind a {HEAD_US} µs spin; pipeline of {PIPELINE_STEPS} steps",
-        gpu.name, gpu.sms, args.rounds
+        "overhead --perturbation: {} ({} SMs); {} rounds of {}; {BATCH} kernels per batch behind a \
+         {HEAD_US} µs spin; pipeline of {PIPELINE_STEPS} steps",
+        gpu.name,
+        gpu.sms,
+        args.rounds,
+        Tracer::ALL.map(Tracer::label).join(", ")
     );
     // Warm-up: modules, CUPTI's first start.
     for t in Tracer::ALL {
@@ -255,7 +282,7 @@ pub(super) fn perturbation(
             results[ti].push(r);
         }
     }
-    let [none, raw, timeline] = [&results[0], &results[1], &results[2]];
+    let [none, raw, timeline, idle] = [&results[0], &results[1], &results[2], &results[3]];
     // Paired by round: each round ran all three close together in time.
     let added = |traced: &[RoundResult], i: usize| -> Vec<f64> {
         traced
@@ -267,7 +294,7 @@ pub(super) fn perturbation(
     let calibration = timeline.iter().find_map(|r| r.calibration.clone());
     println!("\nper kernel, µs (medians over rounds; added: paired by round, with the range)");
     println!(
-        "{:<22} {:>8} {:>10} {:>22} {:>22} {:>10} {:>10} {:>8} {:>10} {:>8}",
+        "{:<22} {:>8} {:>10} {:>22} {:>22} {:>10} {:>10} {:>8} {:>10} {:>8} {:>22}",
         "shape",
         "blocks",
         "untraced",
@@ -277,7 +304,8 @@ pub(super) fn perturbation(
         "longer by",
         "gap",
         "estimate",
-        "est÷meas"
+        "est÷meas",
+        "tl-idle added"
     );
     let range = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -298,7 +326,7 @@ pub(super) fn perturbation(
             .as_ref()
             .map_or(f64::NAN, |c| c.added_ns(1, s.blocks()));
         println!(
-            "{:<22} {:>8} {:>10.2} {:>22} {:>22} {:>10.2} {:>10.2} {:>8.2} {:>10.2} {:>8.2}",
+            "{:<22} {:>8} {:>10.2} {:>22} {:>22} {:>10.2} {:>10.2} {:>8.2} {:>10.2} {:>8.2} {:>22}",
             s.label,
             s.blocks(),
             median(&base) / 1e3,
@@ -308,14 +336,15 @@ pub(super) fn perturbation(
             longer / 1e3,
             (median(&tl) - longer) / 1e3,
             est / 1e3,
-            est / median(&tl)
+            est / median(&tl),
+            range(&added(idle, i))
         );
     }
     if let Some(c) = &calibration {
         println!(
             "\ncalibration (the timeline's start, median of {} rounds): {:.0} ns per kernel \
-             ({:.0} to {:.0}) + {:.4} ns per block ({:.4} to {:.4}); spin check: {:.1} µs kernels \
-             on {} blocks gained {:.2} µs each; took {:.1} ms",
+             ({:.0} to {:.0}) + {:.4} ns per block ({:.4} to {:.4}; copy {:.4}, add {:.4}); spin \
+             check: {:.1} µs kernels on {} blocks gained {:.2} µs each; took {:.1} ms",
             c.rounds,
             c.per_kernel_ns,
             c.per_kernel_range_ns[0],
@@ -323,6 +352,8 @@ pub(super) fn perturbation(
             c.per_block_ns,
             c.per_block_range_ns[0],
             c.per_block_range_ns[1],
+            c.per_block_copy_ns.unwrap_or(f64::NAN),
+            c.per_block_add_ns.unwrap_or(f64::NAN),
             c.spin_ns / 1e3,
             c.spin_grid,
             c.spin_added_ns / 1e3,
@@ -346,7 +377,11 @@ pub(super) fn perturbation(
          {:.1} µs per step",
         median(&base) / 1e3
     );
-    for (label, traced) in [("raw-cupti", raw), ("timeline", timeline)] {
+    for (label, traced) in [
+        ("raw-cupti", raw),
+        ("timeline", timeline),
+        ("tl-idle", idle),
+    ] {
         if let Some(p) = Paired::of(&diffs(traced)) {
             println!(
                 "  {label} - none, paired by round: {}",
