@@ -1,6 +1,10 @@
 //! `--step-laps`: where in workload (c)'s loop each configuration's cost falls, step by step.
 
-use super::Config;
+use std::io::Write;
+use std::path::Path;
+
+use super::table::Paired;
+use super::{Config, Result};
 
 /// One run of workload (c): each step's host time, its `profiler.step()` included.
 pub(super) struct Laps {
@@ -124,5 +128,120 @@ pub(super) fn print_laps(configs: &[Config], laps: &[Vec<Laps>]) {
                 100.0 * rest_total / base_rest
             );
         }
+    }
+}
+
+/// Every step of every round, one line each: `config,round,first_iteration,step,ns`.
+pub(super) fn write_csv(path: &Path, configs: &[Config], laps: &[Vec<Laps>]) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(out, "config,round,first_iteration,step,ns")?;
+    for (config, runs) in configs.iter().zip(laps) {
+        for (round, run) in runs.iter().enumerate() {
+            for (step, ns) in run.ns.iter().enumerate() {
+                writeln!(
+                    out,
+                    "{},{round},{},{step},{ns}",
+                    config.label(),
+                    run.first_iteration
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The sampled timeline against `none` on workload (c), paired by round, split where a job and
+/// this benchmark differ: each round is a whole run of `--train-steps` steps, so the profiler's
+/// start, paid once a run, weighs on it as it would on a job that short. The steady state (each
+/// run's steps from `from` on) carries the target; the start is printed in µs a run, with its
+/// share of these runs and of a run of 10 000 steps.
+pub(super) fn print_sampled_steady(configs: &[Config], laps: &[Vec<Laps>], from: usize) {
+    let (Some(s), Some(n)) = (
+        configs.iter().position(|c| *c == Config::TimelineSampled),
+        configs.iter().position(|c| *c == Config::None),
+    ) else {
+        return;
+    };
+    let pairs: Vec<(&Laps, &Laps)> = laps[s]
+        .iter()
+        .zip(&laps[n])
+        .filter(|(a, b)| a.ns.len() == b.ns.len() && a.ns.len() > from)
+        .collect();
+    let Some(&(first, _)) = pairs.first() else {
+        println!(
+            "  tl-sampled, steady state: no run of (c) longer than --steady-from {from} steps; \
+             not judged"
+        );
+        return;
+    };
+    let steps = first.ns.len();
+    let (steady, start_us) = split_at_steady(&pairs, from);
+    if let Some(p) = Paired::of(&steady) {
+        println!(
+            "  tl-sampled (1 in {}), (c) training step, paired by round, steady state (steps {from} \
+             to {} of each run): slowdown {}; target ≤ 0.1 %: {}",
+            super::SAMPLE_EVERY,
+            steps - 1,
+            p.describe(1.0, 3, " %"),
+            p.verdict(0.1)
+        );
+    }
+    let (m, h) = mean_interval(&start_us);
+    let step_us =
+        pairs.iter().map(|(_, b)| ns_sum(&b.ns)).sum::<f64>() / 1e3 / (pairs.len() * steps) as f64;
+    println!(
+        "  tl-sampled, the profiler's start (steps 0 to {} of each run): {m:+.1} ± {h:.1} µs a \
+         run (paired mean, 95 %), once a run: {:.3} % of these {steps}-step runs, {:.5} % of a \
+         run of 10 000 steps",
+        from - 1,
+        100.0 * m / (step_us * steps as f64),
+        100.0 * m / (step_us * 10_000.0)
+    );
+}
+
+fn ns_sum(v: &[u64]) -> f64 {
+    v.iter().map(|&x| x as f64).sum()
+}
+
+/// Per round (configuration, `none`): the steady state's slowdown, %, over steps `from..`, and
+/// what steps `..from` added, µs.
+fn split_at_steady(pairs: &[(&Laps, &Laps)], from: usize) -> (Vec<f64>, Vec<f64>) {
+    pairs
+        .iter()
+        .map(|(a, b)| {
+            (
+                100.0 * (ns_sum(&a.ns[from..]) / ns_sum(&b.ns[from..]) - 1.0),
+                (ns_sum(&a.ns[..from]) - ns_sum(&b.ns[..from])) / 1e3,
+            )
+        })
+        .unzip()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steady_state_leaves_the_start_out_and_the_start_is_counted_apart() {
+        let none = Laps {
+            first_iteration: 2,
+            ns: vec![1_000_000; 10],
+        };
+        // The first two steps pay 50 µs each; the other eight 1 µs each (0.1 %).
+        let mut ns = vec![1_001_000; 10];
+        ns[0] = 1_050_000;
+        ns[1] = 1_050_000;
+        let sampled = Laps {
+            first_iteration: 2,
+            ns,
+        };
+        let (steady, start) = split_at_steady(&[(&sampled, &none)], 2);
+        assert!((steady[0] - 0.1).abs() < 1e-9, "{steady:?}");
+        assert!((start[0] - 100.0).abs() < 1e-9, "{start:?}");
+        // From the first step on, the start's cost is in the steady state's figure.
+        let (steady, start) = split_at_steady(&[(&sampled, &none)], 0);
+        assert!((steady[0] - 1.08).abs() < 1e-9, "{steady:?}");
+        assert_eq!(start[0], 0.0);
     }
 }

@@ -220,6 +220,16 @@ struct Args {
     /// spread over every step).
     #[arg(long)]
     step_laps: bool,
+    /// The steady state of workload (c) begins at this step of each run: the steps before it
+    /// pay the profiler's start (its first scopes, the threads' first work), once a run. The
+    /// sampled timeline's target is judged on the steps from here on, and the start is
+    /// printed apart, in µs a run.
+    #[arg(long, default_value_t = 10)]
+    steady_from: usize,
+    /// With `--step-laps`: also write every step's time to this CSV file (config, round,
+    /// first_iteration, step, ns), for analysis beyond the printed summary.
+    #[arg(long, value_name = "FILE", requires = "step_laps")]
+    laps_csv: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -236,6 +246,14 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<()> {
     // Bad options are reported before anything touches the GPU.
     parse_workloads(&args.workloads)?;
+    if args.steady_from == 0 || args.steady_from as u64 >= args.train_steps {
+        return Err(format!(
+            "--steady-from {} must be at least 1 and below --train-steps ({}): the steps before \
+             it are the run's start, those from it on its steady state",
+            args.steady_from, args.train_steps
+        )
+        .into());
+    }
     if let Some(list) = &args.configs {
         parse_configs(list)?;
     }
