@@ -271,7 +271,7 @@ pub struct Config {
     pub timeline_sampling: Option<TimelineSampling>,
     /// At the timeline and counters levels, measure at start how much device time CUPTI's
     /// tracing adds per kernel, and estimate in every traced row what it added
-    /// (`tracing_added_ns`). Default on; it takes about 80 ms at start (docs/overhead.md).
+    /// (`tracing_added_ns`). Default on; it takes about 110 ms at start (docs/overhead.md).
     pub calibrate_tracing: bool,
 }
 
