@@ -40,11 +40,7 @@ pub(super) fn print_laps(configs: &[Config], laps: &[Vec<Laps>]) {
         if ci == none {
             continue;
         }
-        let pairs: Vec<(&Laps, &Laps)> = laps[ci]
-            .iter()
-            .zip(&laps[none])
-            .filter(|(a, b)| a.ns.len() == b.ns.len() && !a.ns.is_empty())
-            .collect();
+        let pairs = paired_runs(&laps[ci], &laps[none], 0);
         let Some(&(first, _)) = pairs.first() else {
             continue;
         };
@@ -163,11 +159,7 @@ pub(super) fn print_sampled_steady(configs: &[Config], laps: &[Vec<Laps>], from:
     ) else {
         return;
     };
-    let pairs: Vec<(&Laps, &Laps)> = laps[s]
-        .iter()
-        .zip(&laps[n])
-        .filter(|(a, b)| a.ns.len() == b.ns.len() && a.ns.len() > from)
-        .collect();
+    let pairs = paired_runs(&laps[s], &laps[n], from);
     let Some(&(first, _)) = pairs.first() else {
         println!(
             "  tl-sampled, steady state: no run of (c) longer than --steady-from {from} steps; \
@@ -198,6 +190,19 @@ pub(super) fn print_sampled_steady(configs: &[Config], laps: &[Vec<Laps>], from:
         100.0 * m / (step_us * steps as f64),
         100.0 * m / (step_us * 10_000.0)
     );
+}
+
+/// A configuration's runs beside `none`'s of the same round, where both timed the same number
+/// of steps and more than `min_steps`.
+fn paired_runs<'a>(
+    runs: &'a [Laps],
+    none: &'a [Laps],
+    min_steps: usize,
+) -> Vec<(&'a Laps, &'a Laps)> {
+    runs.iter()
+        .zip(none)
+        .filter(|(a, b)| a.ns.len() == b.ns.len() && a.ns.len() > min_steps)
+        .collect()
 }
 
 fn ns_sum(v: &[u64]) -> f64 {

@@ -39,13 +39,24 @@ pub(crate) struct IterationExtras {
 }
 
 impl IterationExtras {
-    /// Boxed when any part is present; `None` (no allocation) for the usual iteration.
-    pub(crate) fn boxed(self) -> Option<Box<IterationExtras>> {
-        let any = !self.open_scopes.is_empty()
-            || self.counters.is_some()
-            || self.stalls.is_some()
-            || self.warning.is_some();
-        any.then(|| Box::new(self))
+    /// The parts, boxed when any is present; `None` for the usual iteration, which then builds
+    /// nothing on `step()`'s cold stack and allocates nothing.
+    pub(crate) fn boxed(
+        open_scopes: Vec<u32>,
+        counters: Option<IterationCounters>,
+        stalls: Option<SampledIteration>,
+        warning: Option<String>,
+    ) -> Option<Box<IterationExtras>> {
+        let any =
+            !open_scopes.is_empty() || counters.is_some() || stalls.is_some() || warning.is_some();
+        any.then(|| {
+            Box::new(IterationExtras {
+                open_scopes,
+                counters,
+                stalls,
+                warning,
+            })
+        })
     }
 }
 
@@ -172,18 +183,12 @@ mod tests {
 
     #[test]
     fn an_iteration_with_nothing_extra_sends_no_box_and_one_with_anything_sends_it_whole() {
-        assert!(IterationExtras::default().boxed().is_none());
-        let open = IterationExtras {
-            open_scopes: vec![3],
-            ..IterationExtras::default()
-        };
-        assert_eq!(open.boxed().expect("boxed").open_scopes, vec![3]);
-        let warned = IterationExtras {
-            warning: Some("switch failed".into()),
-            ..IterationExtras::default()
-        };
+        assert!(IterationExtras::boxed(Vec::new(), None, None, None).is_none());
+        let open = IterationExtras::boxed(vec![3], None, None, None);
+        assert_eq!(open.expect("boxed").open_scopes, vec![3]);
+        let warned = IterationExtras::boxed(Vec::new(), None, None, Some("switch failed".into()));
         assert_eq!(
-            warned.boxed().expect("boxed").warning.as_deref(),
+            warned.expect("boxed").warning.as_deref(),
             Some("switch failed")
         );
         // The usual message fits one cache line with crossbeam's slot state beside it.

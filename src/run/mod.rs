@@ -351,13 +351,7 @@ impl Running {
             cupti_end,
             launches,
             traced,
-            extras: IterationExtras {
-                open_scopes,
-                counters,
-                stalls,
-                warning,
-            }
-            .boxed(),
+            extras: IterationExtras::boxed(open_scopes, counters, stalls, warning),
         });
         self.with_counters(|c| c.begin_iteration(index + 1));
         self.with_pc_sampling(|p| p.begin_iteration(index + 1));
