@@ -195,6 +195,39 @@ fn many_iterations_between_two_collector_ticks_each_get_their_row() {
 }
 
 #[test]
+fn more_iterations_than_the_ring_holds_between_two_ticks_each_get_their_row_in_order() {
+    // step() hands its iteration ends to the collector through a ring of 1 024 that the collector
+    // drains every tick (2 ms); ends that find it full wait in an overflow vector. Twenty
+    // thousand steps back to back outrun it: every row must still be there, in order, its host
+    // time starting where the one before ended, with its own scope.
+    let (_g, _dir, path, profiler) = serial_run();
+    const STEPS: u64 = 20_000;
+    for _ in 0..STEPS {
+        drop(Profiler::scope("work"));
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    assert_eq!(ledger.iterations.len() as u64, STEPS);
+    let mut next_start = None;
+    for (i, row) in ledger.iterations.iter().enumerate() {
+        assert_eq!(row.index, i as u64);
+        assert!(row.complete, "row {i}: {:?}", row.warnings);
+        assert_eq!(row.scopes.len(), 1, "row {i}");
+        assert_eq!(row.scopes[0].calls, 1, "row {i}");
+        if let Some(start) = next_start {
+            assert_eq!(
+                row.host_start_ns,
+                start,
+                "row {i} starts where row {} ended",
+                i - 1
+            );
+        }
+        next_start = Some(row.host_start_ns + row.host_wall_ns);
+    }
+}
+
+#[test]
 fn scope_open_across_step_is_reported_not_lost() {
     let (_g, _dir, path, profiler) = serial_run();
     let outer = Profiler::scope("train");

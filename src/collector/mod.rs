@@ -117,6 +117,8 @@ struct Collector {
     waiting: HashMap<u32, Vec<Activity>>,
     /// Reused vector for draining the threads' captured API calls.
     call_batch: Vec<CapturedCall>,
+    /// Reused vector for draining `step()`'s iteration ends.
+    ends: Vec<IterationEnd>,
     /// Captured calls and host-side activities that wait for an iteration's start or end: a
     /// buffer can be decoded before the `step()` message that ended its iteration.
     deferred: Vec<Deferred>,
@@ -185,6 +187,7 @@ impl Collector {
             calls: CorrelationMap::default(),
             waiting: HashMap::default(),
             call_batch: Vec::new(),
+            ends: Vec::new(),
             deferred: Vec::new(),
             counted_calls_before: 0,
             iterations,
@@ -249,9 +252,23 @@ impl Collector {
 
     /// Handles every `step()` message sent so far.
     fn take_iteration_ends(&mut self) {
-        while let Ok(m) = self.inbox.ends.try_recv() {
+        let mut ends = std::mem::take(&mut self.ends);
+        // The anchor first, as for scopes: every end drained below was read before it.
+        if let Some(clock) = &mut self.clock {
+            clock.push(self.running.clock.anchor());
+        }
+        self.inbox.ends.drain_into(&mut ends);
+        if let Some(clock) = &self.clock {
+            for m in &mut ends {
+                m.host_end = clock.to_ns(m.host_end);
+            }
+        }
+        // In index order: an end that found the ring full waits in its overflow vector.
+        ends.sort_unstable_by_key(|m| m.index);
+        for m in ends.drain(..) {
             self.handle(m);
         }
+        self.ends = ends;
     }
 
     fn handle(&mut self, m: IterationEnd) {

@@ -129,7 +129,7 @@ impl OfflineCollector {
         self.open_index += 1;
         self.collector.handle(IterationEnd {
             index,
-            host_end_ns,
+            host_end: host_end_ns,
             cupti_end: Some(cupti_end_ns),
             launches,
             traced,
@@ -148,7 +148,7 @@ impl OfflineCollector {
     ) {
         self.collector.handle(IterationEnd {
             index,
-            host_end_ns,
+            host_end: host_end_ns,
             cupti_end: Some(cupti_end_ns),
             launches: 0,
             traced: true,

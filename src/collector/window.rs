@@ -253,7 +253,7 @@ impl Collector {
             let extras = m.extras.map(|e| *e).unwrap_or_default();
             self.end_iteration(
                 m.index,
-                m.host_end_ns,
+                m.host_end,
                 m.cupti_end,
                 m.launches,
                 &extras.open_scopes,

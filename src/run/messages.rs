@@ -6,15 +6,19 @@ use crate::counters::IterationCounters;
 use crate::driver::events::{PackedEvents, ScopeEvents};
 use crate::pcsampling::window::SampledIteration;
 
-/// `step()` ended iteration `index`. Sent on a channel the collector polls and never sleeps on,
+/// `step()` ended iteration `index`. Sent through a ring the collector polls and never sleeps on,
 /// so that `step()` never wakes it: waking a sleeping thread costs a futex wake and an
 /// inter-processor interrupt on the application's critical path, right after its synchronize.
 /// What only some iterations carry is boxed in [`IterationExtras`], so that the usual message
 /// fills one cache line: `step()` runs right after the application's synchronize with its caches
-/// cold, and each line it writes into the channel is a miss on the critical path.
+/// cold, and each line it writes into the ring is a miss on the critical path. Aligned so that
+/// each message in the ring is exactly one line, never two.
+#[repr(align(64))]
 pub(crate) struct IterationEnd {
     pub(crate) index: u64,
-    pub(crate) host_end_ns: u64,
+    /// The scope clock when the iteration ended (`HostClock::raw_now`): the collector converts
+    /// it as it converts scopes' times.
+    pub(crate) host_end: u64,
     pub(crate) cupti_end: Option<u64>,
     /// Counted launch, copy and memset calls entered since the start, read before the
     /// iteration counter moved: the row waits for that many captured calls.
@@ -191,7 +195,8 @@ mod tests {
             warned.expect("boxed").warning.as_deref(),
             Some("switch failed")
         );
-        // The usual message fits one cache line with crossbeam's slot state beside it.
-        assert!(std::mem::size_of::<IterationEnd>() <= 56);
+        // The usual message is one cache line in the ring, aligned to it.
+        assert_eq!(std::mem::size_of::<IterationEnd>(), 64);
+        assert_eq!(std::mem::align_of::<IterationEnd>(), 64);
     }
 }

@@ -47,6 +47,13 @@ pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
 /// thread that opens scopes.
 const RING_CAPACITY: usize = 4096;
 
+/// Iteration ends the ring holds before they spill into its overflow vector: the collector
+/// drains it every tick (2 ms), so only iterations shorter than 2 µs could spill.
+const ENDS_CAPACITY: usize = 1024;
+
+/// `step()`'s iteration ends, waiting for the collector.
+pub(crate) type EndSlot = ThreadSlot<IterationEnd>;
+
 /// A thread's closed scopes, waiting for the collector.
 type ScopeSlot = ThreadSlot<ClosedScope>;
 /// The writing end of a thread's [`ScopeSlot`], owned by that thread.
@@ -54,39 +61,47 @@ pub(crate) type ScopeSender = SlotSender<ClosedScope>;
 
 /// What the collector receives from the run: `step()`'s messages and the one `Finish`.
 pub(crate) struct Inbox {
-    pub(crate) ends: Receiver<IterationEnd>,
+    pub(crate) ends: Arc<EndSlot>,
     pub(crate) finish: Receiver<Finish>,
 }
 
-/// State shared by the application's threads (scopes, `step`) and the collector.
+/// State shared by the application's threads (scopes, `step`) and the collector. What `step()`
+/// reads on every call comes first, so that it spans two cache lines: `step()` runs right after
+/// the application's synchronize with its caches cold, and each line it touches there is a miss
+/// while the GPU waits.
+#[repr(C)]
 pub(crate) struct Running {
+    /// `step()`'s end of the ring of iteration ends the collector polls (see [`IterationEnd`]);
+    /// `None` once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
+    /// signal thread can shut down while the application still steps). `step()` holds it while
+    /// it counts, numbers and sends, so no iteration end reaches the collector after `Finish`,
+    /// and steps from several threads are taken one at a time: each ends one iteration.
+    open: Mutex<Option<SlotSender<IterationEnd>>>,
+    /// Time the application's threads spent inside `step()`, in scope clock units
+    /// (`HostClock::raw_now`; the trailer's `step_ns` once converted).
+    step_raw: AtomicU64,
+    /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
+    /// callback at the timeline level), and the calls it captured.
+    calls: Arc<ApiCalls>,
+    pub(crate) cupti: Option<&'static LoadedCupti>,
     /// The run's origin and the clock scopes read.
     pub(crate) clock: HostClock,
-    pub(crate) cupti: Option<&'static LoadedCupti>,
+    /// The iterations a sampled timeline traces (`None`: every one, or no timeline).
+    sampling: Option<TimelineSampling>,
+    /// Counters or PC sampling were set up: `step()` has their work to do, and skips it
+    /// otherwise without reading their state.
+    has_extras: AtomicBool,
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
-    /// `step()`'s messages; the collector polls them (see [`IterationEnd`]).
-    ends: Sender<IterationEnd>,
     /// The one `Finish` message; the collector sleeps on this channel.
     finish: Sender<Finish>,
     /// Each scope thread's slot, with gpu-ledger's index of the thread.
     thread_slots: Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
-    /// Time the application's threads spent inside `step()`, ns (the trailer's `step_ns`).
-    step_ns: AtomicU64,
-    /// The open iteration, the launch, copy and memset calls made so far (counted by CUPTI's
-    /// callback at the timeline level), and the calls it captured.
-    calls: Arc<ApiCalls>,
     /// The counters level, when it was set up; taken at shutdown.
     counters: Mutex<Option<CounterState>>,
     /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
     /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
     pub(crate) counters_path: u32,
-    /// False once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
-    /// signal thread can shut down while the application still steps). `step()` holds it while
-    /// it counts, numbers and sends, so no iteration end reaches the collector after `Finish`,
-    /// and steps from several threads are taken one at a time: each ends one iteration, and the
-    /// collector receives the ends in index order.
-    open: Mutex<bool>,
     /// Warnings for the trailer that shutdown adds (the signal that ended the run).
     end_warnings: Mutex<Vec<String>>,
     /// The thread whose open scope calls on threads with no scope of their own are attributed
@@ -101,8 +116,6 @@ pub(crate) struct Running {
     pub(crate) nvtx_depth: Option<u32>,
     /// NVTX ranges not made scopes because the thread already had `nvtx_depth` open.
     pub(crate) nvtx_too_deep: AtomicU64,
-    /// The iterations a sampled timeline traces (`None`: every one, or no timeline).
-    sampling: Option<TimelineSampling>,
     /// A sampled timeline's switch of the activity kinds and API callbacks.
     switch: switch::Switch,
     /// PC sampling, when it was set up (`step()` takes no lock without it); taken at shutdown.
@@ -131,7 +144,7 @@ impl Running {
         nvtx: NvtxRun,
         sampling: Option<TimelineSampling>,
     ) -> (Arc<Running>, Inbox) {
-        let (ends_tx, ends) = crossbeam_channel::unbounded();
+        let (ends, ends_tx) = EndSlot::new(ENDS_CAPACITY);
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
         let paths = PathTable::default();
         let counters_path = if counters.is_some() {
@@ -144,10 +157,9 @@ impl Running {
             cupti,
             paths,
             events: EventPool::default(),
-            ends: ends_tx,
             finish: finish_tx,
             thread_slots: Mutex::new(Vec::new()),
-            step_ns: AtomicU64::new(0),
+            step_raw: AtomicU64::new(0),
             calls: Arc::new(cupti.map_or_else(ApiCalls::default, |lib| {
                 ApiCalls::new(crate::cupti::functions::ApiClasses::for_release(
                     lib.release.cbids,
@@ -155,7 +167,7 @@ impl Running {
             })),
             counters: Mutex::new(counters),
             counters_path,
-            open: Mutex::new(true),
+            open: Mutex::new(Some(ends_tx)),
             end_warnings: Mutex::new(Vec::new()),
             follow,
             stepping: AtomicU64::new(crate::thread_slot::thread_key()),
@@ -165,6 +177,7 @@ impl Running {
             sampling: sampling.filter(|_| cupti.is_some()),
             switch: switch::Switch::default(),
             pc_sampling: OnceLock::new(),
+            has_extras: AtomicBool::new(counters_path != 0),
         });
         (running, Inbox { ends, finish })
     }
@@ -189,7 +202,8 @@ impl Running {
     }
     /// Time the application's threads spent inside `step()`, ns.
     pub(crate) fn step_ns(&self) -> u64 {
-        self.step_ns.load(Ordering::Relaxed)
+        self.clock
+            .raw_duration_ns(self.step_raw.load(Ordering::Relaxed))
     }
     /// Whether iteration `index` is traced: always, unless the timeline samples.
     pub(crate) fn traces(&self, index: u64) -> bool {
@@ -282,6 +296,7 @@ impl Running {
     /// Hands the run its PC sampling, before it is published.
     pub(crate) fn install_pc_sampling(&self, state: PcSamplingState) {
         let _ = self.pc_sampling.set(Mutex::new(Some(state)));
+        self.has_extras.store(true, Ordering::SeqCst);
     }
     /// Runs `f` on the PC sampling state, when PC sampling is on.
     fn with_pc_sampling<T>(&self, f: impl FnOnce(&mut PcSamplingState) -> T) -> Option<T> {
@@ -300,19 +315,22 @@ impl Running {
     /// has the scopes `open_scopes` open. Never blocks on the GPU; does nothing once shutdown
     /// began. Calls from several threads serialize: each ends exactly one iteration.
     pub(crate) fn step(&self, open_scopes: impl FnOnce() -> Vec<u32>) {
-        let open = self.open.lock();
-        if !*open {
+        let mut open = self.open.lock();
+        let Some(ends) = open.as_mut() else {
             return;
-        }
-        let entered_ns = self.now_ns();
+        };
+        let entered = self.clock.raw_now();
+        let has_extras = self.has_extras.load(Ordering::Relaxed);
         // Counters first: ending a pass synchronizes and may decode, which belongs to the
         // (perturbed) iteration that ends here, not to the next one.
-        let counters = self
-            .with_counters(|c| c.end_iteration(self.iteration()))
+        let counters = has_extras
+            .then(|| self.with_counters(|c| c.end_iteration(self.iteration())))
+            .flatten()
             .flatten();
         // PC sampling's stop and read synchronize too: inside the iteration, as the counters'.
-        let stalls = self
-            .with_pc_sampling(|p| p.end_iteration(self.iteration(), false))
+        let stalls = has_extras
+            .then(|| self.with_pc_sampling(|p| p.end_iteration(self.iteration(), false)))
+            .flatten()
             .flatten();
         // The count first, then the iteration's end: every call counted here was entered in
         // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
@@ -329,7 +347,7 @@ impl Running {
             self.calls.traced.store(true, Ordering::SeqCst);
         }
         let launches = self.calls.total.load(Ordering::SeqCst);
-        let host_end_ns = self.now_ns();
+        let host_end = self.clock.raw_now();
         let cupti_end = self.cupti_now();
         let open_scopes = open_scopes();
         let index = self.calls.iteration.fetch_add(1, Ordering::SeqCst);
@@ -345,18 +363,22 @@ impl Running {
                 warning = warning.or(self.switch_now(false));
             }
         }
-        let _ = self.ends.send(IterationEnd {
+        ends.send(IterationEnd {
             index,
-            host_end_ns,
+            host_end,
             cupti_end,
             launches,
             traced,
             extras: IterationExtras::boxed(open_scopes, counters, stalls, warning),
         });
-        self.with_counters(|c| c.begin_iteration(index + 1));
-        self.with_pc_sampling(|p| p.begin_iteration(index + 1));
-        self.step_ns
-            .fetch_add(self.now_ns().saturating_sub(entered_ns), Ordering::Relaxed);
+        if has_extras {
+            self.with_counters(|c| c.begin_iteration(index + 1));
+            self.with_pc_sampling(|p| p.begin_iteration(index + 1));
+        }
+        self.step_raw.fetch_add(
+            self.clock.raw_now().saturating_sub(entered),
+            Ordering::Relaxed,
+        );
         drop(open);
     }
 
@@ -372,7 +394,7 @@ impl Running {
         // scopes are disabled: a thread still stepping (a signal's shutdown runs beside the
         // application) would otherwise enter its next iteration's scopes as inert guards and then
         // end that iteration, a complete row with none of its scopes.
-        *self.open.lock() = false;
+        *self.open.lock() = None;
         ENABLED.store(false, Ordering::SeqCst);
         self.switch.close();
         self.end_warnings.lock().extend(end_warning);
