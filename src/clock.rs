@@ -161,8 +161,10 @@ pub(crate) fn tsc() -> u64 {
     0
 }
 
-/// Anchors kept for interpolation: about 2 s of the collector's 2 ms ticks. Older readings (a
-/// scope open longer than that) are extrapolated with the rate over the whole run.
+/// Anchors kept for interpolation: 1 to 2 s of the collector's 2 ms ticks (an anchor each tick as
+/// it drains the scope rings, and one after it drains `step()`'s iteration ends when there are
+/// any). Older readings (a scope open longer than that) are extrapolated with the rate over the
+/// whole run.
 const ANCHORS_KEPT: usize = 1024;
 
 /// Converts TSC readings of the scope clock to ns since the origin, on the collector thread.

@@ -360,13 +360,16 @@ fn a_full_disk_is_reported_once_and_the_application_carries_on() {
 }
 
 #[test]
-fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read() {
+fn scope_and_iteration_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read() {
     // Scopes read the TSC where the kernel keeps time with it, and the collector converts the
-    // readings by interpolating between anchors it takes every tick; anchors older than about
+    // readings by interpolating between anchors it takes every tick; anchors older than 1 to
     // 2 s are let go, so the outer scope here (2.2 s) is converted from the run's average rate.
     let (_g, _dir, path, profiler) = serial_run();
     let outer_t0 = std::time::Instant::now();
     let mut inner_wall = Vec::new();
+    // The Instant readings just before and after each step(): the iteration's end, which step()
+    // reads on the scope clock, lies between them.
+    let mut steps: Vec<(std::time::Instant, Option<std::time::Instant>)> = Vec::new();
     {
         let _outer = Profiler::scope("outer");
         for _ in 0..22 {
@@ -376,7 +379,9 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
                 std::thread::sleep(Duration::from_millis(100));
             }
             inner_wall.push(t0.elapsed().as_nanos() as u64);
+            steps.push((std::time::Instant::now(), None));
             profiler.step();
+            steps.last_mut().unwrap().1 = Some(std::time::Instant::now());
         }
     }
     let outer_wall = outer_t0.elapsed().as_nanos() as u64;
@@ -405,6 +410,19 @@ fn scope_host_times_agree_with_the_monotonic_clock_whichever_clock_scopes_read()
             inner.host_ns <= around + 1_000 && inner.host_ns >= 100_000_000,
             "row {i}: inner {} ns, slept 100 ms, measured around it {around} ns",
             inner.host_ns
+        );
+    }
+    // So does an iteration's: from one step()'s end reading to the next one's.
+    for i in 1..steps.len() {
+        let row = &ledger.iterations[i];
+        let (before, after) = (steps[i].0, steps[i].1.unwrap());
+        let (prev_before, prev_after) = (steps[i - 1].0, steps[i - 1].1.unwrap());
+        let shortest = before.duration_since(prev_after).as_nanos() as u64;
+        let longest = after.duration_since(prev_before).as_nanos() as u64;
+        assert!(
+            row.host_wall_ns + 1_000 >= shortest && row.host_wall_ns <= longest + 1_000,
+            "row {i}: {} ns, between {shortest} and {longest} ns by the steps' readings",
+            row.host_wall_ns
         );
     }
     // The outer scope ended in the last iteration, where its whole time is counted.

@@ -253,12 +253,11 @@ impl Collector {
     /// Handles every `step()` message sent so far.
     fn take_iteration_ends(&mut self) {
         let mut ends = std::mem::take(&mut self.ends);
-        // The anchor first, as for scopes: every end drained below was read before it.
-        if let Some(clock) = &mut self.clock {
-            clock.push(self.running.clock.anchor());
-        }
         self.inbox.ends.drain_into(&mut ends);
-        if let Some(clock) = &self.clock {
+        if let (Some(clock), false) = (&mut self.clock, ends.is_empty()) {
+            // An anchor after the drain: every end was read before it, so each is interpolated
+            // between two anchors rather than extrapolated past the last.
+            clock.push(self.running.clock.anchor());
             for m in &mut ends {
                 m.host_end = clock.to_ns(m.host_end);
             }
