@@ -262,8 +262,8 @@ impl Collector {
                 m.host_end = clock.to_ns(m.host_end);
             }
         }
-        // In index order: an end that found the ring full waits in its overflow vector.
-        ends.sort_unstable_by_key(|m| m.index);
+        // An end that found the ring full comes from its overflow vector, maybe after a later
+        // one: `take_end` keeps an early end until its predecessor's arrives.
         for m in ends.drain(..) {
             self.handle(m);
         }

@@ -66,9 +66,9 @@ pub(crate) struct Inbox {
 }
 
 /// State shared by the application's threads (scopes, `step`) and the collector. What `step()`
-/// reads on every call comes first, so that it spans two cache lines: `step()` runs right after
-/// the application's synchronize with its caches cold, and each line it touches there is a miss
-/// while the GPU waits.
+/// reads on every call comes first, in three cache lines: `step()` runs right after the
+/// application's synchronize with its caches cold, and each line it touches there is a miss while
+/// the GPU waits.
 #[repr(C)]
 pub(crate) struct Running {
     /// `step()`'s end of the ring of iteration ends the collector polls (see [`IterationEnd`]);
@@ -86,11 +86,14 @@ pub(crate) struct Running {
     pub(crate) cupti: Option<&'static LoadedCupti>,
     /// The run's origin and the clock scopes read.
     pub(crate) clock: HostClock,
+    /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
+    /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
+    pub(crate) counters_path: u32,
+    /// PC sampling, when it was set up (`step()` takes no lock without it); taken at shutdown.
+    /// Boxed, so that `step()` finds it absent in the line it shares with the clock.
+    pc_sampling: OnceLock<Box<Mutex<Option<PcSamplingState>>>>,
     /// The iterations a sampled timeline traces (`None`: every one, or no timeline).
     sampling: Option<TimelineSampling>,
-    /// Counters or PC sampling were set up: `step()` has their work to do, and skips it
-    /// otherwise without reading their state.
-    has_extras: AtomicBool,
     pub(crate) paths: PathTable,
     pub(crate) events: EventPool,
     /// The one `Finish` message; the collector sleeps on this channel.
@@ -99,14 +102,11 @@ pub(crate) struct Running {
     thread_slots: Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
     /// The counters level, when it was set up; taken at shutdown.
     counters: Mutex<Option<CounterState>>,
-    /// Path id of [`COUNTERS_SCOPE`]: the Range Profiler's own kernels (CUPTI launches `WaitNs`
-    /// when user-replay passes start and stop) are attributed there, not to `(unscoped)`.
-    pub(crate) counters_path: u32,
-    /// Warnings for the trailer that shutdown adds (the signal that ended the run).
-    end_warnings: Mutex<Vec<String>>,
     /// The thread whose open scope calls on threads with no scope of their own are attributed
     /// to.
     pub(crate) follow: Follow,
+    /// Warnings for the trailer that shutdown adds (the signal that ended the run).
+    end_warnings: Mutex<Vec<String>>,
     /// With [`Follow::SteppingThread`], the key (`crate::thread_slot::thread_key`) of the thread
     /// that called `step()` last, or started the run.
     pub(crate) stepping: AtomicU64,
@@ -118,8 +118,6 @@ pub(crate) struct Running {
     pub(crate) nvtx_too_deep: AtomicU64,
     /// A sampled timeline's switch of the activity kinds and API callbacks.
     switch: switch::Switch,
-    /// PC sampling, when it was set up (`step()` takes no lock without it); taken at shutdown.
-    pc_sampling: OnceLock<Mutex<Option<PcSamplingState>>>,
 }
 
 /// What a run does with NVTX, as start decided it.
@@ -177,7 +175,6 @@ impl Running {
             sampling: sampling.filter(|_| cupti.is_some()),
             switch: switch::Switch::default(),
             pc_sampling: OnceLock::new(),
-            has_extras: AtomicBool::new(counters_path != 0),
         });
         (running, Inbox { ends, finish })
     }
@@ -295,8 +292,7 @@ impl Running {
     }
     /// Hands the run its PC sampling, before it is published.
     pub(crate) fn install_pc_sampling(&self, state: PcSamplingState) {
-        let _ = self.pc_sampling.set(Mutex::new(Some(state)));
-        self.has_extras.store(true, Ordering::SeqCst);
+        let _ = self.pc_sampling.set(Box::new(Mutex::new(Some(state))));
     }
     /// Runs `f` on the PC sampling state, when PC sampling is on.
     fn with_pc_sampling<T>(&self, f: impl FnOnce(&mut PcSamplingState) -> T) -> Option<T> {
@@ -320,17 +316,14 @@ impl Running {
             return;
         };
         let entered = self.clock.raw_now();
-        let has_extras = self.has_extras.load(Ordering::Relaxed);
         // Counters first: ending a pass synchronizes and may decode, which belongs to the
         // (perturbed) iteration that ends here, not to the next one.
-        let counters = has_extras
-            .then(|| self.with_counters(|c| c.end_iteration(self.iteration())))
-            .flatten()
+        let counters = self
+            .with_counters(|c| c.end_iteration(self.iteration()))
             .flatten();
         // PC sampling's stop and read synchronize too: inside the iteration, as the counters'.
-        let stalls = has_extras
-            .then(|| self.with_pc_sampling(|p| p.end_iteration(self.iteration(), false)))
-            .flatten()
+        let stalls = self
+            .with_pc_sampling(|p| p.end_iteration(self.iteration(), false))
             .flatten();
         // The count first, then the iteration's end: every call counted here was entered in
         // this iteration or an earlier one (`ApiCalls::total`), so the collector never waits
@@ -371,10 +364,8 @@ impl Running {
             traced,
             extras: IterationExtras::boxed(open_scopes, counters, stalls, warning),
         });
-        if has_extras {
-            self.with_counters(|c| c.begin_iteration(index + 1));
-            self.with_pc_sampling(|p| p.begin_iteration(index + 1));
-        }
+        self.with_counters(|c| c.begin_iteration(index + 1));
+        self.with_pc_sampling(|p| p.begin_iteration(index + 1));
         self.step_raw.fetch_add(
             self.clock.raw_now().saturating_sub(entered),
             Ordering::Relaxed,
