@@ -140,15 +140,8 @@ pub enum Error {
     },
 
     /// A ledger file could not be read or parsed.
-    #[error("{}{}: {message}", path.display(), line_suffix(*line))]
-    LedgerRead {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number (0 when the file itself could not be opened).
-        line: usize,
-        /// What was wrong and what was expected.
-        message: String,
-    },
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::Error),
 
     /// NVRTC (the CUDA run-time compiler) is missing or failed to compile a bundled kernel.
     #[error("compiling kernel {kernel} with NVRTC failed: {message}")]
@@ -177,15 +170,6 @@ fn format_tried(tried: &[(String, String)]) -> String {
         .map(|(path, why)| format!("  {path}: {why}"))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// `:N` for a line number; nothing for 0 (the file itself could not be opened).
-fn line_suffix(line: usize) -> String {
-    if line == 0 {
-        String::new()
-    } else {
-        format!(":{line}")
-    }
 }
 
 fn hint_suffix(hint: &Option<&'static str>) -> String {

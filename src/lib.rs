@@ -25,13 +25,8 @@
 #![deny(unsafe_code)]
 // A `pub` item that nothing outside can reach should say `pub(crate)`. With every feature on (the
 // crate's own tests build it so) each public item is reachable, so the lint has no false alarms.
-#![cfg_attr(
-    all(feature = "internals", feature = "cli", feature = "kernels"),
-    warn(unreachable_pub)
-)]
+#![cfg_attr(all(feature = "internals", feature = "kernels"), warn(unreachable_pub))]
 
-#[cfg(feature = "analysis")]
-pub mod analysis;
 mod clock;
 mod collector;
 mod config;
@@ -42,13 +37,9 @@ mod cupti;
 mod driver;
 mod env;
 mod error;
-#[cfg(feature = "analysis")]
-pub mod export;
-mod intervals;
 #[cfg(feature = "kernels")]
 #[allow(unsafe_code)]
 pub mod kernels;
-pub mod ledger;
 mod nvml;
 #[allow(unsafe_code)]
 mod nvtx;
@@ -62,6 +53,7 @@ mod signals;
 mod thread_slot;
 #[cfg(feature = "tracing")]
 mod tracing_layer;
+mod writer;
 
 pub use config::{
     Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling, LEDGER_PATH_ENV,
@@ -69,9 +61,16 @@ pub use config::{
 };
 pub use driver::events::RawStream;
 pub use error::{Error, Result};
+/// The ledger format: every record of header, row and trailer, and the reader (the
+/// `gpu-ledger-format` crate, which tools that only read ledgers depend on alone).
+pub use gpu_ledger_format as ledger;
+/// Analysis of ledgers and their exports (feature `analysis`: the `gpu-ledger-tools` crate's
+/// modules, which need no GPU).
+#[cfg(feature = "analysis")]
+pub use gpu_ledger_tools::{analysis, export};
 pub use ledger::{read_ledger, Ledger};
+pub use ledger::{COUNTERS_SCOPE, UNSCOPED};
 pub use profiler::{Profiler, RunSummary};
-pub use run::{COUNTERS_SCOPE, UNSCOPED};
 pub use scope::{ContextGuard, ScopeContext, ScopeGuard};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::ScopeLayer;
@@ -93,11 +92,11 @@ pub mod internals {
     pub use crate::driver::device::{driver_present, driver_version, require_driver};
     pub use crate::driver::events::elapsed_ns;
     pub use crate::env::{environment, nvml_index};
-    pub use crate::ledger::writer::LedgerWriter;
     pub use crate::nvml::{
         NvmlError, NvmlLibrary, NvmlSource, DEFAULT_ENERGY_PERIOD, DEFAULT_PCIE_PERIOD,
         DEFAULT_SAMPLE_PERIOD,
     };
+    pub use crate::writer::LedgerWriter;
 }
 
 /// The README's Rust examples, compiled as doctests so that they stay true.

@@ -24,9 +24,9 @@ use crate::cupti::pool::BufferPool;
 use crate::driver::events::StreamRef;
 use crate::error::{Error, Result};
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
-use crate::ledger::writer::LedgerWriter;
 use crate::run::{self, Running, ENABLED};
 use crate::scope::{self, ScopeGuard};
+use crate::writer::LedgerWriter;
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -515,24 +515,22 @@ fn start_inner(
                 if let Some(w) = crate::counters::release::busy_warning() {
                     warnings.push(w);
                 }
-                counters_header = Some(crate::counters::CountersHeader::collected(&rp));
+                counters_header = Some(crate::counters::header_collected(&rp));
                 counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
                 counter_range = Some(setup.window.iterations(rp.runs_per_collection()));
                 counter_state = Some(CounterState::new(rp, setup.window, setup.derive));
             }
             Err(e) => {
                 use crate::counters::Unavailable as U;
-                match crate::counters::Unavailable::of(&e) {
+                match crate::counters::unavailable_of(&e) {
                     U::UnknownMetric | U::NoCupti => return Err(e),
                     _ if matches!(e, Error::Config(_)) => return Err(e),
                     _ => {
                         warnings.push(format!(
                             "hardware counters are not collected (the timeline runs): {e}"
                         ));
-                        counters_header = Some(crate::counters::CountersHeader::not_collected(
-                            &setup.config,
-                            &e,
-                        ));
+                        counters_header =
+                            Some(crate::counters::header_not_collected(&setup.config, &e));
                     }
                 }
             }
@@ -650,7 +648,7 @@ fn start_inner(
     } else {
         None
     };
-    environment.explain_nulls();
+    crate::env::explain_nulls(&mut environment);
     // Installed before the header, which carries its warnings; on a later error the watch drops
     // and the default dispositions are back.
     let signals = if config.flush_on_signal {
@@ -737,17 +735,17 @@ fn start_nvml(
     let lib = match NvmlLibrary::init() {
         Ok(lib) => lib,
         Err(e) => {
-            env.nvml_unavailable(&e.to_string());
+            crate::env::nvml_unavailable(env, &e.to_string());
             warnings.push(format!("NVML: {e}"));
             return None;
         }
     };
-    env.fill_nvml(&lib);
-    env.link_gpus_to_nvml();
+    crate::env::fill_nvml(env, &lib);
+    crate::env::link_gpus_to_nvml(env);
     let sampler_config = NvmlSamplerConfig {
         period: config.nvml_period,
         energy_period: config.nvml_energy_period,
-        devices: Some(env.sampled_devices()),
+        devices: Some(crate::env::sampled_devices(env)),
         ..NvmlSamplerConfig::default()
     };
     match NvmlSampler::start(lib, sampler_config, origin) {

@@ -107,10 +107,8 @@ fn a_flushed_l2_needs_top_level_user_ranges_and_is_recorded_as_asked() {
     assert_eq!(CounterConfig::default().cache, CacheState::AsLeft);
     // The header of a run that could not collect still says which state was asked for, and a
     // ledger written before the field existed reads as the default.
-    let header = gpu_ledger::counters::CountersHeader::not_collected(
-        &flushed,
-        &Error::Config("no GPU".into()),
-    );
+    let header =
+        gpu_ledger::counters::header_not_collected(&flushed, &Error::Config("no GPU".into()));
     let json = serde_json::to_value(&header).unwrap();
     assert_eq!(json["cache"], "flushed");
     let mut old = json.clone();

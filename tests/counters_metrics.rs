@@ -4,7 +4,7 @@ use gpu_ledger::counters::metrics::{
     edit_distance, names, nearest, nearest_metric, resolve, split_metric, MetricCatalog, NameList,
     COMPUTE, MEMORY, OCCUPANCY, SPEED_OF_LIGHT,
 };
-use gpu_ledger::counters::{preset, Unavailable, PRESETS};
+use gpu_ledger::counters::{preset, unavailable_of, Unavailable, PRESETS};
 use gpu_ledger::Error;
 
 fn list(names: &[&str]) -> Vec<String> {
@@ -130,7 +130,7 @@ fn unknown_names_are_rejected_before_the_run_with_the_nearest_valid_names() {
         !msg.contains("`gpu__time_duration.sum`"),
         "valid name reported: {msg}"
     );
-    assert_eq!(Unavailable::of(&err), Unavailable::UnknownMetric);
+    assert_eq!(unavailable_of(&err), Unavailable::UnknownMetric);
 }
 
 #[test]

@@ -17,13 +17,13 @@ use super::window::IterationState;
 use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord};
-use crate::intervals::BusyAccumulator;
 use crate::ledger::schema::{
     ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
     TracingCalibration,
 };
 use crate::run::Running;
 use crate::run::{PathTable, ScopeRecord};
+use gpu_ledger_format::intervals::BusyAccumulator;
 
 /// Builds rows. Its tables are kept from row to row, with the capacity they grew to, and it
 /// carries the device memory live across iterations.

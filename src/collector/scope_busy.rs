@@ -3,8 +3,8 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::intervals::BusyAccumulator;
 use crate::run::PathTable;
+use gpu_ledger_format::intervals::BusyAccumulator;
 
 /// A row's GPU intervals by scope path: each path's own, and those launched below it. Kept
 /// across rows, with its entries' capacity.

@@ -69,49 +69,47 @@ pub fn support_error(ordinal: usize, support: &DeviceSupport) -> Option<Error> {
     })
 }
 
-impl Unavailable {
-    /// Classifies an error from the counters level.
-    pub fn of(error: &Error) -> Unavailable {
-        use sys::CUptiResult as r;
-        match error {
-            Error::Cupti { code, .. } => match *code {
-                r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
-                | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => {
-                    Unavailable::NoPermission
-                }
-                r::CUPTI_ERROR_HARDWARE_BUSY => Unavailable::HardwareBusy,
-                r::CUPTI_ERROR_INVALID_METRIC_NAME => Unavailable::UnknownMetric,
-                c if fix(c) == Some(UNSUPPORTED_FIX) => Unavailable::UnsupportedDevice,
-                _ => Unavailable::Other,
-            },
-            Error::Config(m) if m.starts_with(UNKNOWN_METRIC_PREFIX) => Unavailable::UnknownMetric,
-            Error::NoDriver
-            | Error::NoDevice(_)
-            | Error::CuptiNotFound { .. }
-            | Error::CuptiVersionMismatch { .. }
-            | Error::CuptiPathUnusable { .. }
-            | Error::CuptiNeedsNewerDriver { .. } => Unavailable::NoCupti,
-            Error::CuptiLacks { .. } => Unavailable::UnsupportedRelease,
+/// Classifies an error from the counters level.
+pub fn unavailable_of(error: &Error) -> Unavailable {
+    use sys::CUptiResult as r;
+    match error {
+        Error::Cupti { code, .. } => match *code {
+            r::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+            | r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => {
+                Unavailable::NoPermission
+            }
+            r::CUPTI_ERROR_HARDWARE_BUSY => Unavailable::HardwareBusy,
+            r::CUPTI_ERROR_INVALID_METRIC_NAME => Unavailable::UnknownMetric,
+            c if fix(c) == Some(UNSUPPORTED_FIX) => Unavailable::UnsupportedDevice,
             _ => Unavailable::Other,
-        }
+        },
+        Error::Config(m) if m.starts_with(UNKNOWN_METRIC_PREFIX) => Unavailable::UnknownMetric,
+        Error::NoDriver
+        | Error::NoDevice(_)
+        | Error::CuptiNotFound { .. }
+        | Error::CuptiVersionMismatch { .. }
+        | Error::CuptiPathUnusable { .. }
+        | Error::CuptiNeedsNewerDriver { .. } => Unavailable::NoCupti,
+        Error::CuptiLacks { .. } => Unavailable::UnsupportedRelease,
+        _ => Unavailable::Other,
     }
+}
 
-    /// What to do about it.
-    pub fn fix(self) -> &'static str {
-        match self {
-            Unavailable::NoPermission => PERMISSION_FIX,
-            Unavailable::HardwareBusy => BUSY_FIX,
-            Unavailable::UnsupportedDevice => UNSUPPORTED_FIX,
-            Unavailable::UnknownMetric => METRIC_NAME_FIX,
-            Unavailable::NoCupti => {
-                "install a CUPTI of CUDA 12.6 to 13.5 and an NVIDIA driver that serves it (see \
-                 the CUPTI loading error)"
-            }
-            Unavailable::UnsupportedRelease => {
-                "see the error: it names what the loaded CUPTI release lacks and what to do"
-            }
-            Unavailable::Other => "see the error message",
+/// What to do about it.
+pub fn unavailable_fix(unavailable: Unavailable) -> &'static str {
+    match unavailable {
+        Unavailable::NoPermission => PERMISSION_FIX,
+        Unavailable::HardwareBusy => BUSY_FIX,
+        Unavailable::UnsupportedDevice => UNSUPPORTED_FIX,
+        Unavailable::UnknownMetric => METRIC_NAME_FIX,
+        Unavailable::NoCupti => {
+            "install a CUPTI of CUDA 12.6 to 13.5 and an NVIDIA driver that serves it (see \
+             the CUPTI loading error)"
         }
+        Unavailable::UnsupportedRelease => {
+            "see the error: it names what the loaded CUPTI release lacks and what to do"
+        }
+        Unavailable::Other => "see the error message",
     }
 }
 
@@ -140,9 +138,9 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("Level::Timeline"), "{msg}");
-        assert_eq!(Unavailable::of(&e), Unavailable::NoPermission);
+        assert_eq!(unavailable_of(&e), Unavailable::NoPermission);
         assert_eq!(
-            Unavailable::of(&error(
+            unavailable_of(&error(
                 "x",
                 r::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES,
                 String::new()
@@ -161,7 +159,7 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("Nsight Compute"), "{msg}");
         assert!(msg.contains("dcgmi profile --pause"), "{msg}");
-        assert_eq!(Unavailable::of(&e), Unavailable::HardwareBusy);
+        assert_eq!(unavailable_of(&e), Unavailable::HardwareBusy);
     }
 
     #[test]
@@ -178,7 +176,7 @@ mod tests {
         ] {
             let e = error("cuptiProfilerHostInitialize", code, String::new());
             assert_eq!(
-                Unavailable::of(&e),
+                unavailable_of(&e),
                 Unavailable::UnsupportedDevice,
                 "code {code}"
             );
@@ -196,19 +194,19 @@ mod tests {
         assert!(matches!(e, Error::CuptiBusy(_)));
         assert_eq!(fix(r::CUPTI_ERROR_UNKNOWN), None);
         let e = error("x", r::CUPTI_ERROR_UNKNOWN, "unknown".into());
-        assert_eq!(Unavailable::of(&e), Unavailable::Other);
+        assert_eq!(unavailable_of(&e), Unavailable::Other);
         assert!(fix(r::CUPTI_ERROR_INVALID_METRIC_NAME).is_some());
     }
 
     #[test]
     fn other_errors_classify() {
-        assert_eq!(Unavailable::of(&Error::NoDriver), Unavailable::NoCupti);
+        assert_eq!(unavailable_of(&Error::NoDriver), Unavailable::NoCupti);
         assert_eq!(
-            Unavailable::of(&Error::CuptiNotFound { tried: vec![] }),
+            unavailable_of(&Error::CuptiNotFound { tried: vec![] }),
             Unavailable::NoCupti
         );
         assert_eq!(
-            Unavailable::of(&Error::Config("something else".into())),
+            unavailable_of(&Error::Config("something else".into())),
             Unavailable::Other
         );
         for u in [
@@ -219,7 +217,7 @@ mod tests {
             Unavailable::NoCupti,
             Unavailable::Other,
         ] {
-            assert!(!u.fix().is_empty());
+            assert!(!unavailable_fix(u).is_empty());
             let json = serde_json::to_string(&u).unwrap();
             assert_eq!(serde_json::from_str::<Unavailable>(&json).unwrap(), u);
         }
@@ -262,7 +260,7 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains("SLI:"), "{msg}");
-        assert_eq!(Unavailable::of(&e), Unavailable::UnsupportedDevice);
+        assert_eq!(unavailable_of(&e), Unavailable::UnsupportedDevice);
 
         let vgpu = DeviceSupport {
             overall: UNSUPPORTED,
@@ -271,6 +269,6 @@ mod tests {
         };
         let e = support_error(0, &vgpu).unwrap();
         assert!(e.to_string().contains("vGPU: disabled"));
-        assert_eq!(Unavailable::of(&e), Unavailable::NoPermission);
+        assert_eq!(unavailable_of(&e), Unavailable::NoPermission);
     }
 }

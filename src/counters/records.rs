@@ -3,94 +3,96 @@
 //! collection's run.
 
 use super::derived::{derive, DeriveOptions};
+use super::error::unavailable_of;
 use super::session::{Collected, RangeProfiler};
 use crate::error::Error;
-use crate::ledger::counters::{CounterRange, CountersHeader, IterationCounters, Unavailable};
+use crate::ledger::counters::{CounterRange, CountersHeader, IterationCounters};
 
-impl CountersHeader {
-    /// The header record of a set-up profiler.
-    pub fn collected(rp: &RangeProfiler) -> Self {
-        let c = rp.config();
-        CountersHeader {
-            collected: true,
-            reason: None,
-            unavailable: None,
-            chip: Some(rp.chip().to_string()),
-            requested: c.metrics.clone(),
-            metrics: rp.metrics().to_vec(),
-            dropped_metrics: rp.dropped_metrics().to_vec(),
-            passes: rp.passes() as u32,
-            iterations_per_collection: rp.runs_per_collection() as u32,
-            range_mode: c.range_mode,
-            replay_mode: c.replay_mode,
-            nesting_levels: c.nesting_levels,
-            cache: c.cache,
-        }
-    }
-
-    /// The header record when setting up failed: the timeline goes on, this says why.
-    pub fn not_collected(config: &super::CounterConfig, error: &Error) -> Self {
-        CountersHeader {
-            collected: false,
-            reason: Some(error.to_string()),
-            unavailable: Some(Unavailable::of(error)),
-            chip: None,
-            requested: config.metrics.clone(),
-            metrics: Vec::new(),
-            dropped_metrics: Vec::new(),
-            passes: 0,
-            iterations_per_collection: 0,
-            range_mode: config.range_mode,
-            replay_mode: config.replay_mode,
-            nesting_levels: config.nesting_levels,
-            cache: config.cache,
-        }
+/// The header record of a set-up profiler.
+pub fn header_collected(rp: &RangeProfiler) -> CountersHeader {
+    let c = rp.config();
+    CountersHeader {
+        collected: true,
+        reason: None,
+        unavailable: None,
+        chip: Some(rp.chip().to_string()),
+        requested: c.metrics.clone(),
+        metrics: rp.metrics().to_vec(),
+        dropped_metrics: rp.dropped_metrics().to_vec(),
+        passes: rp.passes() as u32,
+        iterations_per_collection: rp.runs_per_collection() as u32,
+        range_mode: c.range_mode,
+        replay_mode: c.replay_mode,
+        nesting_levels: c.nesting_levels,
+        cache: c.cache,
     }
 }
 
-impl IterationCounters {
-    /// The completed record of a decoded collection, with derived figures.
-    pub fn from_collected(
-        collected: &Collected,
-        collection: u64,
-        first_iteration: u64,
-        options: &DeriveOptions,
-    ) -> Self {
-        IterationCounters {
-            collection,
-            first_iteration,
-            run: collected.runs as u32,
-            runs: collected.runs as u32,
-            complete: true,
-            ranges: collected
-                .ranges
-                .iter()
-                .map(|r| CounterRange {
-                    name: r.name.clone(),
-                    depth: r.depth() as u32,
-                    kernel: r.kernel.clone(),
-                    launch_index: r.launch_index,
-                    values: r.values.clone(),
-                    derived: derive(&r.values, options),
-                })
-                .collect(),
-            dropped_ranges: collected.dropped_ranges as u64,
-            error: None,
-        }
+/// The header record when setting up failed: the timeline goes on, this says why.
+pub fn header_not_collected(config: &super::CounterConfig, error: &Error) -> CountersHeader {
+    CountersHeader {
+        collected: false,
+        reason: Some(error.to_string()),
+        unavailable: Some(unavailable_of(error)),
+        chip: None,
+        requested: config.metrics.clone(),
+        metrics: Vec::new(),
+        dropped_metrics: Vec::new(),
+        passes: 0,
+        iterations_per_collection: 0,
+        range_mode: config.range_mode,
+        replay_mode: config.replay_mode,
+        nesting_levels: config.nesting_levels,
+        cache: config.cache,
     }
+}
 
-    /// The record of a run that does not complete the collection.
-    pub fn pending(collection: u64, first_iteration: u64, run: u32, runs: u32) -> Self {
-        IterationCounters {
-            collection,
-            first_iteration,
-            run,
-            runs,
-            complete: false,
-            ranges: Vec::new(),
-            dropped_ranges: 0,
-            error: None,
-        }
+/// The completed record of a decoded collection, with derived figures.
+pub fn counters_from_collected(
+    collected: &Collected,
+    collection: u64,
+    first_iteration: u64,
+    options: &DeriveOptions,
+) -> IterationCounters {
+    IterationCounters {
+        collection,
+        first_iteration,
+        run: collected.runs as u32,
+        runs: collected.runs as u32,
+        complete: true,
+        ranges: collected
+            .ranges
+            .iter()
+            .map(|r| CounterRange {
+                name: r.name.clone(),
+                depth: r.depth() as u32,
+                kernel: r.kernel.clone(),
+                launch_index: r.launch_index,
+                values: r.values.clone(),
+                derived: derive(&r.values, options),
+            })
+            .collect(),
+        dropped_ranges: collected.dropped_ranges as u64,
+        error: None,
+    }
+}
+
+/// The record of a run that does not complete the collection.
+pub fn counters_pending(
+    collection: u64,
+    first_iteration: u64,
+    run: u32,
+    runs: u32,
+) -> IterationCounters {
+    IterationCounters {
+        collection,
+        first_iteration,
+        run,
+        runs,
+        complete: false,
+        ranges: Vec::new(),
+        dropped_ranges: 0,
+        error: None,
     }
 }
 
@@ -142,7 +144,7 @@ mod tests {
         let c = collected();
         assert_eq!(c.range("outer/inner").unwrap().depth(), 2);
         assert_eq!(c.range("outer").unwrap().get(names::FADD), Some(3.0));
-        let rec = IterationCounters::from_collected(&c, 4, 100, &DeriveOptions::default());
+        let rec = counters_from_collected(&c, 4, 100, &DeriveOptions::default());
         assert!(rec.complete);
         assert_eq!(
             (rec.collection, rec.first_iteration, rec.run, rec.runs),
@@ -158,7 +160,7 @@ mod tests {
         let json = serde_json::to_string(&rec).unwrap();
         let back: IterationCounters = serde_json::from_str(&json).unwrap();
         assert_eq!(back, rec);
-        let pending = IterationCounters::pending(4, 100, 1, 2);
+        let pending = counters_pending(4, 100, 1, 2);
         assert!(!pending.complete && pending.ranges.is_empty());
         // A reader of a minimal record (older writer) gets defaults.
         let min: IterationCounters = serde_json::from_str(
@@ -178,9 +180,12 @@ mod tests {
             cupti_sys::CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
             "insufficient privileges".into(),
         );
-        let h = CountersHeader::not_collected(&config, &err);
+        let h = header_not_collected(&config, &err);
         assert!(!h.collected);
-        assert_eq!(h.unavailable, Some(Unavailable::NoPermission));
+        assert_eq!(
+            h.unavailable,
+            Some(crate::ledger::counters::Unavailable::NoPermission)
+        );
         assert!(h
             .reason
             .as_deref()

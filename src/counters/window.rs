@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::CounterConfig;
 use super::derived::DeriveOptions;
+use super::records::{counters_from_collected, counters_pending};
 use super::session::RangeProfiler;
 use crate::ledger::counters::{IterationCounters, RangeMode};
 
@@ -180,7 +181,7 @@ impl CounterState {
     /// decodes the collection when CUPTI has every pass. `None` when no pass ran in it.
     pub(crate) fn end_iteration(&mut self, iteration: u64) -> Option<IterationCounters> {
         if let Some(error) = self.begin_error.take() {
-            let mut rec = IterationCounters::pending(self.begun.saturating_sub(1), iteration, 0, 0);
+            let mut rec = counters_pending(self.begun.saturating_sub(1), iteration, 0, 0);
             rec.error = Some(error);
             return Some(rec);
         }
@@ -201,13 +202,13 @@ impl CounterState {
             Err(e) => {
                 self.rp.abort();
                 self.open = None;
-                let mut rec = IterationCounters::pending(index, first, 0, runs);
+                let mut rec = counters_pending(index, first, 0, runs);
                 rec.error = Some(self.stop(format!("counters: ending the pass failed: {e}")));
                 return Some(rec);
             }
         };
         if !end.all_passes_submitted {
-            return Some(IterationCounters::pending(
+            return Some(counters_pending(
                 index,
                 first,
                 end.runs as u32,
@@ -216,14 +217,14 @@ impl CounterState {
         }
         self.open = None;
         match self.rp.decode() {
-            Ok(collected) => Some(IterationCounters::from_collected(
+            Ok(collected) => Some(counters_from_collected(
                 &collected,
                 index,
                 first,
                 &self.derive,
             )),
             Err(e) => {
-                let mut rec = IterationCounters::pending(index, first, end.runs as u32, runs);
+                let mut rec = counters_pending(index, first, end.runs as u32, runs);
                 rec.error = Some(self.stop(format!("counters: decoding failed: {e}")));
                 Some(rec)
             }
@@ -249,7 +250,7 @@ impl CounterState {
         }
         if let Some(open) = self.open.take() {
             self.rp.abort();
-            let mut rec = IterationCounters::pending(open.index, open.first_iteration, 0, 0);
+            let mut rec = counters_pending(open.index, open.first_iteration, 0, 0);
             rec.error = Some("counters: the run ended before the collection completed".into());
             return Some(rec);
         }

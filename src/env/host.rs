@@ -22,63 +22,61 @@ const RECORDED_ENV_VARS: [&str; 10] = [
     "OMP_NUM_THREADS",
 ];
 
-impl Environment {
-    /// Host, build and process items, with the start time taken now. Needs no GPU.
-    #[cfg(test)]
-    pub(crate) fn collect_host() -> Self {
-        Self::collect_host_at(SystemTime::now())
-    }
+/// Host, build and process items, with the start time taken now. Needs no GPU.
+#[cfg(test)]
+pub(crate) fn collect_host() -> Environment {
+    collect_host_at(SystemTime::now())
+}
 
-    /// Host, build and process items, with `start` as the run's start time.
-    pub(crate) fn collect_host_at(start: SystemTime) -> Self {
-        let mut env = Environment {
-            gpu_ledger_version: env!("CARGO_PKG_VERSION").to_owned(),
-            command_line: std::env::args_os()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            pid: Some(std::process::id()),
-            ..Environment::default()
-        };
-        let missing = &mut env.missing;
+/// Host, build and process items, with `start` as the run's start time.
+pub(crate) fn collect_host_at(start: SystemTime) -> Environment {
+    let mut env = Environment {
+        gpu_ledger_version: env!("CARGO_PKG_VERSION").to_owned(),
+        command_line: std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        pid: Some(std::process::id()),
+        ..Environment::default()
+    };
+    let missing = &mut env.missing;
 
-        env.rustc_version = option_env!("GPU_LEDGER_RUSTC_VERSION").map(str::to_owned);
-        if env.rustc_version.is_none() {
-            missing.push(
-                "rustc_version: GPU_LEDGER_RUSTC_VERSION was not set by build.rs at build time"
-                    .to_owned(),
-            );
-        }
-
-        match start.duration_since(UNIX_EPOCH) {
-            Ok(d) => {
-                let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-                env.start_unix_ns = Some(ns);
-                env.start_utc = Some(rfc3339_utc(ns));
-            }
-            Err(_) => {
-                missing.push("start_unix_ns: the system clock is before 1970".to_owned());
-                missing.push("start_utc: the system clock is before 1970".to_owned());
-            }
-        }
-
-        env.hostname = take(
-            missing,
-            "hostname",
-            read_trimmed("/proc/sys/kernel/hostname")
-                .or_else(|e| std::env::var("HOSTNAME").map_err(|_| e))
-                .and_then(non_empty),
+    env.rustc_version = option_env!("GPU_LEDGER_RUSTC_VERSION").map(str::to_owned);
+    if env.rustc_version.is_none() {
+        missing.push(
+            "rustc_version: GPU_LEDGER_RUSTC_VERSION was not set by build.rs at build time"
+                .to_owned(),
         );
-
-        for var in RECORDED_ENV_VARS {
-            if let Some(v) = std::env::var_os(var) {
-                env.cuda_env
-                    .insert(var.to_owned(), v.to_string_lossy().into_owned());
-            }
-        }
-
-        env.host = collect_host_record(missing);
-        env
     }
+
+    match start.duration_since(UNIX_EPOCH) {
+        Ok(d) => {
+            let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            env.start_unix_ns = Some(ns);
+            env.start_utc = Some(rfc3339_utc(ns));
+        }
+        Err(_) => {
+            missing.push("start_unix_ns: the system clock is before 1970".to_owned());
+            missing.push("start_utc: the system clock is before 1970".to_owned());
+        }
+    }
+
+    env.hostname = take(
+        missing,
+        "hostname",
+        read_trimmed("/proc/sys/kernel/hostname")
+            .or_else(|e| std::env::var("HOSTNAME").map_err(|_| e))
+            .and_then(non_empty),
+    );
+
+    for var in RECORDED_ENV_VARS {
+        if let Some(v) = std::env::var_os(var) {
+            env.cuda_env
+                .insert(var.to_owned(), v.to_string_lossy().into_owned());
+        }
+    }
+
+    env.host = collect_host_record(missing);
+    env
 }
 
 /// `(domain, bus, device, function)` from `0000:17:00.0` or `00000000:17:00.0`.

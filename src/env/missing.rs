@@ -13,20 +13,18 @@ pub(super) fn take<T>(missing: &mut Vec<String>, key: &str, value: Result<T, Str
     }
 }
 
-impl Environment {
-    /// Adds a `missing` line for every `null` item that has none (`"cupti_path: not collected
-    /// (no reason recorded)"`), so that no item is ever absent silently. Call it last.
-    pub(crate) fn explain_nulls(&mut self) {
-        let Ok(value) = serde_json::to_value(&*self) else {
-            return;
-        };
-        let mut nulls = Vec::new();
-        collect_nulls(&value, String::new(), &mut nulls);
-        for path in nulls {
-            if !self.missing.iter().any(|line| covers(line, &path)) {
-                self.missing
-                    .push(format!("{path}: not collected (no reason recorded)"));
-            }
+/// Adds a `missing` line for every `null` item that has none (`"cupti_path: not collected
+/// (no reason recorded)"`), so that no item is ever absent silently. Call it last.
+pub(crate) fn explain_nulls(env: &mut Environment) {
+    let Ok(value) = serde_json::to_value(&*env) else {
+        return;
+    };
+    let mut nulls = Vec::new();
+    collect_nulls(&value, String::new(), &mut nulls);
+    for path in nulls {
+        if !env.missing.iter().any(|line| covers(line, &path)) {
+            env.missing
+                .push(format!("{path}: not collected (no reason recorded)"));
         }
     }
 }

@@ -9,9 +9,9 @@
 //! 1. `collect_host_at`: host, build and process items; needs no GPU.
 //! 2. The profiler fills `gpus`, `cuda_driver_version`, `cupti_api_version` and `cupti_path`
 //!    from the CUDA driver and the CUPTI loader.
-//! 3. [`Environment::fill_nvml`] with an [`NvmlInventory`] (the NVML library or a fake), or
+//! 3. [`fill_nvml`] with an [`NvmlInventory`] (the NVML library or a fake), or
 //!    `nvml_unavailable` when NVML could not be initialized.
-//! 4. [`Environment::link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI
+//! 4. [`link_gpus_to_nvml`] matches CUDA ordinals to NVML indices by UUID (or PCI
 //!    bus id); `sampled_devices` then gives the NVML sampler its device list. The record owns
 //!    this link, so the sampler only ever reads the NVML indices it is given.
 //! 5. `explain_nulls` just before the header is written.
@@ -22,6 +22,7 @@ mod missing;
 mod tests;
 
 use host::{normalize_bus_id, pci_numa_node};
+pub(crate) use missing::explain_nulls;
 use missing::take;
 
 use crate::cupti::LoadedCupti;
@@ -32,7 +33,7 @@ use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 /// The environment record for the ledger header, without NVML items (the profiler adds those
 /// when NVML loads). Items that cannot be read are `None` and listed in `missing` with the reason.
 pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) -> Environment {
-    let mut env = Environment::collect_host_at(start);
+    let mut env = host::collect_host_at(start);
     if let Some(lib) = cupti {
         env.cupti_api_version = Some(lib.api_version);
         env.cupti_path = Some(lib.path.display().to_string());
@@ -80,8 +81,8 @@ pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) ->
 /// bus id), or why there is none.
 pub fn nvml_index(nvml: &dyn NvmlInventory, ordinal: u32) -> std::result::Result<u32, String> {
     let mut env = environment(None, std::time::SystemTime::now());
-    env.fill_nvml(nvml);
-    env.link_gpus_to_nvml();
+    fill_nvml(&mut env, nvml);
+    link_gpus_to_nvml(&mut env);
     env.nvml_for(ordinal).map(|n| n.index).ok_or_else(|| {
         format!(
             "CUDA device {ordinal} has no NVML device: {}",
@@ -90,115 +91,113 @@ pub fn nvml_index(nvml: &dyn NvmlInventory, ordinal: u32) -> std::result::Result
     })
 }
 
-impl Environment {
-    /// Fills the NVML items: driver and NVML versions and one
-    /// [`NvmlGpuRecord`](crate::ledger::NvmlGpuRecord) per device, plus each GPU's NUMA node from
-    /// sysfs. Unreadable items go to `missing`.
-    pub(crate) fn fill_nvml(&mut self, nvml: &dyn NvmlInventory) {
-        self.driver_version = take(&mut self.missing, "driver_version", nvml.driver_version());
-        self.nvml_version = take(&mut self.missing, "nvml_version", nvml.nvml_version());
-        let count = match nvml.device_count() {
-            Ok(n) => n,
-            Err(reason) => {
-                self.missing
-                    .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
-                return;
-            }
+/// Fills the NVML items: driver and NVML versions and one
+/// [`NvmlGpuRecord`](crate::ledger::NvmlGpuRecord) per device, plus each GPU's NUMA node from
+/// sysfs. Unreadable items go to `missing`.
+pub(crate) fn fill_nvml(env: &mut Environment, nvml: &dyn NvmlInventory) {
+    env.driver_version = take(&mut env.missing, "driver_version", nvml.driver_version());
+    env.nvml_version = take(&mut env.missing, "nvml_version", nvml.nvml_version());
+    let count = match nvml.device_count() {
+        Ok(n) => n,
+        Err(reason) => {
+            env.missing
+                .push(format!("nvml_gpus: NVML could not count devices: {reason}"));
+            return;
+        }
+    };
+    env.nvml_gpus.clear();
+    for index in 0..count {
+        let mut probe = GpuProbe::new(index);
+        nvml.probe_device(index, &mut probe);
+        let (mut record, lines) = probe.finish();
+        env.missing.extend(lines);
+        let numa = match &record.pci_bus_id {
+            Some(bus) => pci_numa_node(bus),
+            None => Err("no PCI bus id to look it up in sysfs".to_owned()),
         };
-        self.nvml_gpus.clear();
-        for index in 0..count {
-            let mut probe = GpuProbe::new(index);
-            nvml.probe_device(index, &mut probe);
-            let (mut record, lines) = probe.finish();
-            self.missing.extend(lines);
-            let numa = match &record.pci_bus_id {
-                Some(bus) => pci_numa_node(bus),
-                None => Err("no PCI bus id to look it up in sysfs".to_owned()),
-            };
-            record.numa_node = take(
-                &mut self.missing,
-                &format!("nvml_gpus[{index}].numa_node"),
-                numa,
-            );
-            self.nvml_gpus.push(record);
-        }
+        record.numa_node = take(
+            &mut env.missing,
+            &format!("nvml_gpus[{index}].numa_node"),
+            numa,
+        );
+        env.nvml_gpus.push(record);
     }
+}
 
-    /// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
-    pub(crate) fn nvml_unavailable(&mut self, reason: &str) {
-        self.driver_version = None;
-        self.nvml_version = None;
-        self.nvml_gpus.clear();
-        for key in ["driver_version", "nvml_version", "nvml_gpus"] {
-            self.missing.push(format!("{key}: {reason}"));
-        }
+/// Records that NVML could not be used (`reason` as from `NvmlError::Unavailable`).
+pub(crate) fn nvml_unavailable(env: &mut Environment, reason: &str) {
+    env.driver_version = None;
+    env.nvml_version = None;
+    env.nvml_gpus.clear();
+    for key in ["driver_version", "nvml_version", "nvml_gpus"] {
+        env.missing.push(format!("{key}: {reason}"));
     }
+}
 
-    /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
-    /// the NVML records; a GPU that matches none gets a `missing` line.
-    pub(crate) fn link_gpus_to_nvml(&mut self) {
-        for (i, gpu) in self.gpus.iter_mut().enumerate() {
-            let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
-                self.nvml_gpus
-                    .iter()
-                    .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
-            });
-            let by_bus = || {
-                gpu.pci_bus_id
-                    .as_deref()
-                    .and_then(normalize_bus_id)
-                    .and_then(|b| {
-                        self.nvml_gpus.iter().find(|n| {
-                            n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
-                        })
+/// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with
+/// the NVML records; a GPU that matches none gets a `missing` line.
+pub(crate) fn link_gpus_to_nvml(env: &mut Environment) {
+    for (i, gpu) in env.gpus.iter_mut().enumerate() {
+        let by_uuid = gpu.uuid.as_deref().map(normalize_uuid).and_then(|u| {
+            env.nvml_gpus
+                .iter()
+                .find(|n| n.uuid.as_deref().map(normalize_uuid).as_deref() == Some(&u))
+        });
+        let by_bus = || {
+            gpu.pci_bus_id
+                .as_deref()
+                .and_then(normalize_bus_id)
+                .and_then(|b| {
+                    env.nvml_gpus.iter().find(|n| {
+                        n.pci_bus_id.as_deref().and_then(normalize_bus_id).as_ref() == Some(&b)
                     })
-            };
-            match by_uuid.or_else(by_bus) {
-                Some(n) => gpu.nvml_index = Some(n.index),
-                None => {
-                    gpu.nvml_index = None;
-                    let why = if self.nvml_gpus.is_empty() {
-                        "no NVML device records".to_owned()
-                    } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
-                        "no UUID or PCI bus id to match on".to_owned()
-                    } else {
-                        format!(
-                            "no NVML device has UUID {} or PCI bus id {}",
-                            gpu.uuid.as_deref().unwrap_or("(unknown)"),
-                            gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
-                        )
-                    };
-                    self.missing.push(format!("gpus[{i}].nvml_index: {why}"));
-                }
+                })
+        };
+        match by_uuid.or_else(by_bus) {
+            Some(n) => gpu.nvml_index = Some(n.index),
+            None => {
+                gpu.nvml_index = None;
+                let why = if env.nvml_gpus.is_empty() {
+                    "no NVML device records".to_owned()
+                } else if gpu.uuid.is_none() && gpu.pci_bus_id.is_none() {
+                    "no UUID or PCI bus id to match on".to_owned()
+                } else {
+                    format!(
+                        "no NVML device has UUID {} or PCI bus id {}",
+                        gpu.uuid.as_deref().unwrap_or("(unknown)"),
+                        gpu.pci_bus_id.as_deref().unwrap_or("(unknown)")
+                    )
+                };
+                env.missing.push(format!("gpus[{i}].nvml_index: {why}"));
             }
         }
     }
+}
 
-    /// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
-    /// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
-    /// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
-    /// start rather than guess.
-    pub(crate) fn sampled_devices(&self) -> Vec<SampledDevice> {
-        if self.gpus.is_empty() {
-            return self
-                .nvml_gpus
-                .iter()
-                .map(|n| SampledDevice {
-                    device_id: n.index,
-                    nvml_index: n.index,
-                })
-                .collect();
-        }
-        self.gpus
+/// The devices the NVML sampler should read (`NvmlSamplerConfig::devices`): each linked GPU
+/// (CUDA ordinal, NVML index). Without CUDA GPU records, every NVML device with
+/// `device_id = nvml index`. Empty when no GPU could be linked: the sampler then refuses to
+/// start rather than guess.
+pub(crate) fn sampled_devices(env: &Environment) -> Vec<SampledDevice> {
+    if env.gpus.is_empty() {
+        return env
+            .nvml_gpus
             .iter()
-            .filter_map(|g| {
-                g.nvml_index.map(|nvml_index| SampledDevice {
-                    device_id: g.ordinal,
-                    nvml_index,
-                })
+            .map(|n| SampledDevice {
+                device_id: n.index,
+                nvml_index: n.index,
             })
-            .collect()
+            .collect();
     }
+    env.gpus
+        .iter()
+        .filter_map(|g| {
+            g.nvml_index.map(|nvml_index| SampledDevice {
+                device_id: g.ordinal,
+                nvml_index,
+            })
+        })
+        .collect()
 }
 
 fn normalize_uuid(uuid: &str) -> String {

@@ -5,7 +5,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use super::host::normalize_bus_id;
 use super::missing::collect_nulls;
-use super::normalize_uuid;
+use super::{
+    explain_nulls, fill_nvml, host, link_gpus_to_nvml, normalize_uuid, nvml_unavailable,
+    sampled_devices,
+};
 use crate::ledger::{Environment, GpuRecord};
 use crate::nvml::{GpuProbe, NvmlInventory, SampledDevice};
 
@@ -43,7 +46,7 @@ const FILLED_ELSEWHERE: [&str; 6] = [
 #[test]
 fn host_record_on_this_machine_is_filled_or_explained() {
     let start = UNIX_EPOCH + Duration::from_nanos(1_746_100_800_123_000_000);
-    let env = Environment::collect_host_at(start);
+    let env = host::collect_host_at(start);
     assert_eq!(env.gpu_ledger_version, env!("CARGO_PKG_VERSION"));
     assert!(!env.command_line.is_empty());
     assert_eq!(env.pid, Some(std::process::id()));
@@ -76,7 +79,7 @@ fn host_record_on_this_machine_is_filled_or_explained() {
 #[cfg(target_os = "linux")]
 #[test]
 fn linux_host_items_are_read() {
-    let env = Environment::collect_host();
+    let env = host::collect_host();
     let h = &env.host;
     assert_eq!(h.kernel_type.as_deref(), Some("Linux"));
     assert!(h.kernel_release.is_some());
@@ -170,8 +173,8 @@ fn two_cuda_gpus_in_reverse_nvml_order() -> Vec<GpuRecord> {
 
 #[test]
 fn nvml_items_from_a_fake_inventory() {
-    let mut env = Environment::collect_host();
-    env.fill_nvml(&FakeInventory { fail_count: false });
+    let mut env = host::collect_host();
+    fill_nvml(&mut env, &FakeInventory { fail_count: false });
     assert_eq!(env.driver_version.as_deref(), Some("580.159.04"));
     assert_eq!(env.nvml_version, None);
     assert!(env
@@ -199,7 +202,7 @@ fn nvml_items_from_a_fake_inventory() {
         uuid: Some("GPU-ffffffff-aaaa-bbbb-cccc-dddddddddddd".to_owned()),
         ..GpuRecord::default()
     });
-    env.link_gpus_to_nvml();
+    link_gpus_to_nvml(&mut env);
     assert_eq!(env.gpus[0].nvml_index, Some(1));
     assert_eq!(env.gpus[1].nvml_index, Some(0));
     assert_eq!(env.gpus[2].nvml_index, None);
@@ -208,7 +211,7 @@ fn nvml_items_from_a_fake_inventory() {
         .iter()
         .any(|l| l.starts_with("gpus[2].nvml_index: ")));
     assert_eq!(
-        env.sampled_devices(),
+        sampled_devices(&env),
         vec![
             SampledDevice {
                 device_id: 0,
@@ -225,26 +228,26 @@ fn nvml_items_from_a_fake_inventory() {
 
     // Without UUIDs, the PCI bus id (CUDA's 4-digit domain form) links them.
     let mut by_bus = Environment::default();
-    by_bus.fill_nvml(&FakeInventory { fail_count: false });
+    fill_nvml(&mut by_bus, &FakeInventory { fail_count: false });
     by_bus.gpus = vec![GpuRecord {
         ordinal: 0,
         pci_bus_id: Some("0000:18:00.0".to_owned()),
         ..GpuRecord::default()
     }];
-    by_bus.link_gpus_to_nvml();
+    link_gpus_to_nvml(&mut by_bus);
     assert_eq!(by_bus.gpus[0].nvml_index, Some(1));
 }
 
 #[test]
 fn every_null_is_explained_after_explain_nulls() {
-    let mut env = Environment::collect_host();
+    let mut env = host::collect_host();
     env.gpus = two_cuda_gpus_in_reverse_nvml_order();
-    env.fill_nvml(&FakeInventory { fail_count: false });
-    env.link_gpus_to_nvml();
+    fill_nvml(&mut env, &FakeInventory { fail_count: false });
+    link_gpus_to_nvml(&mut env);
     env.cuda_driver_version = Some(13000);
     // cupti_api_version and cupti_path left unfilled on purpose.
     let before = env.missing.len();
-    env.explain_nulls();
+    explain_nulls(&mut env);
     assert!(env
         .missing
         .iter()
@@ -260,14 +263,17 @@ fn every_null_is_explained_after_explain_nulls() {
         assert!(explained(&env, &path), "{path} is null without a reason");
     }
     let again = env.missing.len();
-    env.explain_nulls();
+    explain_nulls(&mut env);
     assert_eq!(env.missing.len(), again, "explain_nulls is idempotent");
 }
 
 #[test]
 fn nvml_unavailable_or_failing_is_recorded() {
-    let mut env = Environment::collect_host();
-    env.nvml_unavailable("NVML is not available: the NVIDIA kernel driver is not loaded");
+    let mut env = host::collect_host();
+    nvml_unavailable(
+        &mut env,
+        "NVML is not available: the NVIDIA kernel driver is not loaded",
+    );
     for key in ["driver_version", "nvml_version", "nvml_gpus"] {
         assert!(
             env.missing
@@ -277,15 +283,15 @@ fn nvml_unavailable_or_failing_is_recorded() {
         );
     }
     env.gpus = two_cuda_gpus_in_reverse_nvml_order();
-    env.link_gpus_to_nvml();
-    assert!(env.sampled_devices().is_empty());
+    link_gpus_to_nvml(&mut env);
+    assert!(sampled_devices(&env).is_empty());
     assert!(env
         .missing
         .iter()
         .any(|l| l == "gpus[0].nvml_index: no NVML device records"));
 
     let mut env = Environment::default();
-    env.fill_nvml(&FakeInventory { fail_count: true });
+    fill_nvml(&mut env, &FakeInventory { fail_count: true });
     assert!(env.nvml_gpus.is_empty());
     assert!(env
         .missing
@@ -311,8 +317,8 @@ fn whole_device_failure_explains_all_its_items() {
         }
     }
     let mut env = Environment::default();
-    env.fill_nvml(&Broken);
-    env.explain_nulls();
+    fill_nvml(&mut env, &Broken);
+    explain_nulls(&mut env);
     assert!(env
         .missing
         .iter()
@@ -325,13 +331,13 @@ fn whole_device_failure_explains_all_its_items() {
 
 #[test]
 fn environment_serde_round_trip_and_old_headers() {
-    let mut env = Environment::collect_host();
+    let mut env = host::collect_host();
     env.gpus = two_cuda_gpus_in_reverse_nvml_order();
-    env.fill_nvml(&FakeInventory { fail_count: false });
-    env.link_gpus_to_nvml();
+    fill_nvml(&mut env, &FakeInventory { fail_count: false });
+    link_gpus_to_nvml(&mut env);
     env.cuda_env
         .insert("CUDA_VISIBLE_DEVICES".to_owned(), "1,0".to_owned());
-    env.explain_nulls();
+    explain_nulls(&mut env);
     let json = serde_json::to_string(&env).expect("serialize");
     let back: Environment = serde_json::from_str(&json).expect("deserialize");
     assert_eq!(back, env);

@@ -43,8 +43,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut};
 
 use super::{compile, Work};
-use crate::analysis::compare::SplitMix64;
 use crate::ledger::schema::{IterationRow, KernelGroup};
+use gpu_ledger_tools::analysis::rng::SplitMix64;
 
 /// The part of a [`GpuWorkload`] impl that every GPU instance writes the same way: `spec` and
 /// `stream` return the fields of those names, and `poison` fills the listed output buffers.
@@ -164,9 +164,9 @@ pub struct Padding {
 }
 
 impl Padding {
-    /// `∏ useful / ∏ padded` ([`crate::analysis::padding_efficiency`]).
+    /// `∏ useful / ∏ padded` ([`gpu_ledger_tools::analysis::padding_efficiency`]).
     pub fn efficiency(&self) -> Option<f64> {
-        crate::analysis::padding_efficiency(&self.useful, &self.padded)
+        gpu_ledger_tools::analysis::padding_efficiency(&self.useful, &self.padded)
     }
 }
 

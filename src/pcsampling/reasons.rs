@@ -15,41 +15,7 @@ pub fn key(cupti_name: &str) -> (String, bool) {
     }
 }
 
-/// The label Nsight Compute's warp state statistics give a key (`Stall Long Scoreboard`);
-/// an unknown key is shown as it is.
-pub fn label(key: &str) -> String {
-    let known = match key {
-        "selected" => "Selected",
-        "not_selected" => "Stall Not Selected",
-        "long_scoreboard" => "Stall Long Scoreboard",
-        "short_scoreboard" => "Stall Short Scoreboard",
-        "wait" => "Stall Wait",
-        "barrier" => "Stall Barrier",
-        "membar" => "Stall Membar",
-        "mio_throttle" => "Stall MIO Throttle",
-        "lg_throttle" => "Stall LG Throttle",
-        "tex_throttle" => "Stall Tex Throttle",
-        "math_pipe_throttle" => "Stall Math Pipe Throttle",
-        "dispatch_stall" => "Stall Dispatch Stall",
-        "drain" => "Stall Drain",
-        "imc_miss" => "Stall IMC Miss",
-        "branch_resolving" => "Stall Branch Resolving",
-        "no_instructions" => "Stall No Instruction",
-        "sleeping" => "Stall Sleeping",
-        "misc" => "Stall Misc",
-        "gmma" => "Stall GMMA",
-        _ => return key.to_string(),
-    };
-    known.to_string()
-}
-
-/// Keys that wait on memory through L1TEX (global, local, texture) or its queues.
-pub fn is_memory(key: &str) -> bool {
-    matches!(
-        key,
-        "long_scoreboard" | "lg_throttle" | "tex_throttle" | "drain" | "membar"
-    )
-}
+pub use gpu_ledger_format::stalls::{is_memory, label};
 
 #[cfg(test)]
 mod tests {

@@ -18,7 +18,6 @@ mod switch;
 
 pub(crate) use messages::{ClosedScope, Finish, IterationEnd, IterationExtras, ScopeRecord};
 pub(crate) use paths::PathTable;
-pub use paths::UNSCOPED;
 
 use crate::clock::HostClock;
 use crate::config::{Follow, TimelineSampling};
@@ -38,8 +37,7 @@ pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// The running profiler's shared state; `None` between runs.
 static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
 
-/// The scope the counters level's own GPU work is attributed to.
-pub const COUNTERS_SCOPE: &str = "(gpu-ledger counters)";
+pub(crate) use crate::ledger::COUNTERS_SCOPE;
 
 /// Closed scopes a thread's ring holds before they spill into its slot's overflow vector (a
 /// lock and a vector push per scope until the collector drains it): the collector drains every

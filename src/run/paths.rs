@@ -16,8 +16,7 @@ struct PathTableInner {
     paths: Vec<(u32, String)>,
 }
 
-/// Name of the path that collects launches made outside any scope.
-pub const UNSCOPED: &str = "(unscoped)";
+pub(crate) use crate::ledger::UNSCOPED;
 
 impl PathTable {
     /// The id of `parent/name`, creating it on first use.

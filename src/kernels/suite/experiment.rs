@@ -18,12 +18,12 @@ use std::time::Duration;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use super::{all_kernel_time, gb_per_s, tflop_per_s, GpuWorkload, SuiteResult, Verification};
-use crate::analysis::{analyze_kernel, DeviceLimits, Distribution};
 use crate::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, ReplayMode};
 use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
 use crate::{read_ledger, Level, Profiler};
+use gpu_ledger_tools::analysis::{analyze_kernel, DeviceLimits, Distribution};
 
 /// One side of an experiment: a label and the workload it runs.
 pub struct Side<'a> {
@@ -255,7 +255,7 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         }
     }
     let summary = profiler.finish()?;
-    let ledger = read_ledger(&summary.ledger_path)?;
+    let ledger = read_ledger(&summary.ledger_path).map_err(crate::Error::from)?;
     let limits = ledger
         .header
         .environment

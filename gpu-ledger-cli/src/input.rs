@@ -1,0 +1,123 @@
+//! Opening a ledger with its progress display, and reading it for an analysis: whole while its
+//! rows fit in the bytes held, streamed through a builder past them.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::time::Instant;
+
+use gpu_ledger_format::reader::Ledger;
+use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
+use gpu_ledger_tools::export::{LedgerStream, StreamItem};
+
+use super::progress::{Counted, Progress};
+use super::{display, warn_truncated, CliError};
+
+/// What every command shares: whether progress is forced, the bytes held before streaming, and
+/// when the command started (progress shows after a second of it, over all its inputs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) progress: bool,
+    /// Whether progress may take the terminal's line (one reader at a time may).
+    pub(crate) terminal: bool,
+    pub(crate) hold_bytes: u64,
+    pub(crate) start: Instant,
+}
+
+pub(crate) type Stream = LedgerStream<BufReader<Counted<File>>>;
+
+/// Opens a ledger and its progress display (bytes read of its size, rows).
+pub(crate) fn open(path: &Path, ctx: Ctx) -> Result<(Stream, Progress), gpu_ledger_format::Error> {
+    let file = File::open(path).map_err(|e| gpu_ledger_format::Error::LedgerRead {
+        path: path.to_path_buf(),
+        line: 0,
+        message: format!("cannot open: {e}"),
+    })?;
+    let total = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let (counted, bytes) = Counted::new(file);
+    let stream = LedgerStream::new(BufReader::with_capacity(1 << 16, counted), path)?;
+    let progress =
+        Progress::stderr(ctx.progress, ctx.terminal, &display(path), bytes, total).since(ctx.start);
+    Ok((stream, progress))
+}
+
+/// A ledger read for an analysis: whole when its rows fit in [`Ctx::hold_bytes`], else streamed
+/// through a builder.
+pub(crate) enum Read<B> {
+    Whole(Ledger),
+    Streamed {
+        header: Header,
+        trailer: Option<Trailer>,
+        builder: B,
+    },
+}
+
+/// Reads `path` whole, or, once its rows pass the bytes held, into the builder `make` gives,
+/// with `push` for each row in order (the rows held so far first). Per-activity records and
+/// scope spans (only the trace uses them) are dropped row by row.
+pub(crate) fn read_bounded<B>(
+    path: &Path,
+    ctx: Ctx,
+    make: impl FnOnce() -> B,
+    mut push: impl FnMut(&mut B, IterationRow),
+) -> Result<Read<B>, CliError> {
+    let (mut stream, mut p) = open(path, ctx)?;
+    let header_bytes = stream_bytes(&p);
+    let mut held = Vec::new();
+    let mut builder = None;
+    let mut make = Some(make);
+    let mut trailer = None;
+    let mut rows = 0u64;
+    let result = loop {
+        match stream.next_item() {
+            Ok(Some(StreamItem::Row(_, mut row))) => {
+                row.activities = None;
+                row.scope_spans = None;
+                rows += 1;
+                p.tick(rows);
+                match &mut builder {
+                    Some(b) => push(b, *row),
+                    None => {
+                        held.push(*row);
+                        if stream_bytes(&p).saturating_sub(header_bytes) > ctx.hold_bytes {
+                            if let Some(make) = make.take() {
+                                let mut b = make();
+                                held.drain(..).for_each(|r| push(&mut b, r));
+                                builder = Some(b);
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(Some(StreamItem::Trailer(_, t))) => trailer = Some(*t),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    p.done(rows);
+    result?;
+    warn_truncated(path, stream.truncated_last_line());
+    let header = stream.header().clone();
+    Ok(match builder {
+        Some(builder) => Read::Streamed {
+            header,
+            trailer,
+            builder,
+        },
+        None => Read::Whole(Ledger {
+            header,
+            iterations: held,
+            trailer,
+            truncated_last_line: stream.truncated_last_line(),
+        }),
+    })
+}
+
+/// Bytes read so far of the input behind `p`.
+fn stream_bytes(p: &Progress) -> u64 {
+    p.bytes_read()
+}

@@ -1,0 +1,182 @@
+//! `gpu-ledger sql` (feature `sql`): SQL over a Parquet dataset of ledgers by an embedded
+//! DataFusion. The named queries are the fenced `sql <name>` blocks of docs/sql.md, taken into
+//! the binary when it is built, so that the page and the command cannot disagree.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use gpu_ledger_tools::export::parquet::{MARKER, TABLES};
+
+use super::{display, CliError};
+
+/// docs/sql.md, whose `sql <name>` blocks are the named queries.
+const SQL_DOC: &str = include_str!("../../../docs/sql.md");
+
+/// The named queries of docs/sql.md: `(name, text)` of each block opened by "```sql <name>".
+pub(crate) fn named_queries() -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let mut lines = SQL_DOC.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.strip_prefix("```sql ").map(str::trim) else {
+            continue;
+        };
+        let body: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("```"))
+            .collect();
+        // The other engines' registration blocks are not queries of this engine.
+        if !name.contains("setup") {
+            out.push((name, body.join("\n")));
+        }
+    }
+    out
+}
+
+/// The SQL that `query` stands for: a named query, a file of SQL, or SQL itself.
+fn query_text(query: &str) -> Result<String, CliError> {
+    if let Some((_, q)) = named_queries().into_iter().find(|(n, _)| *n == query) {
+        return Ok(q);
+    }
+    let p = Path::new(query);
+    if query.ends_with(".sql") {
+        return std::fs::read_to_string(p).map_err(|e| {
+            CliError::Other(format!(
+                "cannot read the SQL file {}: {e} (named queries: {})",
+                display(p),
+                names()
+            ))
+        });
+    }
+    if !query.contains(char::is_whitespace) {
+        return Err(CliError::Other(format!(
+            "{query:?} is no named query, no .sql file and no SQL statement: the named queries \
+             are {}",
+            names()
+        )));
+    }
+    Ok(query.to_string())
+}
+
+fn names() -> String {
+    named_queries()
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Output of a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SqlFormat {
+    /// An aligned text table.
+    Table,
+    /// CSV with a header line.
+    Csv,
+}
+
+/// Runs `query` over the dataset at `dataset` and prints its result.
+pub(crate) fn sql(dataset: &Path, query: &str, format: SqlFormat) -> Result<(), CliError> {
+    if !dataset.join(MARKER).is_file() {
+        return Err(CliError::Other(format!(
+            "{} is not a gpu-ledger dataset (it has no {MARKER} file): write one with `gpu-ledger \
+             parquet LEDGERS -o {}`",
+            display(dataset),
+            display(dataset)
+        )));
+    }
+    let text = query_text(query)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("gpu-ledger-sql")
+        .build()
+        .map_err(|e| CliError::Other(format!("cannot start the query engine's threads: {e}")))?;
+    let batches = runtime.block_on(async {
+        let ctx =
+            SessionContext::new_with_config(SessionConfig::new().with_target_partitions(threads));
+        let mut tables = Vec::new();
+        for name in TABLES {
+            let dir = dataset.join(name);
+            if !dir.is_dir() {
+                continue;
+            }
+            let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+                .with_file_extension(".parquet")
+                .with_table_partition_cols(vec![
+                    ("run".to_string(), DataType::Utf8),
+                    ("rank".to_string(), DataType::Int64),
+                ]);
+            let url = format!("{}/", dir.display());
+            ctx.register_listing_table(name, &url, options, None, None)
+                .await
+                .map_err(|e| {
+                    CliError::Other(format!(
+                        "cannot read table {name} in {}: {e}",
+                        display(&dir)
+                    ))
+                })?;
+            tables.push(name);
+        }
+        let df = ctx.sql(&text).await.map_err(|e| {
+            CliError::Other(format!(
+                "the query does not run: {e}\nthe tables are {} (columns: docs/dataset.md)",
+                tables.join(", ")
+            ))
+        })?;
+        let schema = df.schema().as_arrow().clone();
+        let batches = df
+            .collect()
+            .await
+            .map_err(|e| CliError::Other(format!("the query failed: {e}")))?;
+        Ok::<_, CliError>((schema, batches))
+    })?;
+    let (schema, batches) = batches;
+    let out = match format {
+        SqlFormat::Table => {
+            pretty_format_batches(&batches)
+                .map_err(|e| CliError::Other(format!("cannot format the result: {e}")))?
+                .to_string()
+                + "\n"
+        }
+        SqlFormat::Csv => to_csv(&schema, &batches)?,
+    };
+    super::print(&out)
+}
+
+/// The batches as CSV: a header line (also when no row came back), then one line per row; null
+/// is an empty field.
+fn to_csv(schema: &Schema, batches: &[RecordBatch]) -> Result<String, CliError> {
+    let mut o = String::new();
+    let head: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| gpu_ledger_tools::export::text::csv_field(f.name()))
+        .collect();
+    o.push_str(&head.join(","));
+    o.push('\n');
+    let opts = FormatOptions::default();
+    for b in batches {
+        let cols = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CliError::Other(format!("cannot format the result: {e}")))?;
+        for row in 0..b.num_rows() {
+            let cells: Vec<String> = cols
+                .iter()
+                .map(|c| gpu_ledger_tools::export::text::csv_field(&c.value(row).to_string()))
+                .collect();
+            o.push_str(&cells.join(","));
+            o.push('\n');
+        }
+    }
+    Ok(o)
+}

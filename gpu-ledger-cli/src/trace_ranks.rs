@@ -1,0 +1,146 @@
+//! `gpu-ledger trace` of several ranks' ledgers: one trace, read in lockstep by iteration index,
+//! each rank's iteration k aligned to start where the earliest rank's iteration k starts (clocks
+//! of different hosts cannot be compared, iteration boundaries can).
+
+use std::path::PathBuf;
+
+use gpu_ledger_format::schema::{IterationRow, Trailer};
+use gpu_ledger_tools::export::{StreamItem, TraceOptions, TraceWriter};
+
+use super::input::{open, Ctx, Stream};
+use super::output::Output;
+use super::progress::Progress;
+use super::{display, io_err, warn_truncated, CliError};
+
+/// One rank's input: its stream, progress, rows read, trailer and the row read ahead.
+struct Input {
+    path: PathBuf,
+    rank: u32,
+    stream: Stream,
+    progress: Progress,
+    rows: u64,
+    trailer: Option<Trailer>,
+    head: Option<Box<IterationRow>>,
+}
+
+impl Input {
+    fn advance(&mut self) -> Result<(), CliError> {
+        self.head = None;
+        while let Some(item) = self.stream.next_item()? {
+            match item {
+                StreamItem::Row(_, row) => {
+                    self.rows += 1;
+                    self.progress.tick(self.rows);
+                    self.head = Some(row);
+                    return Ok(());
+                }
+                StreamItem::Trailer(_, t) => self.trailer = Some(*t),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes the trace of the ranks whose ledgers are `paths` to `output`.
+pub(crate) fn trace_ranks(
+    paths: &[PathBuf],
+    output: &std::path::Path,
+    opts: TraceOptions,
+    ctx: Ctx,
+) -> Result<(), CliError> {
+    let mut inputs = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let (stream, progress) = open(path, ctx)?;
+        let rank = stream.header().rank.as_ref().map(|r| r.rank);
+        inputs.push((rank, i, path.clone(), stream, progress));
+    }
+    let with_rank = inputs.iter().filter(|i| i.0.is_some()).count();
+    if with_rank > 0 && with_rank < inputs.len() {
+        let i = inputs.iter().find(|i| i.0.is_none()).map(|i| display(&i.2));
+        return Err(CliError::Other(format!(
+            "{} has no rank in its header while other ledgers do: it was not launched as a rank",
+            i.unwrap_or_default()
+        )));
+    }
+    let mut inputs: Vec<Input> = inputs
+        .into_iter()
+        .map(|(rank, i, path, stream, progress)| Input {
+            path,
+            // No header has a rank: ranks are numbered in the order given, as merge does.
+            rank: rank.unwrap_or(i as u32),
+            stream,
+            progress,
+            rows: 0,
+            trailer: None,
+            head: None,
+        })
+        .collect();
+    inputs.sort_by_key(|i| i.rank);
+    if let Some(w) = inputs.windows(2).find(|w| w[0].rank == w[1].rank) {
+        return Err(CliError::Other(format!(
+            "{} and {} both claim rank {}: pass each rank's ledger once",
+            display(&w[0].path),
+            display(&w[1].path),
+            w[0].rank
+        )));
+    }
+    let mut out = Output::create(output)?;
+    let out_name = out.name().to_string();
+    let werr = || io_err(format!("cannot write {out_name}"));
+    let first = inputs[0].stream.header().clone();
+    let mut w = TraceWriter::new(&mut out.writer, &first, opts).map_err(werr())?;
+    for input in &mut inputs {
+        input.advance()?;
+    }
+    while let Some(k) = inputs
+        .iter()
+        .filter_map(|i| i.head.as_ref().map(|r| r.index))
+        .min()
+    {
+        // The common start of iteration k: the earliest among the ranks that have it.
+        let start = inputs
+            .iter()
+            .filter_map(|i| i.head.as_ref().filter(|r| r.index == k))
+            .map(|r| r.host_start_ns)
+            .min()
+            .unwrap_or_default();
+        for (pos, input) in inputs.iter_mut().enumerate() {
+            let Some(row) = input.head.take_if(|r| r.index == k) else {
+                continue;
+            };
+            let shift = i128::from(start) - i128::from(row.host_start_ns);
+            let header = input.stream.header().clone();
+            w.select_rank(pos as u32, input.rank, &header, shift)
+                .map_err(werr())?;
+            w.write_row(&row).map_err(werr())?;
+            input.advance()?;
+        }
+    }
+    let mut trailer = None;
+    if inputs.iter().all(|i| i.trailer.is_some()) {
+        // The run is complete when every rank's is; dropped records are the ranks' sum.
+        let dropped = inputs
+            .iter()
+            .filter_map(|i| i.trailer.as_ref())
+            .map(|t| t.dropped_records);
+        trailer = Some(Trailer {
+            dropped_records: dropped.sum(),
+            ..Trailer::default()
+        });
+    }
+    for i in &mut inputs {
+        i.progress.done(i.rows);
+        warn_truncated(&i.path, i.stream.truncated_last_line());
+    }
+    let stats = w.finish(trailer.as_ref()).map_err(werr())?;
+    out.commit()?;
+    eprintln!(
+        "gpu-ledger: {} trace events ({} iterations of {} ranks, aligned on iteration starts, {} \
+         activities) written to {out_name}",
+        stats.events,
+        stats.iterations,
+        inputs.len(),
+        stats.activities
+    );
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! `gpu-ledger sql` (feature `sql`) on a generated job gives the answers `gpu-ledger merge` gives
+//! on its JSONL (slowest rank and spread per iteration, exactly; the spread's median, p90 and
+//! max), and the answers of docs/sql.md's definitions computed here from the ledgers (per-scope
+//! p50 / p99 across ranks; the lag start), which find the rank the generator slowed down.
+
+#![cfg(feature = "sql")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use gpu_ledger_format::read_ledger;
+use gpu_ledger_format::reader::Ledger;
+use gpu_ledger_tools::analysis::stats::percentile_sorted;
+use gpu_ledger_tools::export::{merge_ranks, RankSeries};
+
+#[path = "../../examples/common/job.rs"]
+mod job;
+
+const RANKS: u32 = 6;
+const ITERATIONS: u64 = 120;
+const STRAGGLER: job::Straggler = job::Straggler {
+    rank: 4,
+    from: 70,
+    percent: 20,
+};
+
+fn run(args: &[&str]) -> Output {
+    let o = Command::new(env!("CARGO_BIN_EXE_gpu-ledger"))
+        .args(args)
+        .output()
+        .expect("gpu-ledger runs");
+    o
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// CSV lines split into fields, header first.
+fn csv(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+struct Job {
+    _tmp: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+    ledgers: Vec<Ledger>,
+    dataset: String,
+}
+
+fn job() -> Job {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = job::write_job(
+        &tmp.path().join("ledgers"),
+        RANKS,
+        ITERATIONS,
+        Some(STRAGGLER),
+    )
+    .unwrap();
+    let dataset = tmp.path().join("ds").display().to_string();
+    ok(&[
+        "parquet",
+        &tmp.path().join("ledgers").display().to_string(),
+        "-o",
+        &dataset,
+    ]);
+    let ledgers = paths.iter().map(|p| read_ledger(p).unwrap()).collect();
+    Job {
+        _tmp: tmp,
+        paths,
+        ledgers,
+        dataset,
+    }
+}
+
+fn sql(j: &Job, query: &str) -> Vec<Vec<String>> {
+    csv(&ok(&[
+        "sql", &j.dataset, "--query", query, "--format", "csv",
+    ]))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// Whether `got` is the `q`-quantile of `sorted` within the error DataFusion states for its
+/// `percentile_cont`: the interpolation weight is truncated to 6 decimals, so the value may fall
+/// short of the exact one by up to 10⁻⁶ of the gap between the two values it interpolates.
+fn quantile_close(got: f64, sorted: &[f64], q: f64) -> bool {
+    let exact = percentile_sorted(sorted, q).expect("values");
+    let h = q * (sorted.len() - 1) as f64;
+    let lo = h.floor() as usize;
+    let gap = sorted[(lo + 1).min(sorted.len() - 1)] - sorted[lo];
+    got <= exact + 1e-9 * exact.abs() && got >= exact - 1e-6 * gap - 1e-9 * exact.abs()
+}
+
+#[test]
+fn straggler_and_spread_are_the_merges() {
+    let j = job();
+    let mut args = vec!["merge".to_string(), "--format".into(), "csv".into()];
+    args.extend(j.paths.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let merged = csv(&ok(&args));
+    let head = &merged[0];
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let (mi, ms, mspread) = (col("index"), col("slowest_rank"), col("spread_ns"));
+    let s = sql(&j, "straggler");
+    assert_eq!(
+        s[0],
+        [
+            "run",
+            "iteration",
+            "slowest_rank",
+            "slowest_ns",
+            "fastest_ns",
+            "spread_ns",
+            "ranks"
+        ]
+    );
+    assert_eq!(s.len(), merged.len());
+    assert_eq!(s.len() as u64, ITERATIONS + 1);
+    for (m, q) in merged[1..].iter().zip(&s[1..]) {
+        assert_eq!(m[mi], q[1], "iteration");
+        assert_eq!(m[ms], q[2], "slowest rank of iteration {}", q[1]);
+        assert_eq!(m[mspread], q[5], "spread of iteration {}", q[1]);
+        assert_eq!(q[6], RANKS.to_string());
+    }
+    // The straggler is the slowest in every iteration from its start: the data says so.
+    assert!(s[1 + STRAGGLER.from as usize..]
+        .iter()
+        .all(|q| q[2] == STRAGGLER.rank.to_string()));
+
+    let series = j
+        .ledgers
+        .iter()
+        .zip(&j.paths)
+        .map(|(l, p)| RankSeries::from_rows(&l.header, &p.display().to_string(), &l.iterations))
+        .collect();
+    let view = merge_ranks(series).unwrap();
+    let d = view.spread.expect("a spread");
+    let mut spreads: Vec<f64> = view
+        .iterations
+        .iter()
+        .filter(|i| i.wall_ns.iter().all(Option::is_some))
+        .map(|i| i.spread_ns as f64)
+        .collect();
+    spreads.sort_by(f64::total_cmp);
+    let spread = sql(&j, "spread");
+    assert_eq!(spread.len(), 2);
+    let v: Vec<f64> = spread[1][1..].iter().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(v[0] as usize, d.n);
+    assert!(
+        quantile_close(v[1], &spreads, 0.5),
+        "median {} vs {}",
+        v[1],
+        d.median
+    );
+    assert!(
+        quantile_close(v[2], &spreads, 0.9),
+        "p90 {} vs {}",
+        v[2],
+        d.p90
+    );
+    // merge's figures are the exact ones of the same definition.
+    assert!(close(percentile_sorted(&spreads, 0.5).unwrap(), d.median));
+    assert!(close(percentile_sorted(&spreads, 0.9).unwrap(), d.p90));
+    assert!(close(v[3], d.max), "max {} vs {}", v[3], d.max);
+}
+
+#[test]
+fn scope_percentiles_follow_the_documented_definition() {
+    let j = job();
+    let mut by_path: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for l in &j.ledgers {
+        for s in l.iterations.iter().flat_map(|r| &r.scopes) {
+            let e = by_path.entry(&s.path).or_default();
+            e.0.push(s.host_ns as f64);
+            e.1.push(s.device_ns_inclusive as f64);
+        }
+    }
+    let got = sql(&j, "scope-percentiles");
+    assert_eq!(got.len(), by_path.len() + 1);
+    for (row, (path, (host, dev))) in got[1..].iter().zip(by_path.iter_mut()) {
+        assert_eq!(row[1], *path);
+        assert_eq!(row[2], RANKS.to_string());
+        assert_eq!(row[3], host.len().to_string());
+        host.sort_by(f64::total_cmp);
+        dev.sort_by(f64::total_cmp);
+        let want = [(&*host, 0.5), (&*host, 0.99), (&*dev, 0.5), (&*dev, 0.99)];
+        for (k, (values, q)) in want.iter().enumerate() {
+            let g: f64 = row[4 + k].parse().unwrap();
+            let exact = percentile_sorted(values, *q);
+            assert!(
+                quantile_close(g, values, *q),
+                "{path} column {}: {g} vs {exact:?} of {} values",
+                4 + k,
+                values.len()
+            );
+        }
+    }
+}
+
+/// docs/sql.md's lag start, computed from the ledgers: per rank, the first iteration in which it
+/// is over 5 % above the iteration's median and from which it is so in at least 90 % of at least
+/// 10 remaining iterations.
+fn lag_starts(ledgers: &[Ledger]) -> BTreeMap<u32, u64> {
+    let mut walls: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for l in ledgers {
+        for r in &l.iterations {
+            walls
+                .entry(r.index)
+                .or_default()
+                .push(r.host_wall_ns as f64);
+        }
+    }
+    let medians: BTreeMap<u64, f64> = walls
+        .into_iter()
+        .map(|(i, mut v)| {
+            v.sort_by(f64::total_cmp);
+            (i, percentile_sorted(&v, 0.5).unwrap())
+        })
+        .collect();
+    let mut out = BTreeMap::new();
+    for l in ledgers {
+        let rank = l.header.rank.as_ref().unwrap().rank;
+        let lagging: Vec<(u64, bool)> = l
+            .iterations
+            .iter()
+            .map(|r| (r.index, r.host_wall_ns as f64 > 1.05 * medians[&r.index]))
+            .collect();
+        for k in 0..lagging.len() {
+            let rest = &lagging[k..];
+            let n = rest.len();
+            let lag = rest.iter().filter(|x| x.1).count();
+            if lagging[k].1 && n >= 10 && lag as f64 >= 0.9 * n as f64 {
+                out.insert(rank, lagging[k].0);
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_lag_start_is_the_documented_one_and_finds_the_slowed_rank() {
+    let j = job();
+    let want = lag_starts(&j.ledgers);
+    assert_eq!(want, BTreeMap::from([(STRAGGLER.rank, STRAGGLER.from)]));
+    let got = sql(&j, "lag");
+    let starts: BTreeMap<u32, u64> = got[1..]
+        .iter()
+        .map(|r| (r[1].parse().unwrap(), r[2].parse().unwrap()))
+        .collect();
+    assert_eq!(starts, want);
+    assert_eq!(got[1][3], (ITERATIONS - STRAGGLER.from).to_string());
+}
+
+#[test]
+fn bad_queries_and_datasets_say_what_to_do() {
+    let j = job();
+    let o = run(&["sql", &j.dataset, "--query", "stragler"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("the named queries are straggler, spread, scope-percentiles, lag"),
+        "{e}"
+    );
+    let o = run(&["sql", &j.dataset, "--query", "SELECT nope FROM iterations"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("the query does not run") && e.contains("the tables are iterations"),
+        "{e}"
+    );
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let o = run(&["sql", &here.display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a gpu-ledger dataset"));
+    let file = Path::new(&j.dataset).join("q.sql");
+    std::fs::write(&file, "SELECT COUNT(*) AS n FROM scopes").unwrap();
+    let n = csv(&ok(&[
+        "sql",
+        &j.dataset,
+        "--query",
+        &file.display().to_string(),
+        "--format",
+        "csv",
+    ]));
+    assert_eq!(n[1][0], (u64::from(RANKS) * ITERATIONS * 4).to_string());
+}

@@ -1,0 +1,127 @@
+//! `gpu-ledger trace` of several ranks: one trace, each rank's processes apart, every rank's
+//! iteration k starting where the earliest rank's starts, times inside an iteration each rank's
+//! own (as in its trace alone), and the metadata saying so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpu_ledger_format::read_ledger;
+use gpu_ledger_tools::export::trace::{device_pid, HOST_PID, RANK_PID_STRIDE};
+use serde_json::Value;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(name)
+}
+
+fn trace(ledgers: &[PathBuf], out: &Path) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_gpu-ledger"))
+        .arg("trace")
+        .args(ledgers)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("gpu-ledger runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&std::fs::read(out).unwrap()).expect("a JSON trace")
+}
+
+/// `(pid, iteration) -> ts` of the complete events of category `cat`.
+fn starts(doc: &Value, cat: &str) -> BTreeMap<(u64, u64), f64> {
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == cat)
+        .map(|e| {
+            let it = e["args"]["index"]
+                .as_u64()
+                .or(e["args"]["iteration"].as_u64());
+            (
+                (e["pid"].as_u64().unwrap(), it.unwrap()),
+                e["ts"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ranks_are_aligned_on_iteration_starts_and_keep_their_own_times_inside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (r0, r1) = (data("v1-rank0.jsonl"), data("v1-rank1.jsonl"));
+    let both = trace(&[r1.clone(), r0.clone()], &tmp.path().join("both.json"));
+    let alone = trace(std::slice::from_ref(&r1), &tmp.path().join("alone.json"));
+    let (l0, l1) = (read_ledger(&r0).unwrap(), read_ledger(&r1).unwrap());
+    let host = |pos: u32| u64::from(HOST_PID + pos * RANK_PID_STRIDE);
+    let gpu0 = |pos: u32| u64::from(device_pid(0) + pos * RANK_PID_STRIDE);
+    let it = starts(&both, "iteration");
+    let dev = starts(&both, "device summary");
+    let it_alone = starts(&alone, "iteration");
+    let dev_alone = starts(&alone, "device summary");
+    let mut shared = 0;
+    for r in &l1.iterations {
+        let k = r.index;
+        let Some(r0k) = l0.iterations.iter().find(|x| x.index == k) else {
+            continue;
+        };
+        shared += 1;
+        let common = r.host_start_ns.min(r0k.host_start_ns) as f64 / 1e3;
+        assert_eq!(it[&(host(0), k)], common, "rank 0, iteration {k}");
+        assert_eq!(it[&(host(1), k)], common, "rank 1, iteration {k}");
+        // Inside the iteration, rank 1's device slice keeps its offset from its iteration start.
+        let offset = dev[&(gpu0(1), k)] - it[&(host(1), k)];
+        let offset_alone = dev_alone[&(gpu0(0), k)] - it_alone[&(host(0), k)];
+        assert!(
+            (offset - offset_alone).abs() < 1e-6,
+            "iteration {k}: {offset} vs {offset_alone}"
+        );
+    }
+    assert!(shared > 5, "the goldens share iterations");
+    assert!(
+        l0.iterations
+            .iter()
+            .zip(&l1.iterations)
+            .any(|(a, b)| a.host_start_ns != b.host_start_ns),
+        "the ranks' own starts differ, so the alignment moved something"
+    );
+    let meta = &both["otherData"];
+    assert_eq!(meta["ranks"], serde_json::json!([0, 1]));
+    assert!(meta["alignment"]
+        .as_str()
+        .unwrap()
+        .contains("aligned on iteration boundaries"));
+    let names: Vec<&str> = both["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"host (rank 1)") && names.contains(&"GPU 0 (rank 1)"),
+        "{names:?}"
+    );
+    assert!(
+        alone["otherData"].get("alignment").is_none(),
+        "one ledger is not aligned"
+    );
+}
+
+#[test]
+fn two_ledgers_of_one_rank_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r0 = data("v1-rank0.jsonl");
+    let out = tmp.path().join("t.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_gpu-ledger"))
+        .arg("trace")
+        .args([&r0, &r0])
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("both claim rank 0"));
+    assert!(!out.exists(), "no trace written");
+}

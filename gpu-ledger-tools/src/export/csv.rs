@@ -1,0 +1,200 @@
+//! The per-iteration table as CSV: one line per iteration row, in ledger order.
+//!
+//! # Columns
+//! | column | meaning |
+//! |---|---|
+//! | `index` | iteration index |
+//! | `host_start_ns` | start of the iteration, ns since the profiler started |
+//! | `host_wall_ns` | host wall time of the iteration, ns |
+//! | `complete` | `true` unless the row was written before its GPU records all arrived or at shutdown |
+//! | `perturbed` | `true` when hardware counters replayed kernels in it (keep it out of timing statistics) |
+//! | `untraced` | `true` when a sampled timeline left the iteration out: no GPU figures in it |
+//! | `tracing_added_ns` | device time the timeline's tracing is estimated to have added, ns (empty without a calibration) |
+//! | `dropped_records` | activity records CUPTI dropped while the iteration was open |
+//! | `missing_records` | launches whose GPU record did not arrive in time |
+//! | `kernel_launches` | kernel launches, all devices |
+//! | `dev{d}_busy_ns` | device `d`: union of kernel, copy and memset intervals, ns |
+//! | `dev{d}_idle_ns` | device `d`: gaps inside its activity window, ns |
+//! | `dev{d}_largest_gap_ns` | device `d`: largest single gap, ns |
+//! | `dev{d}_idle_share` | device `d`: idle time over its activity window (0..1) |
+//! | `dev{d}_sm_clock_mhz` | device `d`: mean SM clock over the iteration (NVML), MHz |
+//! | `dev{d}_power_w` | device `d`: mean board power over the iteration (NVML), W |
+//! | `dev{d}_energy_j` | device `d`: energy over the iteration (NVML), J |
+//! | `scope:{path}:device_ns_inclusive` | union device time of the scope and its children, ns |
+//! | `scope:{path}:host_ns` | host wall time inside the scope (children included), ns |
+//!
+//! Devices come in ascending order, scopes in path order. A cell is empty when the figure does not
+//! exist in that row: a device with no activity in the iteration, NVML not sampled, a scope that
+//! did not run. Fields are quoted per RFC 4180 when needed (scope paths may hold commas).
+//!
+//! The columns depend on every row (a scope may first appear late), so a large ledger is written
+//! in two passes: [`CsvLayout::observe`] every row, then [`CsvLayout::write_header`] and
+//! [`CsvLayout::write_row`] for each.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+
+use super::text::csv_field;
+use crate::analysis::stats::idle_share;
+use gpu_ledger_format::schema::IterationRow;
+
+/// The columns of a CSV export: the devices and scope paths seen in the rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CsvLayout {
+    devices: BTreeSet<u32>,
+    scopes: BTreeSet<String>,
+}
+
+const FIXED: [&str; 10] = [
+    "index",
+    "host_start_ns",
+    "host_wall_ns",
+    "complete",
+    "perturbed",
+    "untraced",
+    "tracing_added_ns",
+    "dropped_records",
+    "missing_records",
+    "kernel_launches",
+];
+
+const PER_DEVICE: [&str; 7] = [
+    "busy_ns",
+    "idle_ns",
+    "largest_gap_ns",
+    "idle_share",
+    "sm_clock_mhz",
+    "power_w",
+    "energy_j",
+];
+
+impl CsvLayout {
+    /// An empty layout (fixed columns only).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The layout of `rows`.
+    pub fn from_rows<'a>(rows: impl IntoIterator<Item = &'a IterationRow>) -> Self {
+        let mut l = Self::new();
+        for r in rows {
+            l.observe(r);
+        }
+        l
+    }
+
+    /// Adds the devices and scopes of `row`.
+    pub fn observe(&mut self, row: &IterationRow) {
+        self.devices.extend(row.devices.iter().map(|d| d.device_id));
+        self.devices.extend(row.nvml.iter().map(|n| n.device_id));
+        for s in &row.scopes {
+            if !self.scopes.contains(&s.path) {
+                self.scopes.insert(s.path.clone());
+            }
+        }
+    }
+
+    /// Column names in order.
+    pub fn columns(&self) -> Vec<String> {
+        let mut c: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
+        for d in &self.devices {
+            c.extend(PER_DEVICE.iter().map(|f| format!("dev{d}_{f}")));
+        }
+        for s in &self.scopes {
+            c.push(format!("scope:{s}:device_ns_inclusive"));
+            c.push(format!("scope:{s}:host_ns"));
+        }
+        c
+    }
+
+    /// Writes the header line.
+    ///
+    /// # Errors
+    /// Any error of `out`.
+    pub fn write_header(&self, out: &mut impl Write) -> io::Result<()> {
+        let cols: Vec<String> = self.columns().iter().map(|c| csv_field(c)).collect();
+        writeln!(out, "{}", cols.join(","))
+    }
+
+    /// Writes one row's line. Devices or scopes of `row` not in the layout are left out.
+    ///
+    /// # Errors
+    /// Any error of `out`.
+    pub fn write_row(&self, out: &mut impl Write, row: &IterationRow) -> io::Result<()> {
+        let mut cells: Vec<String> = vec![
+            row.index.to_string(),
+            row.host_start_ns.to_string(),
+            row.host_wall_ns.to_string(),
+            row.complete.to_string(),
+            row.perturbed.to_string(),
+            row.untraced.to_string(),
+            row.tracing_added_ns
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            row.dropped_records.to_string(),
+            row.missing_records.to_string(),
+            row.kernels
+                .iter()
+                .map(|k| k.count)
+                .fold(0, u64::saturating_add)
+                .to_string(),
+        ];
+        for &d in &self.devices {
+            match row.devices.iter().find(|x| x.device_id == d) {
+                Some(x) => {
+                    cells.push(x.busy_ns.to_string());
+                    cells.push(x.idle_ns.to_string());
+                    cells.push(x.largest_gap_ns.to_string());
+                    cells.push(idle_share(x).map(|v| format!("{v:.6}")).unwrap_or_default());
+                }
+                None => cells.extend(std::iter::repeat_n(String::new(), 4)),
+            }
+            let n = row.nvml.iter().find(|x| x.device_id == d);
+            cells.push(
+                n.and_then(|n| n.sm_clock.as_ref())
+                    .map(|c| format!("{:.1}", c.mean_mhz))
+                    .unwrap_or_default(),
+            );
+            cells.push(
+                n.and_then(|n| n.power.as_ref())
+                    .map(|p| format!("{:.2}", p.mean_w))
+                    .unwrap_or_default(),
+            );
+            cells.push(
+                n.and_then(|n| n.energy.as_ref())
+                    .map(|e| format!("{:.6}", e.joules))
+                    .unwrap_or_default(),
+            );
+        }
+        let mut scopes: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for s in &row.scopes {
+            let e = scopes.entry(s.path.as_str()).or_default();
+            e.0 = e.0.saturating_add(s.device_ns_inclusive);
+            e.1 = e.1.saturating_add(s.host_ns);
+        }
+        for s in &self.scopes {
+            match scopes.get(s.as_str()) {
+                Some((dev, host)) => {
+                    cells.push(dev.to_string());
+                    cells.push(host.to_string());
+                }
+                None => cells.extend([String::new(), String::new()]),
+            }
+        }
+        writeln!(out, "{}", cells.join(","))
+    }
+}
+
+/// Writes the CSV of `rows` (header and one line per row). Returns the number of rows written.
+///
+/// # Errors
+/// Any error of `out`.
+pub fn write_csv(rows: &[IterationRow], mut out: impl Write) -> io::Result<usize> {
+    let layout = CsvLayout::from_rows(rows);
+    layout.write_header(&mut out)?;
+    for r in rows {
+        layout.write_row(&mut out, r)?;
+    }
+    out.flush()?;
+    Ok(rows.len())
+}

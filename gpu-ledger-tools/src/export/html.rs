@@ -1,0 +1,782 @@
+//! A self-contained HTML report of one ledger: inline CSS and inline SVG, no script, no font, no
+//! image or style fetched from anywhere (a Content-Security-Policy of `default-src 'none'` and
+//! the stylesheet's own hash makes the browser refuse anything else), so it opens offline and can
+//! be attached to an issue.
+//!
+//! Charts (each an `<svg>` with the `id` below):
+//! - `chart-families`: kernel families by share of device time, with their Amdahl ceiling and the
+//!   end-to-end gain of a 2× speed-up;
+//! - `chart-scopes-host`: per-iteration host time by scope, stacked (each scope's own time,
+//!   children's time subtracted, plus the time outside every scope: the stack is the wall time);
+//! - `chart-scopes-device`: per-iteration device time by scope (each scope's own launches);
+//! - `chart-idle`: idle share of each device's activity window per iteration;
+//! - `chart-clocks` and `chart-power`: NVML SM clock and board power per iteration;
+//! - `chart-roofline`: the roofline when counters are present, otherwise a notice;
+//! - `chart-stalls`: when PC sampling ran, each scope's samples by warp stall reason, stacked,
+//!   with its hottest source lines below.
+//!
+//! Long runs are bucketed: at most [`ReportOptions::max_points`] bars or points per chart, each the
+//! mean of consecutive iterations.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use super::csp;
+use super::summary::{ceiling_text, LedgerSummary, SummaryOptions};
+use super::svg::{
+    hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
+    Roofline, Series, Shade,
+};
+use super::text::{fmt_count, fmt_ns, fmt_pct, html_escape, sig3};
+use crate::analysis::stats::{idle_share, Distribution};
+use gpu_ledger_format::reader::Ledger;
+use gpu_ledger_format::schema::{Header, IterationRow};
+
+/// How to build the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportOptions {
+    /// Page title; default `gpu-ledger report: <source>`.
+    pub title: Option<String>,
+    /// What the statistics cover.
+    pub summary: SummaryOptions,
+    /// Roofline points from counters; `None` (or no point) shows the "no counters" notice.
+    pub roofline: Option<Roofline>,
+    /// Most bars or points per per-iteration chart. Default 400.
+    pub max_points: usize,
+    /// Scopes shown separately in the stacked charts; the rest are grouped. Default 8.
+    pub max_scopes: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            title: None,
+            summary: SummaryOptions::default(),
+            roofline: None,
+            max_points: 400,
+            max_scopes: 8,
+        }
+    }
+}
+
+const CSS: &str = r#"
+:root { color-scheme: light; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #1d1d1f; background: #fafafa; }
+header, main, footer { max-width: 1000px; margin: 0 auto; padding: 0 20px; }
+header { padding-top: 18px; }
+h1 { font-size: 1.5em; margin: 0.3em 0; }
+h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+p.env { color: #444; font-size: 0.92em; }
+nav { font-size: 0.9em; margin: 8px 0 0; }
+nav a { margin-right: 12px; color: #2a5db0; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 14px 0; }
+.card { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; min-width: 150px; }
+.card .v { font-size: 1.3em; font-weight: 600; }
+.card .k { font-size: 0.8em; color: #555; }
+figure.chart-figure { background: #fff; border: 1px solid #ddd; border-radius: 6px; margin: 12px 0; padding: 8px; overflow-x: auto; }
+figure.chart-figure > svg { display: block; width: 100%; max-width: 960px; height: auto; }
+figcaption { font-size: 0.85em; color: #555; margin-top: 4px; }
+ul.legend { list-style: none; padding: 0; margin: 6px 0 0; display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 0.85em; }
+ul.legend li { display: flex; align-items: center; }
+.swatch { display: inline-block; width: 11px; height: 11px; margin-right: 5px; border-radius: 2px; border: 1px solid #0002; }
+table { border-collapse: collapse; font-size: 0.85em; background: #fff; margin: 8px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
+th { background: #f0f0f0; }
+td.l, th.l { text-align: left; max-width: 380px; overflow-wrap: anywhere; }
+ul.warnings li { margin: 3px 0; }
+footer { color: #777; font-size: 0.8em; padding: 24px 20px; }
+"#;
+
+/// Positions of rows grouped into at most `max` consecutive buckets.
+fn buckets(n: usize, max: usize) -> Vec<std::ops::Range<usize>> {
+    let max = max.max(1);
+    if n <= max {
+        return (0..n).map(|i| i..i + 1).collect();
+    }
+    (0..max)
+        .map(|b| (b * n / max)..((b + 1) * n / max))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let (mut s, mut n) = (0.0, 0usize);
+    for v in values.flatten() {
+        if v.is_finite() {
+            s += v;
+            n += 1;
+        }
+    }
+    (n > 0).then(|| s / n as f64)
+}
+
+/// One series per GPU of `ids`, named `GPU n`: per bucket of `rows`, the mean of
+/// `value(row, gpu)` over the bucket's rows.
+fn per_gpu_series(
+    ids: &BTreeSet<u32>,
+    rows: &[IterationRow],
+    bks: &[std::ops::Range<usize>],
+    value: impl Fn(&IterationRow, u32) -> Option<f64>,
+) -> Vec<Series> {
+    ids.iter()
+        .map(|&d| Series {
+            name: format!("GPU {d}"),
+            values: bks
+                .iter()
+                .map(|r| mean_of(r.clone().map(|i| value(&rows[i], d))))
+                .collect(),
+        })
+        .collect()
+}
+
+/// The nearest ancestor of `path` present in `paths`.
+fn parent_in(path: &str, paths: &BTreeSet<&str>) -> Option<String> {
+    let mut cur = path;
+    while let Some((head, _)) = cur.rsplit_once('/') {
+        if paths.contains(head) {
+            return Some(head.to_string());
+        }
+        cur = head;
+    }
+    None
+}
+
+/// Per scope: host time minus that of its children present in the row (its own time), and the
+/// row's time outside every top-level scope.
+pub(crate) fn self_host_times(row: &IterationRow) -> (BTreeMap<String, f64>, f64) {
+    let mut host: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in &row.scopes {
+        let e = host.entry(s.path.as_str()).or_default();
+        *e = e.saturating_add(s.host_ns);
+    }
+    let paths: BTreeSet<&str> = host.keys().copied().collect();
+    let mut own: BTreeMap<String, f64> = host
+        .iter()
+        .map(|(p, &h)| (p.to_string(), h as f64))
+        .collect();
+    let mut top = 0.0;
+    for (p, &h) in &host {
+        match parent_in(p, &paths) {
+            Some(parent) => {
+                if let Some(v) = own.get_mut(&parent) {
+                    *v -= h as f64;
+                }
+            }
+            None => top += h as f64,
+        }
+    }
+    for v in own.values_mut() {
+        *v = v.max(0.0);
+    }
+    (own, (row.host_wall_ns as f64 - top).max(0.0))
+}
+
+fn shades_for(s: &LedgerSummary) -> Vec<Shade> {
+    let mut out = Vec::new();
+    for (label, idx) in [
+        ("warm-up", &s.warmup),
+        ("perturbed", &s.perturbed),
+        ("incomplete", &s.incomplete),
+    ] {
+        for &(a, b) in idx.runs() {
+            let run = if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            };
+            out.push(Shade {
+                from: a as f64,
+                to: b as f64,
+                label: format!("{label}: iterations {run}"),
+            });
+        }
+    }
+    out
+}
+
+fn bucket_label(rows: &[IterationRow], r: &std::ops::Range<usize>) -> String {
+    let a = rows[r.start].index;
+    let b = rows[r.end - 1].index;
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a}–{b}")
+    }
+}
+
+/// Stacked series of the top `max_scopes` scopes by total, the rest as "other scopes", plus an
+/// optional extra series.
+fn stacked_scope_series(
+    per_row: &[BTreeMap<String, f64>],
+    extra: Option<(&str, Vec<f64>)>,
+    bks: &[std::ops::Range<usize>],
+    max_scopes: usize,
+) -> Vec<Series> {
+    let mut totals: HashMap<&str, f64> = HashMap::new();
+    for m in per_row {
+        for (k, v) in m {
+            *totals.entry(k.as_str()).or_default() += v;
+        }
+    }
+    let mut names: Vec<(&str, f64)> = totals.into_iter().filter(|(_, v)| *v > 0.0).collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<&str> = names.iter().take(max_scopes).map(|n| n.0).collect();
+    let has_other = names.len() > shown.len();
+    let mut series: Vec<Series> = shown
+        .iter()
+        .map(|name| Series {
+            name: name.to_string(),
+            values: bks
+                .iter()
+                .map(|r| {
+                    mean_of(
+                        r.clone()
+                            .map(|i| Some(per_row[i].get(*name).copied().unwrap_or(0.0))),
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    if has_other {
+        series.push(Series {
+            name: "other scopes".into(),
+            values: bks
+                .iter()
+                .map(|r| {
+                    mean_of(r.clone().map(|i| {
+                        Some(
+                            per_row[i]
+                                .iter()
+                                .filter(|(k, _)| !shown.contains(&k.as_str()))
+                                .map(|(_, v)| v)
+                                .sum::<f64>(),
+                        )
+                    }))
+                })
+                .collect(),
+        });
+    }
+    if let Some((name, v)) = extra {
+        series.push(Series {
+            name: name.into(),
+            values: bks
+                .iter()
+                .map(|r| mean_of(r.clone().map(|i| Some(v[i]))))
+                .collect(),
+        });
+    }
+    series
+}
+
+fn card(o: &mut String, value: &str, key: &str) {
+    let _ = write!(
+        o,
+        "<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{}</div></div>",
+        html_escape(value),
+        html_escape(key)
+    );
+}
+
+fn dist_cells(d: &Distribution) -> String {
+    format!(
+        "<td>{}</td><td>{}</td><td>{}</td>",
+        html_escape(&fmt_ns(d.median)),
+        html_escape(&fmt_ns(d.p90)),
+        html_escape(&fmt_ns(d.p99))
+    )
+}
+
+/// Writes the report of `ledger` (read from `source`) to `out`.
+///
+/// # Errors
+/// Any error of `out`.
+pub fn write_html_report<W: Write>(
+    ledger: &Ledger,
+    source: &str,
+    opts: &ReportOptions,
+    out: W,
+) -> io::Result<()> {
+    let s = LedgerSummary::compute(ledger, &opts.summary);
+    let charts = charts_from_rows(&ledger.iterations, &s, opts);
+    write_report(&ledger.header, &s, &charts, source, opts, out)
+}
+
+/// Writes the report of a ledger whose summary is `s` and whose per-iteration charts are
+/// `charts` (built from its rows, or as they stream past by [`ChartBuckets`]).
+///
+/// # Errors
+/// Any error of `out`.
+pub(crate) fn write_report<W: Write>(
+    header: &Header,
+    s: &LedgerSummary,
+    charts: &Charts,
+    source: &str,
+    opts: &ReportOptions,
+    mut out: W,
+) -> io::Result<()> {
+    let html = render(header, s, charts, source, opts);
+    out.write_all(html.as_bytes())?;
+    out.flush()
+}
+
+/// What the per-iteration charts show: one bar or point per bucket of consecutive rows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Charts {
+    pub(crate) labels: Vec<String>,
+    pub(crate) dimmed: Vec<bool>,
+    pub(crate) xs: Vec<f64>,
+    pub(crate) bucket_note: String,
+    pub(crate) has_scopes: bool,
+    pub(crate) host: Vec<Series>,
+    pub(crate) device: Vec<Series>,
+    pub(crate) idle: Vec<Series>,
+    /// SM clock and board power per GPU; `None` when no row has NVML figures.
+    pub(crate) nvml: Option<(Vec<Series>, Vec<Series>)>,
+}
+
+/// The charts of `rows`, bucketed into at most `opts.max_points` bars.
+fn charts_from_rows(rows: &[IterationRow], s: &LedgerSummary, opts: &ReportOptions) -> Charts {
+    let bks = buckets(rows.len(), opts.max_points);
+    let labels: Vec<String> = bks.iter().map(|r| bucket_label(rows, r)).collect();
+    let excluded: BTreeSet<u64> = s
+        .warmup
+        .iter()
+        .chain(s.perturbed.iter())
+        .chain(s.incomplete.iter())
+        .collect();
+    let dimmed: Vec<bool> = bks
+        .iter()
+        .map(|r| r.clone().all(|i| excluded.contains(&rows[i].index)))
+        .collect();
+    let bucketed = bks.iter().any(|r| r.len() > 1);
+    let bucket_note = if bucketed {
+        format!(
+            " Each bar is the mean of about {} consecutive iterations.",
+            rows.len().div_ceil(bks.len().max(1))
+        )
+    } else {
+        String::new()
+    };
+    let (own, outside): (Vec<_>, Vec<_>) = rows.iter().map(self_host_times).unzip();
+    let host = stacked_scope_series(
+        &own,
+        Some(("outside any scope", outside)),
+        &bks,
+        opts.max_scopes,
+    );
+    let has_scopes = rows.iter().any(|r| !r.scopes.is_empty());
+    let dev: Vec<BTreeMap<String, f64>> = rows
+        .iter()
+        .map(|r| {
+            let mut m = BTreeMap::new();
+            for sc in &r.scopes {
+                *m.entry(sc.path.clone()).or_default() += sc.device_ns as f64;
+            }
+            m
+        })
+        .collect();
+    let device = stacked_scope_series(&dev, None, &bks, opts.max_scopes);
+    let device_ids: BTreeSet<u32> = rows
+        .iter()
+        .flat_map(|r| r.devices.iter().map(|d| d.device_id))
+        .collect();
+    let xs: Vec<f64> = bks
+        .iter()
+        .map(|r| mean_of(r.clone().map(|i| Some(rows[i].index as f64))).unwrap_or(0.0))
+        .collect();
+    let idle = per_gpu_series(&device_ids, rows, &bks, |row, d| {
+        row.devices
+            .iter()
+            .find(|x| x.device_id == d)
+            .and_then(idle_share)
+    });
+    let nvml_ids: BTreeSet<u32> = rows
+        .iter()
+        .flat_map(|r| r.nvml.iter().map(|n| n.device_id))
+        .collect();
+    let nvml = (!nvml_ids.is_empty()).then(|| {
+        let nv_series =
+            |f: &dyn Fn(&gpu_ledger_format::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
+                per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
+                    row.nvml.iter().find(|n| n.device_id == d).and_then(f)
+                })
+            };
+        (
+            nv_series(&|n| n.sm_clock.as_ref().map(|c| c.mean_mhz)),
+            nv_series(&|n| n.power.as_ref().map(|p| p.mean_w)),
+        )
+    });
+    Charts {
+        labels,
+        dimmed,
+        xs,
+        bucket_note,
+        has_scopes,
+        host,
+        device,
+        idle,
+        nvml,
+    }
+}
+
+fn render(
+    header: &Header,
+    s: &LedgerSummary,
+    charts: &Charts,
+    source: &str,
+    opts: &ReportOptions,
+) -> String {
+    let title = opts
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("gpu-ledger report: {source}"));
+    let mut o = String::with_capacity(64 * 1024);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"generator\" content=\"gpu-ledger {}\">\
+         <title>{}</title><style>{CSS}</style></head><body>\n",
+        csp::policy(CSS),
+        env!("CARGO_PKG_VERSION"),
+        html_escape(&title)
+    );
+    let _ = writeln!(
+        o,
+        "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
+         <a href=\"#families\">Kernel families</a><a href=\"#scopes\">Scopes</a>\
+         {}<a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
+         <a href=\"#roofline\">Roofline</a><a href=\"#warnings\">Warnings ({})</a></nav></header><main>",
+        html_escape(&title),
+        html_escape(&s.environment),
+        if s.stalls.is_some() {
+            "<a href=\"#stalls\">Warp stalls</a>"
+        } else {
+            ""
+        },
+        s.warnings.len()
+    );
+
+    // Overview.
+    o.push_str("<section id=\"overview\"><h2>Overview</h2><div class=\"cards\">");
+    card(
+        &mut o,
+        &format!("{} / {}", s.used.len(), s.rows),
+        "iterations used / rows",
+    );
+    if let Some(d) = &s.host_wall_ns {
+        card(
+            &mut o,
+            &fmt_ns(d.median),
+            "host wall per iteration (median)",
+        );
+        card(&mut o, &fmt_ns(d.p99), "host wall p99");
+    }
+    for d in &s.devices {
+        if let Some(b) = d.busy_share_of_wall {
+            card(
+                &mut o,
+                &fmt_pct(b),
+                &format!("GPU {} busy / host wall", d.device_id),
+            );
+        }
+        if let Some(i) = &d.idle_share {
+            card(
+                &mut o,
+                &fmt_pct(i.median),
+                &format!("GPU {} idle share (median)", d.device_id),
+            );
+        }
+    }
+    if let Some(e) = s.energy.as_ref().and_then(|e| e.mean_j_per_iteration) {
+        card(
+            &mut o,
+            &format!("{} J", sig3(e)),
+            "energy per iteration (mean)",
+        );
+    }
+    o.push_str("</div>");
+    let _ = writeln!(
+        o,
+        "<p>Left out of the statistics: warm-up {}; perturbed {}; incomplete {}.{}{}</p></section>",
+        html_escape(&s.warmup.to_string()),
+        html_escape(&s.perturbed.to_string()),
+        html_escape(&s.incomplete.to_string()),
+        if s.run_complete {
+            ""
+        } else {
+            " <strong>The run did not finish (no trailer).</strong>"
+        },
+        if s.activities_recorded {
+            " Activities were recorded: <code>gpu-ledger trace</code> gives the full timeline."
+        } else {
+            ""
+        }
+    );
+
+    // Families.
+    o.push_str("<section id=\"families\"><h2>Kernel families</h2>");
+    let fams = &s.families;
+    let bars: Vec<HBar> = fams
+        .families
+        .iter()
+        .take(s.top_families)
+        .map(|f| HBar {
+            label: f.family.clone(),
+            value: f.share_of_device_time.unwrap_or(0.0),
+            annotation: format!(
+                "{} · ceiling {} · 2× → {}",
+                f.share_of_device_time.map_or("n/a".into(), fmt_pct),
+                ceiling_text(f),
+                f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×"))
+            ),
+            tooltip: format!(
+                "{}\n{} launches, {} in total, {} per launch\n{}",
+                f.family,
+                f.launches,
+                fmt_ns(f.total_ns as f64),
+                fmt_ns(f.mean_ns),
+                f.names.join("\n")
+            ),
+        })
+        .collect();
+    if bars.is_empty() {
+        o.push_str(&placeholder(
+            "chart-families",
+            "Kernel families",
+            "no kernel in the iterations used",
+        ));
+    } else {
+        o.push_str(&hbar_chart(
+            "chart-families",
+            "Kernel families by share of device time, with Amdahl ceilings",
+            &bars,
+            "Share of device busy time (union over streams). Ceiling 1/(1-p): the most removing the \
+             family could gain; 2× → the gain of making it twice as fast. Both bound end-to-end time \
+             only when the GPU is the bottleneck.",
+        ));
+        o.push_str(
+            "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
+             <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
+             <th>graph launches</th></tr>",
+        );
+        let iters = fams.iterations.max(1) as f64;
+        for f in fams.families.iter().take(s.top_families) {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f.rank,
+                html_escape(&f.names.join("\n")),
+                html_escape(&f.family),
+                fmt_count(f.launches_per_iteration),
+                fmt_ns(f.total_ns as f64 / iters),
+                fmt_ns(f.mean_ns),
+                f.share_of_device_time.map_or("n/a".into(), fmt_pct),
+                ceiling_text(f),
+                f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
+                f.shapes.len(),
+                f.graph_launches
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>\n");
+
+    // Scopes.
+    o.push_str("<section id=\"scopes\"><h2>Scopes</h2>");
+    let Charts {
+        labels,
+        dimmed,
+        xs,
+        bucket_note,
+        ..
+    } = charts;
+    if charts.has_scopes {
+        o.push_str(&stacked_bar_chart(
+            "chart-scopes-host",
+            "Host time per iteration by scope (own time, stacked)",
+            labels,
+            &charts.host,
+            dimmed,
+            AxisFormat::Ns,
+            "host time",
+            &format!(
+                "Each scope's own host time (its children's subtracted) plus the time outside \
+                 every scope: the stack is the iteration's wall time when scopes run on one \
+                 thread. Faded bars are left out of the statistics.{bucket_note}"
+            ),
+        ));
+        o.push_str(&stacked_bar_chart(
+            "chart-scopes-device",
+            "Device time per iteration by scope (own launches, stacked)",
+            labels,
+            &charts.device,
+            dimmed,
+            AxisFormat::Ns,
+            "device time",
+            &format!(
+                "Union of the GPU intervals of each scope's own launches; with overlapping \
+                 streams the stack can exceed the device's busy time.{bucket_note}"
+            ),
+        ));
+    } else {
+        o.push_str(&placeholder(
+            "chart-scopes-host",
+            "Host time per iteration by scope",
+            "no scope in this ledger",
+        ));
+    }
+    if !s.scopes.is_empty() {
+        o.push_str(
+            "<table><tr><th class=\"l\">scope</th><th>ran in</th><th>host median</th><th>host p90</th>\
+             <th>host p99</th><th>device incl. median</th><th>device p90</th><th>device p99</th>\
+             <th>launches (median)</th></tr>",
+        );
+        for sc in &s.scopes {
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
+                html_escape(&sc.path),
+                sc.present_in,
+                sc.iterations,
+                dist_cells(&sc.host_ns),
+                dist_cells(&sc.device_ns_inclusive),
+                fmt_count(sc.launches.median)
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>\n");
+
+    if let Some(st) = &s.stalls {
+        o.push_str(&super::stalls_view::html_section(st));
+    }
+
+    // Idle.
+    o.push_str("<section id=\"idle\"><h2>Device idle time</h2>");
+    let shades = shades_for(s);
+    o.push_str(&line_chart(
+        "chart-idle",
+        "Idle share of the device's activity window per iteration",
+        xs,
+        &charts.idle,
+        &shades,
+        AxisFormat::Percent,
+        "idle share",
+        "iteration",
+        true,
+        &format!(
+            "Gaps between activities inside the window from the first activity's start to the \
+             last one's end, over the window.{bucket_note}"
+        ),
+    ));
+    if !s.devices.is_empty() {
+        o.push_str(
+            "<table><tr><th>GPU</th><th>iterations</th><th>busy median</th><th>busy / host wall</th>\
+             <th>idle share median</th><th>idle share p90</th><th>largest gap</th></tr>",
+        );
+        for d in &s.devices {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                d.device_id,
+                d.iterations,
+                fmt_ns(d.busy_ns.median),
+                d.busy_share_of_wall.map_or("n/a".into(), fmt_pct),
+                d.idle_share.as_ref().map_or("n/a".into(), |x| fmt_pct(x.median)),
+                d.idle_share.as_ref().map_or("n/a".into(), |x| fmt_pct(x.p90)),
+                fmt_ns(d.largest_gap_max_ns as f64)
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>\n");
+
+    // NVML.
+    o.push_str("<section id=\"nvml\"><h2>Clocks and power</h2>");
+    if let Some((clocks, power)) = &charts.nvml {
+        o.push_str(&line_chart(
+            "chart-clocks",
+            "SM clock per iteration (NVML mean)",
+            xs,
+            clocks,
+            &shades,
+            AxisFormat::Plain,
+            "SM clock (MHz)",
+            "iteration",
+            false,
+            "A clock that moves between iterations makes their times incomparable.",
+        ));
+        o.push_str(&line_chart(
+            "chart-power",
+            "Board power per iteration (NVML mean)",
+            xs,
+            power,
+            &shades,
+            AxisFormat::Plain,
+            "power (W)",
+            "iteration",
+            false,
+            "",
+        ));
+    } else {
+        o.push_str(&placeholder(
+            "chart-clocks",
+            "SM clock per iteration",
+            "no NVML figures in this ledger: clocks and power were not sampled",
+        ));
+        o.push_str(&placeholder(
+            "chart-power",
+            "Board power per iteration",
+            "no NVML figures in this ledger",
+        ));
+    }
+    o.push_str("</section>\n");
+
+    // Roofline.
+    o.push_str("<section id=\"roofline\"><h2>Roofline</h2>");
+    o.push_str(&roofline_svg(opts.roofline.as_ref()));
+    o.push_str("</section>\n");
+
+    // Warnings.
+    let _ = write!(o, "<section id=\"warnings\"><h2>Warnings</h2>");
+    if s.warnings.is_empty() {
+        o.push_str("<p>None.</p>");
+    } else {
+        o.push_str("<ul class=\"warnings\">");
+        for w in &s.warnings {
+            let _ = write!(o, "<li>{}</li>", html_escape(w));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</section>\n</main>");
+    let _ = writeln!(
+        o,
+        "<footer>Generated by gpu-ledger {} from <code>{}</code> (ledger schema {}, written by \
+         gpu-ledger {}). Self-contained: no script, no network.</footer></body></html>",
+        env!("CARGO_PKG_VERSION"),
+        html_escape(source),
+        header.schema_version,
+        html_escape(&header.gpu_ledger_version)
+    );
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_ranges_cover_everything() {
+        assert_eq!(buckets(3, 10), vec![0..1, 1..2, 2..3]);
+        let b = buckets(1000, 7);
+        assert_eq!(b.len(), 7);
+        assert_eq!(b[0].start, 0);
+        assert_eq!(b[6].end, 1000);
+        assert!(b.windows(2).all(|w| w[0].end == w[1].start));
+        assert!(buckets(0, 5).is_empty());
+    }
+}

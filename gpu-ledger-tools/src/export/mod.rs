@@ -1,0 +1,66 @@
+//! Exports of a ledger: Chrome/Perfetto trace JSON, CSV of the per-iteration table, a
+//! self-contained HTML report with SVG charts, a Markdown summary, the merged view of the
+//! ledgers of several ranks, and the experiment log of A/B comparisons. Exports read ledgers and
+//! the results of [`crate::analysis`]; analysis never depends on them. The `gpu-ledger` command
+//! line tool is a thin layer over this module.
+//!
+//! - [`trace`]: the Trace Event Format JSON that ui.perfetto.dev and `chrome://tracing` open,
+//!   written as a stream ([`TraceWriter`]);
+//! - [`mod@csv`]: one CSV line per iteration row ([`CsvLayout`]);
+//! - [`streamed`]: the summary of a ledger read as a stream, in bounded memory
+//!   ([`SummaryBuilder`]);
+//! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
+//! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
+//! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
+//! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
+//!   row by row for the summary and the report ([`StallAccumulator`]);
+//! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
+//! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison;
+//! - `parquet` (feature `parquet`): ledgers as a Hive-partitioned Parquet dataset for query
+//!   engines.
+//!
+//! ```
+//! use gpu_ledger_tools::export::{markdown_summary, LedgerSummary, SummaryOptions};
+//! use gpu_ledger_format::reader::parse_ledger;
+//!
+//! # let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"),
+//! #     "/../tests/data/v1-nested-scopes.jsonl")).unwrap();
+//! let ledger = parse_ledger(text.as_bytes(), "run.jsonl".as_ref())?;
+//! let summary = LedgerSummary::compute(&ledger, &SummaryOptions::default());
+//! let md = markdown_summary(&summary, "run.jsonl");
+//! assert!(md.contains("| scope |"));
+//! # Ok::<(), gpu_ledger_format::Error>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod chart_buckets;
+mod csp;
+pub mod csv;
+pub mod experiment;
+pub mod html;
+pub mod markdown;
+pub mod merge;
+#[cfg(feature = "parquet")]
+pub mod parquet;
+pub mod stalls;
+mod stalls_view;
+pub mod streamed;
+pub mod summary;
+pub mod svg;
+pub mod text;
+pub mod trace;
+
+pub use self::csv::{write_csv, CsvLayout};
+pub use experiment::{ExperimentEntry, ExperimentLog};
+pub use gpu_ledger_format::stream::{LedgerStream, StreamItem};
+pub use html::{write_html_report, ReportOptions};
+pub use markdown::{markdown_comparison, markdown_summary};
+pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
+pub use stalls::{StallAccumulator, StallSummary};
+pub use streamed::{ReportBuilder, SummaryBuilder};
+pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};
+pub use svg::{roofline_svg, Roofline, RooflinePoint};
+pub use trace::{
+    write_trace, IterationRange, RangeParseError, TraceOptions, TraceStats, TraceWriter,
+};
