@@ -4,13 +4,12 @@
 //! runs as a child process; its peak memory is its `VmHWM` (high-water mark, which only grows),
 //! read from /proc every 2 ms while it runs, so growth in its last 2 ms can be missed.
 //!
-//! `cargo build --release --features sql,cudarc/cuda-13000,cudarc/dynamic-loading --bin gpu-ledger`,
-//! then `GPU_LEDGER_BIN=target/release/gpu-ledger cargo run --features sql --example parquet_scale
-//! -- [--ranks 1024] [--iterations 1000] [--keep] [DIR]` (default DIR: a temporary directory). The
-//! example only generates ledgers and starts the binary, whose figures they are, so its debug build
-//! serves;
-//! a release build of it would compile DataFusion a second time with the tests' features. What it
-//! writes under DIR (`ledgers/`, `dataset/`, `one/`) is deleted at the end unless `--keep`.
+//! `cargo build --release -p gpu-ledger-cli --features sql`, then
+//! `GPU_LEDGER_BIN=target/release/gpu-ledger cargo run --example parquet_scale -- [--ranks 1024]
+//! [--iterations 1000] [--keep] [DIR]` (default DIR: a temporary directory). The example only
+//! generates ledgers and starts the binary, whose figures they are, so its debug build serves.
+//! What it writes under DIR (`ledgers/`, `dataset/`, `one/`) is deleted at the end unless
+//! `--keep`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -80,7 +79,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|b| b.exists())
         .ok_or(
             "gpu-ledger binary not found beside this example: build it with `cargo build \
-             --release --features sql,cudarc/cuda-13000,cudarc/dynamic-loading --bin gpu-ledger`, \
+             --release -p gpu-ledger-cli --features sql`, \
              or set GPU_LEDGER_BIN",
         )?;
     let ledgers = dir.join("ledgers");

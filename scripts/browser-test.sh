@@ -17,4 +17,4 @@ if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
   $SUDO apt-get update
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium
 fi
-cargo test --test export_browser -- --ignored --nocapture
+cargo test -p gpu-ledger-tools --test export_browser -- --ignored --nocapture

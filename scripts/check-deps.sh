@@ -1,44 +1,81 @@
 #!/usr/bin/env bash
-# An application that depends on gpu-ledger with the default features must compile neither the
-# command-line tool's crates (clap), the analysis' (cpp_demangle, sketches-ddsketch), the tracing
-# layer's (tracing-subscriber), the Parquet writer's (arrow-array, parquet), the SQL engine's
-# (datafusion) nor the kernel suite's (half, cudarc's cuBLAS and NVRTC bindings).
-# Fails naming what it found. The same check with every feature on must find them all, or the
-# check itself is broken.
+# What each crate may compile, checked from `cargo tree` (and one real build of the CLI):
+# - the ledger format (gpu-ledger-format) depends on serde, serde_json, serde_path_to_error and
+#   thiserror alone, and on no crate outside the list below (what those four bring today);
+# - the tools and the command line (gpu-ledger-tools, gpu-ledger-cli) never compile the profiler,
+#   cudarc, CUPTI's bindings or NVML, with any feature; a build of the CLI compiles no cudarc;
+# - an application that depends on the profiler with the default features compiles none of the
+#   analysis', the CLI's, the tracing layer's, the Parquet writer's, the SQL engine's or the
+#   kernel suite's crates (the same check with every feature on must find them all, or the check
+#   is broken);
+# - no feature of the profiler turns on a CUDA version or a linking mode of cudarc (the
+#   application's cudarc chooses them), and feature sql holds one arrow.
+# Fails naming what it found.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# What `cargo tree` shows of the normal dependencies with these feature arguments.
+fail() {
+  echo "check-deps: $*" >&2
+  exit 1
+}
+
+# The crates (names only) of a package's normal dependency tree, one per line.
+crates() {
+  cargo tree -e normal --prefix none "$@" | sed -E 's/ v[0-9].*//' | sort -u
+}
+
+# The format: its direct dependencies, and everything it compiles.
+direct=$(cargo tree -p gpu-ledger-format -e normal --depth 1 --prefix none | sed -E 's/ v[0-9].*//' | grep -v '^gpu-ledger-format$' | sort -u | tr '\n' ' ')
+[[ $direct == "serde serde_json serde_path_to_error thiserror " ]] ||
+  fail "gpu-ledger-format depends directly on '$direct'; the format may depend on serde, serde_json, serde_path_to_error and thiserror only (gpu-ledger-format/Cargo.toml)"
+allowed="gpu-ledger-format itoa memchr proc-macro2 quote serde serde_core serde_derive serde_json serde_path_to_error syn thiserror thiserror-impl unicode-ident zmij"
+for c in $(crates -p gpu-ledger-format); do
+  [[ " $allowed " == *" $c "* ]] ||
+    fail "gpu-ledger-format now compiles $c ($(cargo tree -p gpu-ledger-format -e normal -i "$c" --prefix none | tail -n +2 | head -1 | sed -E 's/ v[0-9].*//') brings it): keep the format's tree to serde-class crates, or add $c to this list with the reason"
+done
+
+# The tools and the CLI, with every feature: no profiler, no CUDA.
+for pkg in gpu-ledger-tools gpu-ledger-cli; do
+  tree=$(crates -p "$pkg" --all-features -e build)
+  for c in gpu-ledger cudarc cupti-sys nvml-wrapper nvtx; do
+    grep -qx "$c" <<<"$tree" && fail "$pkg compiles $c: the tools read ledgers and must never depend on the profiler or CUDA"
+  done
+done
+# One real build, as `cargo install --path gpu-ledger-cli` makes it: no cudarc compiled.
+compiled=$(cargo build -p gpu-ledger-cli --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get("reason")=="compiler-artifact": print(m["target"]["name"])' | sort -u)
+grep -qx gpu-ledger <<<"$compiled" || fail "the build of gpu-ledger-cli made no gpu-ledger binary: the check is broken"
+grep -qx cudarc <<<"$compiled" && fail "a build of gpu-ledger-cli compiled cudarc"
+
+# The profiler's default features against every feature.
 found() {
   local tree cudarc out=()
-  tree=$(cargo tree -p gpu-ledger -e normal,features --prefix none "$@")
+  tree=$(crates -p gpu-ledger -e normal "$@")
   cudarc=$(cargo tree -p gpu-ledger -e normal,features --prefix none -i cudarc "$@")
-  for crate in clap cpp_demangle sketches-ddsketch half tracing-subscriber arrow-array parquet datafusion; do
-    grep -qE "^$crate v" <<<"$tree" && out+=("$crate")
+  for crate in clap cpp_demangle sketches-ddsketch half tracing-subscriber arrow-array parquet datafusion gpu-ledger-tools; do
+    grep -qx "$crate" <<<"$tree" && out+=("$crate")
   done
   for feature in cublas nvrtc; do
     grep -q "^cudarc feature \"$feature\"" <<<"$cudarc" && out+=("cudarc/$feature")
   done
   echo "${out[*]:-}"
 }
-
 default=$(found)
-if [[ -n $default ]]; then
-  echo "check-deps: with the default features gpu-ledger compiles $default; put it behind the feature that needs it (Cargo.toml [features])" >&2
-  exit 1
-fi
-all=$(found --features cli,kernels,tracing,sql)
-if [[ $all != "clap cpp_demangle sketches-ddsketch half tracing-subscriber arrow-array parquet datafusion cudarc/cublas cudarc/nvrtc" ]]; then
-  echo "check-deps: the check is broken: with --features cli,kernels,tracing,sql it found '$all'" >&2
-  exit 1
-fi
+[[ -z $default ]] || fail "with the default features gpu-ledger compiles $default; put it behind the feature that needs it (Cargo.toml [features])"
+all=$(found --features kernels,tracing)
+[[ $all == "cpp_demangle sketches-ddsketch half tracing-subscriber gpu-ledger-tools cudarc/cublas cudarc/nvrtc" ]] ||
+  fail "the check is broken: with --features kernels,tracing it found '$all'"
+[[ -z $(crates -p gpu-ledger -e normal | grep -xE 'clap|datafusion|parquet|arrow-array') ]] || fail "the profiler compiles the CLI's crates"
+
 # The writer and DataFusion read and write with one arrow: two versions would compile twice and
 # could not pass arrays between them.
-arrows=$(cargo tree -p gpu-ledger -e normal --prefix none --features sql | grep -E '^arrow-array v' | sed -E 's/ \(\*\)$//' | sort -u)
-if [[ $(wc -l <<<"$arrows") != 1 ]]; then
-  echo "check-deps: with feature sql the tree holds several arrow versions: $(tr '\n' ' ' <<<"$arrows"); align the parquet and arrow-* versions in Cargo.toml with DataFusion's" >&2
-  exit 1
-fi
+arrows=$(cargo tree -p gpu-ledger-cli -e normal --prefix none --features sql | grep -E '^arrow-array v' | sed -E 's/ \(\*\)$//' | sort -u)
+[[ $(wc -l <<<"$arrows") == 1 ]] ||
+  fail "with feature sql the tree holds several arrow versions: $(tr '\n' ' ' <<<"$arrows"); align the parquet and arrow-* versions in gpu-ledger-tools/Cargo.toml with DataFusion's"
+
 # cudarc's CUDA version and linking mode are the application's: any that gpu-ledger's normal
 # dependencies turned on would be unified into the application's cudarc.
 forced() {
@@ -48,13 +85,7 @@ forced() {
 }
 for which in default all; do
   if [[ $which == all ]]; then out=$(forced --all-features); else out=$(forced); fi
-  if [[ -n $out ]]; then
-    echo "check-deps: with the $which features gpu-ledger turns on cudarc's ${out% }; the application's cudarc chooses those (Cargo.toml [dependencies])" >&2
-    exit 1
-  fi
+  [[ -z $out ]] || fail "with the $which features gpu-ledger turns on cudarc's ${out% }; the application's cudarc chooses those (Cargo.toml [dependencies])"
 done
-if [[ -z $(forced --features cudarc/cuda-13000) ]]; then
-  echo "check-deps: the check is broken: it does not see cudarc/cuda-13000 named on the command line" >&2
-  exit 1
-fi
-echo "check-deps: the default features compile none of clap, cpp_demangle, sketches-ddsketch, half, tracing-subscriber, arrow-array, parquet, datafusion, cudarc/cublas, cudarc/nvrtc; feature sql has one arrow ($arrows); no feature turns on a CUDA version or linking mode of cudarc"
+[[ -n $(forced --features cudarc/cuda-13000) ]] || fail "the check is broken: it does not see cudarc/cuda-13000 named on the command line"
+echo "check-deps: the format compiles serde-class crates only; the tools and the CLI compile no profiler and no cudarc (a build of the CLI compiled none); the profiler's default features compile none of the analysis', CLI's, tracing layer's or kernel suite's crates; feature sql has one arrow ($arrows); no feature turns on a CUDA version or linking mode of cudarc"

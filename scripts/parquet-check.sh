@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${CARGO_TARGET_DIR:-$PWD/target}
-cudarc_choice=cudarc/cuda-13000,cudarc/dynamic-loading
-cargo build --features "sql,$cudarc_choice" --bin gpu-ledger --example parquet_scale
+cargo build -p gpu-ledger-cli --features sql --bin gpu-ledger
+cargo build --example parquet_scale
 # The readers in a virtual environment of their own, at the versions this check was written for.
 venv="$target/parquet-check-venv"
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
