@@ -115,7 +115,6 @@ fn row(index: u64) -> IterationRow {
         host_start_ns: start,
         host_wall_ns: 24_871_337,
         complete: true,
-        perturbed: false,
         devices: vec![DeviceIteration {
             device_id: 0,
             first_start_ns: start + 120_000,
@@ -138,8 +137,6 @@ fn row(index: u64) -> IterationRow {
             count: 1,
             total_ns: 2_417_113,
         }],
-        dropped_records: 0,
-        missing_records: 0,
         nvml: vec![NvmlIterationSummary {
             device_id: 0,
             window_ns: 24_871_337,
@@ -171,15 +168,7 @@ fn row(index: u64) -> IterationRow {
             pcie_rx_bytes_per_s: Some(2.9e8),
             notes: Vec::new(),
         }],
-        warnings: Vec::new(),
-        activities: None,
-        scope_spans: None,
-        counters: None,
-        attribution: None,
-        launch_threads: Vec::new(),
-        untraced: false,
-        tracing_added_ns: None,
-        stalls: None,
+        ..IterationRow::default()
     }
 }
 

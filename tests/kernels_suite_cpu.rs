@@ -423,29 +423,10 @@ fn rng_verification_and_bf16_helpers() {
 
 fn row_with(kernels: Vec<KernelGroup>) -> IterationRow {
     IterationRow {
-        index: 0,
-        host_start_ns: 0,
         host_wall_ns: 1_000_000,
         complete: true,
-        perturbed: false,
-        devices: Vec::new(),
-        scopes: Vec::new(),
         kernels,
-        memcpy: Vec::new(),
-        memset: Vec::new(),
-        synchronization: Vec::new(),
-        dropped_records: 0,
-        missing_records: 0,
-        nvml: Vec::new(),
-        warnings: Vec::new(),
-        activities: None,
-        scope_spans: None,
-        counters: None,
-        attribution: None,
-        launch_threads: Vec::new(),
-        untraced: false,
-        tracing_added_ns: None,
-        stalls: None,
+        ..IterationRow::default()
     }
 }
 

@@ -25,7 +25,7 @@ pub enum LedgerLine {
 }
 
 /// The first line of a ledger.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     /// Line format version; see [`SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -67,7 +67,7 @@ pub struct Header {
 /// stores, and the mean errs least on either. What the model misses is in docs/overhead.md: a
 /// grid of many waves of small blocks can slow far more than it charges, and blocks that do no
 /// memory work cost less than a streaming kernel's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TracingCalibration {
     /// CUDA ordinal of the device measured (the one the rows' estimates assume for every
     /// device).
@@ -117,7 +117,7 @@ impl TracingCalibration {
 }
 
 /// The configuration a run was profiled with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConfigRecord {
     /// `scopes`, `timeline` or `counters`.
     pub level: String,
@@ -164,7 +164,7 @@ pub struct ConfigRecord {
 }
 
 /// Where this process sits in a multi-process job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RankInfo {
     /// Global rank (`RANK`, `OMPI_COMM_WORLD_RANK`, `SLURM_PROCID`).
     pub rank: u32,
@@ -175,7 +175,7 @@ pub struct RankInfo {
 }
 
 /// One row per iteration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IterationRow {
     /// Iteration index, counting from 0.
     pub index: u64,
@@ -273,7 +273,7 @@ impl AttributionCounts {
 }
 
 /// One thread that launched work in an iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchThread {
     /// The thread's name, when it has one.
     #[serde(default)]
@@ -301,7 +301,7 @@ impl LaunchThread {
 }
 
 /// One GPU activity of an iteration (kept only when activities are recorded).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActivityEntry {
     /// `kernel`, `memcpy` or `memset`.
     pub kind: String,
@@ -331,7 +331,7 @@ pub struct ActivityEntry {
 }
 
 /// One scope instance on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScopeSpan {
     /// Scope path.
     pub path: String,
@@ -344,7 +344,7 @@ pub struct ScopeSpan {
 }
 
 /// Per-device figures of one iteration. Times in ns; the window is in CUPTI time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceIteration {
     /// CUDA device ordinal as CUPTI reports it.
     pub device_id: u32,
@@ -367,7 +367,7 @@ pub struct DeviceIteration {
 }
 
 /// Time and launches of one scope path in one iteration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScopeRow {
     /// Slash-separated path: `step/backward`. `(unscoped)` collects launches outside any scope.
     pub path: String,
@@ -426,7 +426,7 @@ impl LaunchShape {
 }
 
 /// Launches of one kernel (name, device and launch shape) in one iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelGroup {
     /// Kernel name as CUPTI reports it (mangled for C++ kernels).
     pub name: String,
@@ -452,7 +452,7 @@ pub struct KernelGroup {
 }
 
 /// Copies or memsets of one kind in one iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyGroup {
     /// Device ordinal.
     pub device_id: u32,
@@ -467,7 +467,7 @@ pub struct CopyGroup {
 }
 
 /// Synchronization waits of one kind in one iteration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncGroup {
     /// `stream`, `event`, `context` or `stream_wait_event`.
     pub kind: String,

@@ -206,18 +206,13 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     bytes: host_wall_ns,
                     total_ns: 1,
                 }],
-                memset: Vec::new(),
                 synchronization: vec![SyncGroup {
                     kind: "stream".into(),
                     count: 1,
                     total_ns: host_start_ns,
                 }],
-                dropped_records: 0,
-                missing_records: 0,
                 nvml,
                 warnings: warnings.clone(),
-                activities: None,
-                scope_spans: None,
                 counters: c,
                 // Written whenever kernels are traced; values from the generated ones.
                 attribution: Some(gpu_ledger_format::AttributionCounts {
@@ -255,6 +250,7 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     }],
                     ..Default::default()
                 }),
+                ..IterationRow::default()
             }
         },
     )

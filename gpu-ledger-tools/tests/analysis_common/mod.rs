@@ -15,7 +15,6 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
         host_start_ns: index * 1_000_000_000,
         host_wall_ns,
         complete: true,
-        perturbed: false,
         devices: vec![DeviceIteration {
             device_id: 0,
             first_start_ns: 0,
@@ -26,23 +25,7 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
             kernel_count: 0,
             peak_memory_bytes: None,
         }],
-        scopes: Vec::new(),
-        kernels: Vec::new(),
-        memcpy: Vec::new(),
-        memset: Vec::new(),
-        synchronization: Vec::new(),
-        dropped_records: 0,
-        missing_records: 0,
-        nvml: Vec::new(),
-        activities: None,
-        scope_spans: None,
-        counters: None,
-        attribution: None,
-        launch_threads: Vec::new(),
-        untraced: false,
-        tracing_added_ns: None,
-        stalls: None,
-        warnings: Vec::new(),
+        ..IterationRow::default()
     }
 }
 
