@@ -4,7 +4,7 @@
 //! the child's `VmHWM` (its high-water mark, which only grows), read from /proc every 2 ms while
 //! it runs, so growth in its last 2 ms can be missed.
 //!
-//! `cargo build --release --features cli --bin gpu-ledger && cargo run --release --example
+//! `cargo build --release -p gpu-ledger-cli && cargo run --release --example
 //! ledger_scale [-- ROWS [DIR]]` (default 1 000 000 rows, in a temporary directory).
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
@@ -70,7 +70,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     );
     let bin = bin.filter(|b| b.exists()).ok_or(
         "gpu-ledger binary not found beside this example: build it with `cargo build --release \
-         --features cli --bin gpu-ledger`, or set GPU_LEDGER_BIN",
+         -p gpu-ledger-cli`, or set GPU_LEDGER_BIN",
     )?;
     let a = dir.join("a.jsonl");
     let b = dir.join("b.jsonl");
