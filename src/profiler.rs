@@ -11,22 +11,20 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaStream;
 
-use crate::clock::HostClock;
-use crate::collector;
 use crate::config::{
     apply_level_override, config_record, resolve_ledger_path, Config, Level, ProfilerBuilder,
     LEVEL_ENV,
 };
-use crate::counters::window::CounterState;
 use crate::cupti;
-use crate::cupti::activity::{ActivityShared, ActivityStats, TimelineSession};
-use crate::cupti::pool::BufferPool;
+use crate::cupti::activity::TimelineSession;
 use crate::driver::events::StreamRef;
 use crate::error::{Error, Result};
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
 use crate::run::{self, Running, ENABLED};
 use crate::scope::{self, ScopeGuard};
 use crate::writer::LedgerWriter;
+
+mod start;
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -259,7 +257,7 @@ impl Profiler {
                 disabled_reason: Some(reason),
             });
         };
-        match start_inner(&config, &path, &slot, level_source) {
+        match start::start_inner(&config, &path, &slot, level_source) {
             Ok((inner, warnings, signals)) => {
                 for w in &warnings {
                     eprintln!("gpu-ledger: warning: {w}");
@@ -437,324 +435,6 @@ fn write_disabled_ledger(
         });
     }
     Ok(())
-}
-
-type Started = (Inner, Vec<String>, Option<crate::signals::Watch>);
-
-fn start_inner(
-    config: &Config,
-    path: &Path,
-    slot: &Arc<Slot>,
-    level_source: &str,
-) -> Result<Started> {
-    if config.buffer_bytes < 1024 || config.buffers == 0 {
-        return Err(Error::Config(
-            "buffers must be at least 1 and buffer_bytes at least 1024".into(),
-        ));
-    }
-    if config.nvml_energy_period.is_some_and(|p| p.is_zero()) {
-        return Err(Error::Config(
-            "nvml_energy_period is zero: give a period (500 ms by default) or None to never read \
-             the energy counter"
-                .into(),
-        ));
-    }
-    if let Some(setup) = &config.counters {
-        setup.config.validate_with_timeline()?;
-    }
-    let claim = run::claim()?;
-    let mut warnings = Vec::new();
-    let sampling = match (&config.timeline_sampling, config.level) {
-        (None, _) => None,
-        (Some(s), Level::Timeline) => {
-            s.validate()?;
-            Some(s.clone())
-        }
-        (Some(_), Level::Counters) => {
-            return Err(Error::Config(
-                "timeline sampling is for Level::Timeline: at Level::Counters the counters \
-                 window chooses the iterations (CounterWindow); leave Config::timeline_sampling \
-                 unset"
-                    .into(),
-            ))
-        }
-        (Some(s), Level::Scopes) => {
-            warnings.push(format!(
-                "timeline sampling ({}) does nothing at Level::Scopes, which traces no iteration",
-                s.describe()
-            ));
-            None
-        }
-    };
-    if config.counters.is_some() != (config.level == Level::Counters) {
-        return Err(Error::Config(
-            "Level::Counters and Config::counters go together: set both (ProfilerBuilder::counters \
-             does) or neither"
-                .into(),
-        ));
-    }
-    let cupti = match config.level {
-        Level::Scopes => None,
-        Level::Timeline | Level::Counters => {
-            crate::driver::device::require_driver()?;
-            Some(cupti_for_driver()?)
-        }
-    };
-    // The Range Profiler is set up before the timeline starts and before anything is recorded:
-    // metric names are checked (a typo is an error), and a device whose counters cannot be read
-    // leaves the timeline running with the reason in the header.
-    let mut counter_state = None;
-    let mut counters_header = None;
-    let mut counter_iterations = None;
-    let mut counter_range = None;
-    if let Some(setup) = &config.counters {
-        // The timeline will trace alongside: what the release evaluates wrongly while it traces
-        // is refused as the Range Profiler is set up.
-        match crate::counters::RangeProfiler::for_profiler(&setup.context, setup.config.clone()) {
-            Ok(rp) => {
-                if let Some(w) = crate::counters::release::busy_warning() {
-                    warnings.push(w);
-                }
-                counters_header = Some(crate::counters::header_collected(&rp));
-                counter_iterations = Some(setup.window.describe(rp.runs_per_collection()));
-                counter_range = Some(setup.window.iterations(rp.runs_per_collection()));
-                counter_state = Some(CounterState::new(rp, setup.window, setup.derive));
-            }
-            Err(e) => {
-                use crate::counters::Unavailable as U;
-                match crate::counters::unavailable_of(&e) {
-                    U::UnknownMetric | U::NoCupti => return Err(e),
-                    _ if matches!(e, Error::Config(_)) => return Err(e),
-                    _ => {
-                        warnings.push(format!(
-                            "hardware counters are not collected (the timeline runs): {e}"
-                        ));
-                        counters_header =
-                            Some(crate::counters::header_not_collected(&setup.config, &e));
-                    }
-                }
-            }
-        }
-    }
-    // Checked before anything starts; before the timeline, so that its callbacks keep loaded
-    // modules' cubins.
-    if let Some(setup) = &config.pc_sampling {
-        let end = setup.window.range().end;
-        crate::pcsampling::window::prepare(
-            setup,
-            &crate::pcsampling::window::RunShape {
-                timeline: config.level != Level::Scopes,
-                untraced: (config.timeline_sampling.as_ref()).and_then(|s| {
-                    let i = crate::pcsampling::window::first_untraced(end, |i| s.traces(i))?;
-                    Some((i, s.describe()))
-                }),
-                counters: counter_range,
-            },
-        )?;
-    }
-    let nvtx_state = NvtxState::decide(config, cupti)?;
-    if let Some(w) = nvtx_state.warning() {
-        warnings.push(w);
-    }
-    let writer = LedgerWriter::create(path)?;
-    let origin = Instant::now();
-    let start_time = std::time::SystemTime::now();
-    let start_unix_ns = crate::clock::unix_ns();
-    let (buffer_tx, buffer_rx) = crossbeam_channel::unbounded();
-    let (running, inbox) = Running::new(
-        HostClock::new(origin),
-        cupti,
-        counter_state,
-        config.follow.clone(),
-        nvtx_state.run(),
-        sampling,
-    );
-    let sampling_described = config
-        .timeline_sampling
-        .as_ref()
-        .filter(|_| running.cupti.is_some() && config.level == Level::Timeline)
-        .map(crate::config::TimelineSampling::describe);
-    if let NvtxImportState::On(import) = &nvtx_state.import {
-        let importer = cupti::nvtx::NvtxImporter::new(import.clone(), scope::on_nvtx);
-        let _ = running.calls().nvtx.set(importer);
-    }
-    let mut session = None;
-    let mut activity = None;
-    let mut calibration = None;
-    let mut calibration_ctx = None;
-    let mut calibration_error = None;
-    let mut refused_callbacks = Vec::new();
-    if let Some(lib) = cupti {
-        let shared = Arc::new(ActivityShared {
-            pool: BufferPool::new(config.buffers, config.max_buffers, config.buffer_bytes),
-            sink: buffer_tx,
-            stats: ActivityStats::default(),
-        });
-        let started = TimelineSession::start(lib, shared.clone(), running.calls().clone())?;
-        refused_callbacks = started.refused_callbacks().to_vec();
-        session = Some(started);
-        activity = Some(shared);
-        if config.calibrate_tracing && config.level >= Level::Timeline {
-            // Nothing of the calibration is captured as the application's: its records are
-            // counted apart by kernel name.
-            running.calls().traced.store(false, Ordering::SeqCst);
-            match cupti::calibrate::calibrate(lib, cupti::activity::set_kinds) {
-                Ok((c, ctx)) => {
-                    calibration = Some(c);
-                    calibration_ctx = Some(ctx);
-                }
-                Err(e) => {
-                    warnings.push(format!(
-                        "tracing's own device time was not calibrated, so rows carry no \
-                         tracing_added_ns: {e}"
-                    ));
-                    calibration_error = Some(e.to_string());
-                }
-            }
-        }
-        if config.pc_sampling.is_some() {
-            running.switch_in_step_only();
-        }
-        running.begin_tracing()?;
-    }
-    // After the timeline's activity kinds are on and the calibration has toggled them:
-    // CUPTI refuses to enable a kind while PC sampling is enabled.
-    let (pc_sources, pc_described) = match &config.pc_sampling {
-        Some(setup) => {
-            let p = crate::pcsampling::window::start(setup)?;
-            warnings.extend(p.warning);
-            if let Some(state) = p.state {
-                running.install_pc_sampling(state);
-            }
-            (p.sources, Some(p.describe))
-        }
-        None => (None, None),
-    };
-    let start_cupti_ns = running.cupti_now();
-    let mut environment = crate::env::environment(cupti, start_time);
-    // Functions the driver predates are refused by a newer CUPTI: a gate of the release, not a
-    // loss, since the driver cannot run them.
-    if let (Some(lib), false) = (cupti, refused_callbacks.is_empty()) {
-        environment.cupti_features.push(format!(
-            "callbacks refused by CUPTI {} for {} functions ({}): calls of these are not \
-             captured and their GPU records are placed by time",
-            lib.release.name,
-            refused_callbacks.len(),
-            refused_callbacks.join(", ")
-        ));
-    }
-    let sampler = if config.nvml {
-        start_nvml(config, &mut environment, origin, &mut warnings)
-    } else {
-        None
-    };
-    crate::env::explain_nulls(&mut environment);
-    // Installed before the header, which carries its warnings; on a later error the watch drops
-    // and the default dispositions are back.
-    let signals = if config.flush_on_signal {
-        let slot = slot.clone();
-        let on_signal: crate::signals::OnSignal = Arc::new(move |name: &'static str| {
-            let warning = format!("run ended by {name} (flush_on_signal)");
-            let _ = slot.shut_down(Some(warning), crate::signals::FLUSH_BOUND);
-        });
-        crate::signals::Watch::install(on_signal, &mut warnings)
-    } else {
-        None
-    };
-    let header = Header {
-        schema_version: SCHEMA_VERSION,
-        gpu_ledger_version: env!("CARGO_PKG_VERSION").to_string(),
-        start_unix_ns,
-        start_cupti_ns,
-        config: ConfigRecord {
-            counter_iterations,
-            level_source: Some(level_source.to_string()),
-            nvtx: Some(nvtx_state.describe()),
-            tracing_calibration: calibration_error,
-            timeline_sampling: sampling_described,
-            pc_sampling: pc_described,
-            ..config_record(config)
-        },
-        environment,
-        rank: crate::rank::from_env(),
-        warnings: warnings.clone(),
-        counters: counters_header,
-        tracing_calibration: calibration.clone(),
-    };
-    writer.send(LedgerLine::Header(header));
-    let (trailer_tx, trailer_rx) = crossbeam_channel::bounded(1);
-    let line_tx = writer
-        .sender()
-        .ok_or_else(|| Error::Thread("gpu-ledger-writer closed at start".into()))?;
-    let collector = collector::spawn(collector::CollectorSetup {
-        running: running.clone(),
-        inbox,
-        activity,
-        buffers: buffer_rx,
-        lines: line_tx,
-        trailer: trailer_tx,
-        settle: config.settle,
-        // A row must get at least two flushes within its settle time.
-        flush_interval: config.flush_interval.min(config.settle / 2),
-        start_cupti_ns: start_cupti_ns.unwrap_or(0),
-        timeline_rules: cupti.is_some(),
-        nvml: sampler,
-        work_per_iteration: config.work_per_iteration,
-        record_activities: config.record_activities,
-        auto_ranges: config
-            .counters
-            .as_ref()
-            .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
-        tracing_calibration: calibration,
-        pc_sources,
-    })?;
-    claim.publish(&running);
-    Ok((
-        Inner {
-            running,
-            session,
-            collector: Some(collector),
-            writer: Some(writer),
-            trailer_rx,
-            _calibration_ctx: calibration_ctx,
-        },
-        warnings,
-        signals,
-    ))
-}
-
-/// Loads NVML, adds its items to the environment record and starts the sampler. Without NVML
-/// everything else keeps working: the reason goes to the header warnings and stderr.
-fn start_nvml(
-    config: &Config,
-    env: &mut crate::ledger::Environment,
-    origin: Instant,
-    warnings: &mut Vec<String>,
-) -> Option<crate::nvml::NvmlSampler> {
-    use crate::nvml::{NvmlLibrary, NvmlSampler, NvmlSamplerConfig};
-    let lib = match NvmlLibrary::init() {
-        Ok(lib) => lib,
-        Err(e) => {
-            crate::env::nvml_unavailable(env, &e.to_string());
-            warnings.push(format!("NVML: {e}"));
-            return None;
-        }
-    };
-    crate::env::fill_nvml(env, &lib);
-    crate::env::link_gpus_to_nvml(env);
-    let sampler_config = NvmlSamplerConfig {
-        period: config.nvml_period,
-        energy_period: config.nvml_energy_period,
-        devices: Some(crate::env::sampled_devices(env)),
-        ..NvmlSamplerConfig::default()
-    };
-    match NvmlSampler::start(lib, sampler_config, origin) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            warnings.push(format!("NVML sampling is off: {e}"));
-            None
-        }
-    }
 }
 
 /// What a run does with NVTX, decided at start.

@@ -18,8 +18,8 @@ use crate::counters::launches::AutoRangeLaunches;
 use crate::counters::{IterationCounters, Launch};
 use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord};
 use crate::ledger::schema::{
-    ActivityEntry, CopyGroup, DeviceIteration, IterationRow, ScopeRow, ScopeSpan, SyncGroup,
-    TracingCalibration,
+    ActivityEntry, CopyGroup, DeviceIteration, IterationRow, KernelGroup, ScopeRow, ScopeSpan,
+    SyncGroup, TracingCalibration,
 };
 use crate::run::Running;
 use crate::run::{PathTable, ScopeRecord};
@@ -91,168 +91,18 @@ impl RowBuilder {
         if it.counters.is_some() {
             claim_counters_kernels(&mut it.placed, running.counters_path);
         }
-        let missing = it.expected.len() as u64 + it.missing_calls;
-        if missing > 0 {
-            it.warnings.push(format!(
-                "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
-                 time ({} ms): {} without a GPU record, {} whose call was not captured",
-                settle.as_millis(),
-                it.expected.len(),
-                it.missing_calls
-            ));
-        }
-        // One pass over the placed activities: devices, kernel groups, copies, scopes.
-        // Kept across rows, with the capacity they grew to.
-        let mut per_device = std::mem::take(&mut self.device_busy);
-        let mut kernels = std::mem::take(&mut self.kernel_groups);
-        let mut copies: Transfers = HashMap::default();
-        let mut memsets: Transfers = HashMap::default();
-        let mut syncs: HashMap<&'static str, SyncGroup> = HashMap::default();
-        let mut scope_busy = std::mem::take(&mut self.scope_busy);
-        let mut memory_events: Vec<&MemoryRecord> = Vec::new();
-        let launches = &mut self.launches;
-        for p in &it.placed {
-            let (device_id, interval, kernel) = match &p.activity {
-                Activity::Kernel(k) => {
-                    kernels.add(k);
-                    let a = KernelAttribution::of(p.by, p.path_id);
-                    launches.add_kernel(p.by, a, k.end.saturating_sub(k.start));
-                    (k.device_id, (k.start, k.end), true)
-                }
-                Activity::Memcpy(c) => {
-                    launches.add_copy(p.by);
-                    add_transfer(&mut copies, c)
-                }
-                Activity::Memset(m) => {
-                    launches.add_copy(p.by);
-                    add_transfer(&mut memsets, m)
-                }
-                Activity::Sync(s) => {
-                    let g = syncs.entry(s.kind).or_insert_with(|| SyncGroup {
-                        kind: s.kind.into(),
-                        count: 0,
-                        total_ns: 0,
-                    });
-                    g.count += 1;
-                    g.total_ns += s.end.saturating_sub(s.start);
-                    continue;
-                }
-                Activity::Memory(m) => {
-                    memory_events.push(m);
-                    continue;
-                }
-            };
-            // A handful of devices: a linear search beats hashing.
-            let d = match per_device.iter().position(|d| d.device_id == device_id) {
-                Some(i) => &mut per_device[i],
-                None => {
-                    per_device.push(DeviceBusy {
-                        device_id,
-                        busy: BusyAccumulator::default(),
-                        kernels: 0,
-                    });
-                    per_device.last_mut().expect("just pushed")
-                }
-            };
-            d.busy.push(interval);
-            d.kernels += u64::from(kernel);
-            scope_busy.add(paths, p.path_id, interval, kernel);
-        }
-        // Peak device memory, in time order, carrying live bytes across iterations.
-        memory_events.sort_by_key(|m| m.timestamp);
-        let mut peaks: HashMap<u32, u64> = HashMap::default();
-        for m in memory_events {
-            if m.memory_kind != DEVICE_MEMORY_KIND {
-                continue;
-            }
-            let live = self.live_bytes.entry(m.device_id).or_insert(0);
-            if m.allocation {
-                *live += m.bytes as i64;
-                self.alloc_sizes.insert((m.device_id, m.address), m.bytes);
-            } else {
-                let bytes = self
-                    .alloc_sizes
-                    .remove(&(m.device_id, m.address))
-                    .unwrap_or(m.bytes);
-                *live -= bytes as i64;
-            }
-            let peak = peaks.entry(m.device_id).or_insert(0);
-            *peak = (*peak).max((*live).max(0) as u64);
-        }
-        let mut devices: Vec<DeviceIteration> = per_device
-            .iter_mut()
-            .filter_map(|d| {
-                let b = d.busy.summary()?;
-                let live = self
-                    .live_bytes
-                    .get(&d.device_id)
-                    .map(|v| (*v).max(0) as u64);
-                Some(DeviceIteration {
-                    device_id: d.device_id,
-                    first_start_ns: b.first_start_ns,
-                    last_end_ns: b.last_end_ns,
-                    busy_ns: b.busy_ns,
-                    idle_ns: b.idle_ns,
-                    largest_gap_ns: b.largest_gap_ns,
-                    kernel_count: d.kernels,
-                    peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
-                })
-            })
-            .collect();
-        devices.sort_by_key(|d| d.device_id);
-        for d in &mut per_device {
-            d.busy.clear();
-            d.kernels = 0;
-        }
-        self.device_busy = per_device;
-        // Scopes.
-        let mut rows: HashMap<u32, ScopeRow> = HashMap::default();
-        let new_row = |id: u32| ScopeRow {
-            path: paths.path(id),
-            calls: 0,
-            host_ns: 0,
-            launches: 0,
-            kernels: 0,
-            device_ns: 0,
-            device_ns_inclusive: 0,
-            event_device_ns: None,
-        };
-        for s in &it.scopes {
-            let r = rows.entry(s.path_id).or_insert_with(|| new_row(s.path_id));
-            r.calls += 1;
-            r.host_ns += s.end_ns.saturating_sub(s.start_ns);
-        }
-        for (path_id, ns) in &it.event_ns {
-            rows.entry(*path_id)
-                .or_insert_with(|| new_row(*path_id))
-                .event_device_ns = Some(*ns);
-        }
-        let busy_rows = scope_busy.finish();
-        self.scope_busy = scope_busy;
-        for b in &busy_rows.own {
-            let r = rows.entry(b.path_id).or_insert_with(|| new_row(b.path_id));
-            r.launches += b.launches;
-            r.kernels = b.kernels;
-            r.device_ns = b.busy_ns;
-        }
-        for b in &busy_rows.inclusive {
-            rows.entry(b.path_id)
-                .or_insert_with(|| new_row(b.path_id))
-                .device_ns_inclusive = b.busy_ns;
-        }
-        // By path, then path id: ids the path table does not know all read `(unscoped)`.
-        let mut scopes: Vec<(u32, ScopeRow)> = rows.into_iter().collect();
-        scopes.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(a.0.cmp(&b.0)));
-        let scopes: Vec<ScopeRow> = scopes.into_iter().map(|(_, row)| row).collect();
-        let kernel_groups = kernels.finish();
-        let tracing_added_ns = self.calibration.as_ref().filter(|_| it.traced).map(|c| {
-            let ns: f64 = kernel_groups
-                .iter()
-                .map(|g| c.added_ns(g.count, g.shape.grid_blocks()))
-                .sum();
-            ns.round() as u64
-        });
-        self.kernel_groups = kernels;
+        let missing = missing_records(it, settle);
+        let Gathered {
+            copies,
+            memsets,
+            syncs,
+            memory_events,
+        } = self.gather(paths, &it.placed);
+        let peaks = self.memory_peaks(memory_events);
+        let devices = self.devices(&peaks);
+        let scopes = self.scopes(it, paths);
+        let kernel_groups = self.kernel_groups.finish();
+        let tracing_added_ns = self.tracing_added_ns(&kernel_groups, it.traced);
         let mut memcpy: Vec<CopyGroup> = copies.into_values().collect();
         memcpy.sort_by(|a, b| (a.device_id, &a.kind).cmp(&(b.device_id, &b.kind)));
         let mut memset: Vec<CopyGroup> = memsets.into_values().collect();
@@ -307,6 +157,207 @@ impl RowBuilder {
             stalls,
         }
     }
+
+    /// One pass over the placed activities: devices' intervals, kernel groups, launch tallies
+    /// and scopes' intervals go into the builder's tables (kept across rows, with the capacity
+    /// they grew to); copies, memsets, waits and memory events into what it returns.
+    fn gather<'p>(&mut self, paths: &PathTable, placed: &'p [Placed]) -> Gathered<'p> {
+        let mut per_device = std::mem::take(&mut self.device_busy);
+        let mut kernels = std::mem::take(&mut self.kernel_groups);
+        let mut g = Gathered {
+            copies: HashMap::default(),
+            memsets: HashMap::default(),
+            syncs: HashMap::default(),
+            memory_events: Vec::new(),
+        };
+        let mut scope_busy = std::mem::take(&mut self.scope_busy);
+        let launches = &mut self.launches;
+        for p in placed {
+            let (device_id, interval, kernel) = match &p.activity {
+                Activity::Kernel(k) => {
+                    kernels.add(k);
+                    let a = KernelAttribution::of(p.by, p.path_id);
+                    launches.add_kernel(p.by, a, k.end.saturating_sub(k.start));
+                    (k.device_id, (k.start, k.end), true)
+                }
+                Activity::Memcpy(c) => {
+                    launches.add_copy(p.by);
+                    add_transfer(&mut g.copies, c)
+                }
+                Activity::Memset(m) => {
+                    launches.add_copy(p.by);
+                    add_transfer(&mut g.memsets, m)
+                }
+                Activity::Sync(s) => {
+                    let w = g.syncs.entry(s.kind).or_insert_with(|| SyncGroup {
+                        kind: s.kind.into(),
+                        count: 0,
+                        total_ns: 0,
+                    });
+                    w.count += 1;
+                    w.total_ns += s.end.saturating_sub(s.start);
+                    continue;
+                }
+                Activity::Memory(m) => {
+                    g.memory_events.push(m);
+                    continue;
+                }
+            };
+            // A handful of devices: a linear search beats hashing.
+            let d = match per_device.iter().position(|d| d.device_id == device_id) {
+                Some(i) => &mut per_device[i],
+                None => {
+                    per_device.push(DeviceBusy {
+                        device_id,
+                        busy: BusyAccumulator::default(),
+                        kernels: 0,
+                    });
+                    per_device.last_mut().expect("just pushed")
+                }
+            };
+            d.busy.push(interval);
+            d.kernels += u64::from(kernel);
+            scope_busy.add(paths, p.path_id, interval, kernel);
+        }
+        self.device_busy = per_device;
+        self.kernel_groups = kernels;
+        self.scope_busy = scope_busy;
+        g
+    }
+
+    /// Peak device memory per device, in time order, carrying live bytes across iterations.
+    fn memory_peaks(&mut self, mut memory_events: Vec<&MemoryRecord>) -> HashMap<u32, u64> {
+        memory_events.sort_by_key(|m| m.timestamp);
+        let mut peaks: HashMap<u32, u64> = HashMap::default();
+        for m in memory_events {
+            if m.memory_kind != DEVICE_MEMORY_KIND {
+                continue;
+            }
+            let live = self.live_bytes.entry(m.device_id).or_insert(0);
+            if m.allocation {
+                *live += m.bytes as i64;
+                self.alloc_sizes.insert((m.device_id, m.address), m.bytes);
+            } else {
+                let bytes = self
+                    .alloc_sizes
+                    .remove(&(m.device_id, m.address))
+                    .unwrap_or(m.bytes);
+                *live -= bytes as i64;
+            }
+            let peak = peaks.entry(m.device_id).or_insert(0);
+            *peak = (*peak).max((*live).max(0) as u64);
+        }
+        peaks
+    }
+
+    /// The row's devices, by device number, from the intervals gathered; empties the
+    /// per-device table for the next row.
+    fn devices(&mut self, peaks: &HashMap<u32, u64>) -> Vec<DeviceIteration> {
+        let mut devices: Vec<DeviceIteration> = self
+            .device_busy
+            .iter_mut()
+            .filter_map(|d| {
+                let b = d.busy.summary()?;
+                let live = self
+                    .live_bytes
+                    .get(&d.device_id)
+                    .map(|v| (*v).max(0) as u64);
+                Some(DeviceIteration {
+                    device_id: d.device_id,
+                    first_start_ns: b.first_start_ns,
+                    last_end_ns: b.last_end_ns,
+                    busy_ns: b.busy_ns,
+                    idle_ns: b.idle_ns,
+                    largest_gap_ns: b.largest_gap_ns,
+                    kernel_count: d.kernels,
+                    peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
+                })
+            })
+            .collect();
+        devices.sort_by_key(|d| d.device_id);
+        for d in &mut self.device_busy {
+            d.busy.clear();
+            d.kernels = 0;
+        }
+        devices
+    }
+
+    /// The row's scopes: calls and host time from the scope records, event-timed device time,
+    /// and own and inclusive device time from the intervals gathered; by path, then path id
+    /// (ids the path table does not know all read `(unscoped)`).
+    fn scopes(&mut self, it: &IterationState, paths: &PathTable) -> Vec<ScopeRow> {
+        let mut rows: HashMap<u32, ScopeRow> = HashMap::default();
+        let new_row = |id: u32| ScopeRow {
+            path: paths.path(id),
+            calls: 0,
+            host_ns: 0,
+            launches: 0,
+            kernels: 0,
+            device_ns: 0,
+            device_ns_inclusive: 0,
+            event_device_ns: None,
+        };
+        for s in &it.scopes {
+            let r = rows.entry(s.path_id).or_insert_with(|| new_row(s.path_id));
+            r.calls += 1;
+            r.host_ns += s.end_ns.saturating_sub(s.start_ns);
+        }
+        for (path_id, ns) in &it.event_ns {
+            rows.entry(*path_id)
+                .or_insert_with(|| new_row(*path_id))
+                .event_device_ns = Some(*ns);
+        }
+        let busy_rows = self.scope_busy.finish();
+        for b in &busy_rows.own {
+            let r = rows.entry(b.path_id).or_insert_with(|| new_row(b.path_id));
+            r.launches += b.launches;
+            r.kernels = b.kernels;
+            r.device_ns = b.busy_ns;
+        }
+        for b in &busy_rows.inclusive {
+            rows.entry(b.path_id)
+                .or_insert_with(|| new_row(b.path_id))
+                .device_ns_inclusive = b.busy_ns;
+        }
+        let mut scopes: Vec<(u32, ScopeRow)> = rows.into_iter().collect();
+        scopes.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(a.0.cmp(&b.0)));
+        scopes.into_iter().map(|(_, row)| row).collect()
+    }
+
+    /// What tracing added to a traced row's kernels, by the calibration made at start.
+    fn tracing_added_ns(&self, kernel_groups: &[KernelGroup], traced: bool) -> Option<u64> {
+        self.calibration.as_ref().filter(|_| traced).map(|c| {
+            let ns: f64 = kernel_groups
+                .iter()
+                .map(|g| c.added_ns(g.count, g.shape.grid_blocks()))
+                .sum();
+            ns.round() as u64
+        })
+    }
+}
+
+/// The count of launch, copy and memset calls of `it` whose record did not come within the
+/// settle time, with a warning in the row when there are any.
+fn missing_records(it: &mut IterationState, settle: std::time::Duration) -> u64 {
+    let missing = it.expected.len() as u64 + it.missing_calls;
+    if missing > 0 {
+        it.warnings.push(format!(
+            "{missing} launch/copy/memset calls made in this iteration had no record within the settle \
+             time ({} ms): {} without a GPU record, {} whose call was not captured",
+            settle.as_millis(),
+            it.expected.len(),
+            it.missing_calls
+        ));
+    }
+    missing
+}
+
+/// What one pass over a row's activities gathers besides the builder's own tables.
+struct Gathered<'p> {
+    copies: Transfers,
+    memsets: Transfers,
+    syncs: HashMap<&'static str, SyncGroup>,
+    memory_events: Vec<&'p MemoryRecord>,
 }
 
 /// Kernels the CUPTI Range Profiler launches itself while user-replay passes start and stop

@@ -22,17 +22,7 @@ impl Collector {
         stalls: Option<SampledIteration>,
         traced: bool,
     ) {
-        // Every step() message first, so that iteration boundaries are known; then every buffer
-        // (the session was stopped with a forced flush before Finish was sent).
-        self.take_iteration_ends();
-        self.drain_calls();
-        while let Ok(b) = self.buffers.try_recv() {
-            self.decode(b);
-        }
-        self.drain_scopes();
-        self.trailer
-            .warnings
-            .append(&mut self.running.take_end_warnings());
+        self.take_everything_sent();
         // The open iteration ends now; what waited for its end is placed.
         if let Some(it) = self.iterations.back_mut() {
             it.phase = Phase::Finished {
@@ -50,40 +40,78 @@ impl Collector {
         {
             self.finalize_front(false);
         }
-        // The open iteration: written only when something happened in it.
-        if !self.iterations.is_empty() {
-            let it = &self.iterations[0];
-            // Scopes or GPU work make a partial row; a trailing synchronize or free alone does not.
-            let gpu_work = it
-                .placed
-                .iter()
-                .filter(|p| !p.activity.is_host_side())
-                .count();
-            let host_only = it.placed.len() - gpu_work;
-            // A counters pass that ran in the partial iteration is reported in its row.
-            let has_counters = counters.is_some() || stalls.is_some();
-            let has_content =
-                !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty() || has_counters;
-            if !has_content && host_only > 0 {
-                self.trailer.warnings.push(format!(
-                    "{host_only} synchronization/allocation records after the last step() are in no row"
-                ));
-            }
-            if !open.is_empty() {
-                let warning = format!(
-                    "profiler finished with scopes still open: {}",
-                    self.paths_text(&open)
-                );
-                self.iterations[0].warnings.push(warning);
-            }
-            let it = &mut self.iterations[0];
-            it.counters = counters;
-            it.stalls = stalls;
-            if has_content {
-                it.warnings.push("work recorded after the last step(): this row is the partial iteration before finish()".into());
-                self.finalize_front(true);
-            }
+        self.write_partial_row(open, counters, stalls);
+        self.warn_of_unplaced();
+        self.count_cupti_buffers();
+        self.warn_of_lost_captures();
+        self.stop_nvml();
+        self.count_overhead();
+        let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
+        let _ = self.trailer_tx.send(self.trailer.clone());
+    }
+
+    /// Takes every step() message first, so that iteration boundaries are known; then every
+    /// buffer (the session was stopped with a forced flush before Finish was sent), the calls,
+    /// the scopes and the run's end warnings.
+    fn take_everything_sent(&mut self) {
+        self.take_iteration_ends();
+        self.drain_calls();
+        while let Ok(b) = self.buffers.try_recv() {
+            self.decode(b);
         }
+        self.drain_scopes();
+        self.trailer
+            .warnings
+            .append(&mut self.running.take_end_warnings());
+    }
+
+    /// Writes the open iteration's row when something happened in it (scopes, GPU work, records
+    /// waiting, or a counters or PC sampling pass), with the scopes still `open` at the end.
+    fn write_partial_row(
+        &mut self,
+        open: Vec<u32>,
+        counters: Option<IterationCounters>,
+        stalls: Option<SampledIteration>,
+    ) {
+        if self.iterations.is_empty() {
+            return;
+        }
+        let it = &self.iterations[0];
+        // Scopes or GPU work make a partial row; a trailing synchronize or free alone does not.
+        let gpu_work = it
+            .placed
+            .iter()
+            .filter(|p| !p.activity.is_host_side())
+            .count();
+        let host_only = it.placed.len() - gpu_work;
+        // A counters pass that ran in the partial iteration is reported in its row.
+        let has_counters = counters.is_some() || stalls.is_some();
+        let has_content =
+            !it.scopes.is_empty() || gpu_work > 0 || !self.waiting.is_empty() || has_counters;
+        if !has_content && host_only > 0 {
+            self.trailer.warnings.push(format!(
+                "{host_only} synchronization/allocation records after the last step() are in no row"
+            ));
+        }
+        if !open.is_empty() {
+            let warning = format!(
+                "profiler finished with scopes still open: {}",
+                self.paths_text(&open)
+            );
+            self.iterations[0].warnings.push(warning);
+        }
+        let it = &mut self.iterations[0];
+        it.counters = counters;
+        it.stalls = stalls;
+        if has_content {
+            it.warnings.push("work recorded after the last step(): this row is the partial iteration before finish()".into());
+            self.finalize_front(true);
+        }
+    }
+
+    /// The trailer's warnings of what no row holds: iteration ends not applied, records placed
+    /// in no iteration, kernels attributed by following a thread, and records that came late.
+    fn warn_of_unplaced(&mut self) {
         let waiting_ends = self.early_ends.len();
         if waiting_ends > 0 || self.stray_ends > 0 {
             self.trailer.warnings.push(format!(
@@ -108,6 +136,11 @@ impl Collector {
                 self.trailer.late_records
             ));
         }
+    }
+
+    /// The CUPTI buffer callbacks' counts into the trailer, with warnings when the pool grew
+    /// or records were dropped.
+    fn count_cupti_buffers(&mut self) {
         if let Some(a) = &self.activity {
             let st = &a.stats;
             self.trailer.dropped_records = st.dropped_records.load(Ordering::Relaxed);
@@ -130,6 +163,11 @@ impl Collector {
             eprintln!("gpu-ledger: warning: {msg}");
             self.trailer.warnings.push(msg);
         }
+    }
+
+    /// The trailer's warnings of what the application's threads did that could not be
+    /// captured: calls of exiting threads, NVTX ranges past the depth, scope timing events.
+    fn warn_of_lost_captures(&mut self) {
         let lost = self.running.calls_lost();
         if lost > 0 {
             self.trailer.warnings.push(format!(
@@ -153,27 +191,38 @@ impl Collector {
                 "{event_failures} scope timing events could not be recorded"
             ));
         }
-        if let Some(mut n) = self.nvml.take() {
-            self.trailer.energy = Some(crate::ledger::run_energy(
-                self.nvml_rows.iter().map(Vec::as_slice),
-                self.work_per_iteration,
-            ));
-            for st in n.stats() {
-                if st.sample_errors + st.energy_errors > 0 || st.samples_overwritten > 0 {
-                    self.trailer.warnings.push(format!(
-                        "NVML device {}: {} sample errors, {} energy errors, {} samples overwritten; {}",
-                        st.device_id,
-                        st.sample_errors,
-                        st.energy_errors,
-                        st.samples_overwritten,
-                        st.errors.join("; ")
-                    ));
-                }
-            }
-            if let Err(e) = n.stop(crate::nvml::DEFAULT_STOP_TIMEOUT) {
-                self.trailer.warnings.push(format!("NVML sampler: {e}"));
+    }
+
+    /// The run's energy from the rows' NVML figures, the sampler's error counts as warnings,
+    /// and the sampler stopped.
+    fn stop_nvml(&mut self) {
+        let Some(mut n) = self.nvml.take() else {
+            return;
+        };
+        self.trailer.energy = Some(crate::ledger::run_energy(
+            self.nvml_rows.iter().map(Vec::as_slice),
+            self.work_per_iteration,
+        ));
+        for st in n.stats() {
+            if st.sample_errors + st.energy_errors > 0 || st.samples_overwritten > 0 {
+                self.trailer.warnings.push(format!(
+                    "NVML device {}: {} sample errors, {} energy errors, {} samples overwritten; {}",
+                    st.device_id,
+                    st.sample_errors,
+                    st.energy_errors,
+                    st.samples_overwritten,
+                    st.errors.join("; ")
+                ));
             }
         }
+        if let Err(e) = n.stop(crate::nvml::DEFAULT_STOP_TIMEOUT) {
+            self.trailer.warnings.push(format!("NVML sampler: {e}"));
+        }
+    }
+
+    /// The profiler's own costs into the trailer: the collector's CPU time so far, step()'s,
+    /// the sampled timeline's switches, and the scope clock and events.
+    fn count_overhead(&mut self) {
         self.trailer.overhead.collector_cpu_ns = crate::clock::thread_cpu_ns();
         // Final: shutdown closed step() (the `open` lock) before sending Finish.
         self.trailer.overhead.step_ns = self.running.step_ns();
@@ -182,7 +231,5 @@ impl Collector {
             self.running.sampling_switch_collector_ns();
         self.trailer.overhead.scope_clock = self.running.clock.source().name().to_string();
         self.trailer.overhead.scope_events_made = self.running.events.made() as u64;
-        let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
-        let _ = self.trailer_tx.send(self.trailer.clone());
     }
 }

@@ -242,6 +242,46 @@ pub(crate) fn calibrate(
     let ctx = CudaContext::new(0).map_err(|e| driver("opening device 0", e))?;
     let stream = ctx.new_stream().map_err(|e| driver("making a stream", e))?;
     let kernels = Kernels::load(&ctx)?;
+    let (sms, khz) = sms_and_clock(&ctx)?;
+    let event = || {
+        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver("making an event", e))
+    };
+    let events: Vec<CudaEvent> = (0..5).map(|_| event()).collect::<Result<_>>()?;
+    let batches = Batches {
+        stream: &stream,
+        kernels: &kernels,
+        events: &events,
+        sms,
+        khz,
+    };
+    let pass = |traced: bool| -> Result<Pass> {
+        set_kinds(lib, traced)?;
+        batches.time()
+    };
+    // A warm-up pass each way: the module's first launches and CUPTI's first records.
+    pass(false)?;
+    pass(true)?;
+    let mut rounds = Rounds::default();
+    for round in 0..ROUNDS {
+        let (on, off) = if round % 2 == 0 {
+            let off = pass(false)?;
+            (pass(true)?, off)
+        } else {
+            let on = pass(true)?;
+            (on, pass(false)?)
+        };
+        rounds.add(on, off);
+    }
+    set_kinds(lib, false)?;
+    let mut calibration = rounds.calibration(sms)?;
+    drop(kernels);
+    calibration.took_ns = t0.elapsed().as_nanos() as u64;
+    Ok((calibration, ctx))
+}
+
+/// The device's SM count and SM clock (kHz), by which the spin batches are sized.
+fn sms_and_clock(ctx: &CudaContext) -> Result<(u32, f64)> {
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| driver("reading the SM count", e))?
@@ -250,39 +290,58 @@ pub(crate) fn calibrate(
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
         .map_err(|e| driver("reading the SM clock", e))?
         .max(1) as f64;
-    let cycles = |us: f64| (us * khz / 1_000.0) as u64;
-    let event = || {
-        ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(|e| driver("making an event", e))
-    };
-    let events: Vec<CudaEvent> = (0..5).map(|_| event()).collect::<Result<_>>()?;
-    let pass = |traced: bool| -> Result<Pass> {
-        set_kinds(lib, traced)?;
-        kernels.launch_spin(&stream, 1, cycles(HEAD_US))?;
-        let record = |i: usize| events[i].record(&stream).map_err(|e| driver("an event", e));
+    Ok((sms, khz))
+}
+
+/// What one pass over the batches runs on: the stream, the kernels, five events around the four
+/// batches, and the SM count and clock.
+struct Batches<'a> {
+    stream: &'a CudaStream,
+    kernels: &'a Kernels,
+    events: &'a [CudaEvent],
+    sms: u32,
+    khz: f64,
+}
+
+impl Batches<'_> {
+    /// SM clock cycles in `us` microseconds.
+    fn cycles(&self, us: f64) -> u64 {
+        (us * self.khz / 1_000.0) as u64
+    }
+
+    /// Queues the four batches behind a spin, each between two events, and times them: ns per
+    /// kernel of each batch.
+    fn time(&self) -> Result<Pass> {
+        let (stream, kernels) = (self.stream, self.kernels);
+        kernels.launch_spin(stream, 1, self.cycles(HEAD_US))?;
+        let record = |i: usize| {
+            self.events[i]
+                .record(stream)
+                .map_err(|e| driver("an event", e))
+        };
         record(0)?;
         for _ in 0..BATCH {
-            kernels.launch_empty(&stream, 1)?;
+            kernels.launch_empty(stream, 1)?;
         }
         record(1)?;
         for _ in 0..BATCH {
-            kernels.launch_streaming(&stream, false)?;
+            kernels.launch_streaming(stream, false)?;
         }
         record(2)?;
         for _ in 0..BATCH {
-            kernels.launch_streaming(&stream, true)?;
+            kernels.launch_streaming(stream, true)?;
         }
         record(3)?;
         for _ in 0..BATCH {
-            kernels.launch_spin(&stream, sms, cycles(SPIN_US))?;
+            kernels.launch_spin(stream, self.sms, self.cycles(SPIN_US))?;
         }
         record(4)?;
         stream
             .synchronize()
             .map_err(|e| driver("synchronizing", e))?;
         let ns = |a: usize, b: usize| -> Result<f64> {
-            let ms = events[a]
-                .elapsed_ms(&events[b])
+            let ms = self.events[a]
+                .elapsed_ms(&self.events[b])
                 .map_err(|e| driver("reading an event", e))?;
             Ok(f64::from(ms) * 1e6 / f64::from(BATCH))
         };
@@ -292,54 +351,58 @@ pub(crate) fn calibrate(
             add: ns(2, 3)?,
             spin: ns(3, 4)?,
         })
-    };
-    // A warm-up pass each way: the module's first launches and CUPTI's first records.
-    pass(false)?;
-    pass(true)?;
-    let mut per_kernel = Vec::new();
-    let mut per_block_copy = Vec::new();
-    let mut per_block_add = Vec::new();
-    let mut spin_added = Vec::new();
-    let mut spin = Vec::new();
-    for round in 0..ROUNDS {
-        let (on, off) = if round % 2 == 0 {
-            let off = pass(false)?;
-            (pass(true)?, off)
-        } else {
-            let on = pass(true)?;
-            (on, pass(false)?)
-        };
+    }
+}
+
+/// What each round measured: the time tracing added per kernel, per block of the copy and the
+/// add grids, and per spin kernel, and the spin kernels' untraced time.
+#[derive(Default)]
+struct Rounds {
+    per_kernel: Vec<f64>,
+    per_block_copy: Vec<f64>,
+    per_block_add: Vec<f64>,
+    spin_added: Vec<f64>,
+    spin: Vec<f64>,
+}
+
+impl Rounds {
+    /// Adds the round whose traced pass measured `on` and untraced pass `off`.
+    fn add(&mut self, on: Pass, off: Pass) {
         let small = on.small - off.small;
-        per_kernel.push(small);
+        self.per_kernel.push(small);
         let block = |on: f64, off: f64| (on - off - small) / f64::from(LARGE_GRID - 1);
-        per_block_copy.push(block(on.copy, off.copy));
-        per_block_add.push(block(on.add, off.add));
-        spin_added.push(on.spin - off.spin);
-        spin.push(off.spin);
+        self.per_block_copy.push(block(on.copy, off.copy));
+        self.per_block_add.push(block(on.add, off.add));
+        self.spin_added.push(on.spin - off.spin);
+        self.spin.push(off.spin);
     }
-    set_kinds(lib, false)?;
-    let stats = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (v[v.len() / 2], [v[0], v[v.len() - 1]])
-    };
-    let (k, k_range) = stats(&mut per_kernel);
-    let (b_copy, copy_range) = stats(&mut per_block_copy);
-    let (b_add, add_range) = stats(&mut per_block_add);
-    let b = (b_copy + b_add) / 2.0;
-    let b_range = [
-        copy_range[0].min(add_range[0]),
-        copy_range[1].max(add_range[1]),
-    ];
-    let (spin_added, _) = stats(&mut spin_added);
-    let (spin, _) = stats(&mut spin);
-    if !(k.is_finite() && b_copy.is_finite() && b_add.is_finite()) {
-        return Err(Error::Config(
-            "tracing calibration: the timed batches gave no finite figure".into(),
-        ));
-    }
-    drop(kernels);
-    Ok((
-        TracingCalibration {
+
+    /// The rounds' medians and ranges as the calibration of a device with `sms` SMs, its
+    /// `took_ns` left for the caller.
+    ///
+    /// # Errors
+    /// Figures that are not finite.
+    fn calibration(mut self, sms: u32) -> Result<TracingCalibration> {
+        let stats = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], [v[0], v[v.len() - 1]])
+        };
+        let (k, k_range) = stats(&mut self.per_kernel);
+        let (b_copy, copy_range) = stats(&mut self.per_block_copy);
+        let (b_add, add_range) = stats(&mut self.per_block_add);
+        let b = (b_copy + b_add) / 2.0;
+        let b_range = [
+            copy_range[0].min(add_range[0]),
+            copy_range[1].max(add_range[1]),
+        ];
+        let (spin_added, _) = stats(&mut self.spin_added);
+        let (spin, _) = stats(&mut self.spin);
+        if !(k.is_finite() && b_copy.is_finite() && b_add.is_finite()) {
+            return Err(Error::Config(
+                "tracing calibration: the timed batches gave no finite figure".into(),
+            ));
+        }
+        Ok(TracingCalibration {
             device_id: 0,
             per_kernel_ns: k,
             per_block_ns: b,
@@ -353,8 +416,7 @@ pub(crate) fn calibrate(
             spin_ns: spin,
             spin_added_ns: spin_added,
             spin_grid: u64::from(sms),
-            took_ns: t0.elapsed().as_nanos() as u64,
-        },
-        ctx,
-    ))
+            took_ns: 0,
+        })
+    }
 }

@@ -121,11 +121,24 @@ fn non_empty(s: String) -> Result<String, String> {
     }
 }
 
+/// The host record, each item read in turn; the reason of every item that could not be read goes
+/// to `missing`.
 fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
     let mut h = HostRecord {
         arch: std::env::consts::ARCH.to_owned(),
         ..HostRecord::default()
     };
+    let kernel_release = host_os(&mut h, missing);
+    let cpuinfo = read_to_string("/proc/cpuinfo").map(|t| parse_cpuinfo(&t));
+    host_cpus(&mut h, missing, &cpuinfo);
+    host_memory(&mut h, missing);
+    host_virtualization(&mut h, missing, kernel_release.ok(), cpuinfo.ok());
+    h
+}
+
+/// The operating system and kernel; the kernel release is handed on to the virtualization
+/// probe.
+fn host_os(h: &mut HostRecord, missing: &mut Vec<String>) -> Result<String, String> {
     h.os = take(
         missing,
         "host.os",
@@ -140,9 +153,13 @@ fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
     );
     let kernel_release = read_trimmed("/proc/sys/kernel/osrelease").and_then(non_empty);
     h.kernel_release = take(missing, "host.kernel_release", kernel_release.clone());
+    kernel_release
+}
 
-    let cpuinfo = read_to_string("/proc/cpuinfo").map(|t| parse_cpuinfo(&t));
-    match &cpuinfo {
+/// The CPUs: model, logical CPUs, cores and sockets from `/proc/cpuinfo`, the CPUs this process
+/// may use, and the frequency governor.
+fn host_cpus(h: &mut HostRecord, missing: &mut Vec<String>, cpuinfo: &Result<CpuInfo, String>) {
+    match cpuinfo {
         Ok(c) => {
             h.cpu_model = take(
                 missing,
@@ -195,7 +212,10 @@ fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
         read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
             .map_err(|e| format!("{e} (no cpufreq driver: common in VMs and containers)")),
     );
+}
 
+/// NUMA nodes and their CPUs, total memory, and the cgroup's memory and CPU limits.
+fn host_memory(h: &mut HostRecord, missing: &mut Vec<String>) {
     match numa_nodes() {
         Ok(nodes) => {
             h.numa_nodes = Some(u32::try_from(nodes.len()).unwrap_or(u32::MAX));
@@ -230,14 +250,23 @@ fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
             })
             .map_err(|e| format!("{e} (and no cgroup v1 cpu.cfs_quota_us)")),
     );
+}
 
+/// Whether the host is a container or a virtual machine, and the evidence, from the files and
+/// variables that tell (with the kernel release and CPU flags already read).
+fn host_virtualization(
+    h: &mut HostRecord,
+    missing: &mut Vec<String>,
+    kernel_release: Option<String>,
+    cpuinfo: Option<CpuInfo>,
+) {
     let probe = VirtProbe {
         dockerenv: Path::new("/.dockerenv").exists(),
         containerenv: Path::new("/run/.containerenv").exists(),
         pid1_cgroup: read_to_string("/proc/1/cgroup").ok(),
         kubernetes: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-        kernel_release: kernel_release.ok(),
-        cpu_flags: cpuinfo.as_ref().ok().and_then(|c| c.flags.clone()),
+        kernel_release,
+        cpu_flags: cpuinfo.and_then(|c| c.flags),
         dmi_product: read_trimmed("/sys/class/dmi/id/product_name").ok(),
         dmi_vendor: read_trimmed("/sys/class/dmi/id/sys_vendor").ok(),
         hypervisor_type: read_trimmed("/sys/hypervisor/type").ok(),
@@ -246,7 +275,6 @@ fn collect_host_record(missing: &mut Vec<String>) -> HostRecord {
     h.container = Some(v.container);
     h.virtualization_evidence = v.evidence;
     h.virtual_machine = take(missing, "host.virtual_machine", v.vm);
-    h
 }
 
 fn parse_os_release(text: &str) -> Result<String, String> {

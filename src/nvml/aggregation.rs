@@ -1,6 +1,8 @@
 //! NVML figures of one device over one window, as a pure function of its samples and energy
 //! reads ([`summarize_samples`]); see the module docs of `nvml` for the methods.
 
+use std::borrow::Cow;
+
 use super::samples::{throttle_reason_names, EnergyRead, NvmlReading, NvmlSample};
 use crate::ledger::{
     ClockStats, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind, PowerStats,
@@ -155,87 +157,104 @@ pub(crate) fn summarize_samples(
         ));
         return out;
     }
-    let sorted_samples;
-    let samples = if samples.is_sorted_by_key(|s| s.host_ns) {
-        samples
-    } else {
-        let mut v = samples.to_vec();
-        v.sort_by_key(|s| s.host_ns);
-        sorted_samples = v;
-        &sorted_samples
+    let samples = by_time(samples, |s| s.host_ns);
+    let energy_reads = by_time(energy_reads, |e| e.host_ns);
+    let Some(used) = samples_used(&mut out, &samples, start_ns, end_ns, params) else {
+        return out;
     };
-    let sorted_reads;
-    let energy_reads = if energy_reads.is_sorted_by_key(|e| e.host_ns) {
-        energy_reads
-    } else {
-        let mut v = energy_reads.to_vec();
-        v.sort_by_key(|e| e.host_ns);
-        sorted_reads = v;
-        &sorted_reads
-    };
+    sample_figures(&mut out, used);
+    if !out.coarse {
+        let reach = params.covering_max_ns;
+        out.pcie_tx_bytes_per_s =
+            counter_rate(&samples, start_ns, end_ns, reach, |r| r.pcie_tx_bytes);
+        out.pcie_rx_bytes_per_s =
+            counter_rate(&samples, start_ns, end_ns, reach, |r| r.pcie_rx_bytes);
+    }
 
+    out.energy = if out.coarse {
+        used[0].reading.power_mw.map(|mw| EnergyEstimate {
+            joules: f64::from(mw) / 1000.0 * ns_to_s(out.window_ns),
+            method: EnergyMethod::CoveringSample,
+            counter_reads: 0,
+            counter_span_ns: None,
+            power_samples: 1,
+            integrated_joules: None,
+        })
+    } else {
+        window_energy(
+            &samples,
+            &energy_reads,
+            start_ns,
+            end_ns,
+            params,
+            &mut out.notes,
+        )
+    };
+    out
+}
+
+/// `items` sorted by `at`: borrowed when they already are, so sorted input is not copied.
+fn by_time<T: Clone>(items: &[T], at: impl Fn(&T) -> u64) -> Cow<'_, [T]> {
+    if items.is_sorted_by_key(&at) {
+        Cow::Borrowed(items)
+    } else {
+        let mut v = items.to_vec();
+        v.sort_by_key(at);
+        Cow::Owned(v)
+    }
+}
+
+/// The samples the window's figures come from: those inside it, or, for a window shorter than
+/// NVML's update period or without a sample inside, the one sample covering it (the summary is
+/// then coarse); `None`, with a note, when no sample is near enough.
+fn samples_used<'s>(
+    out: &mut NvmlIterationSummary,
+    samples: &'s [NvmlSample],
+    start_ns: u64,
+    end_ns: u64,
+    params: &SummaryParams,
+) -> Option<&'s [NvmlSample]> {
     let lo = samples.partition_point(|s| s.host_ns < start_ns);
     let hi = samples.partition_point(|s| s.host_ns <= end_ns);
     let inside = &samples[lo..hi];
     let short = out.window_ns < params.update_period_ns;
-    let used: &[NvmlSample] = if short || inside.is_empty() {
-        out.coarse = true;
-        if short {
-            out.notes.push(format!(
-                "window of {:.1} ms is shorter than NVML's {:.0} ms update period: figures come \
-                 from the one sample covering it",
-                out.window_ns as f64 / 1e6,
-                params.update_period_ns as f64 / 1e6
-            ));
-        } else {
-            out.notes.push(
-                "no sample inside the window: figures come from the one sample covering it"
-                    .to_owned(),
-            );
-        }
-        match covering_sample(samples, start_ns, end_ns, params.covering_max_ns) {
-            Some(i) => &samples[i..=i],
-            None => {
-                out.notes.push(format!(
-                    "no sample within {:.0} ms of the window's midpoint: no NVML figures",
-                    params.covering_max_ns as f64 / 1e6
-                ));
-                return out;
-            }
-        }
+    if !(short || inside.is_empty()) {
+        return Some(inside);
+    }
+    out.coarse = true;
+    if short {
+        out.notes.push(format!(
+            "window of {:.1} ms is shorter than NVML's {:.0} ms update period: figures come \
+             from the one sample covering it",
+            out.window_ns as f64 / 1e6,
+            params.update_period_ns as f64 / 1e6
+        ));
     } else {
-        inside
-    };
+        out.notes.push(
+            "no sample inside the window: figures come from the one sample covering it".to_owned(),
+        );
+    }
+    match covering_sample(samples, start_ns, end_ns, params.covering_max_ns) {
+        Some(i) => Some(&samples[i..=i]),
+        None => {
+            out.notes.push(format!(
+                "no sample within {:.0} ms of the window's midpoint: no NVML figures",
+                params.covering_max_ns as f64 / 1e6
+            ));
+            None
+        }
+    }
+}
+
+/// The figures read from the samples used: their count, clocks, power, temperature, throttle
+/// reasons and memory used.
+fn sample_figures(out: &mut NvmlIterationSummary, used: &[NvmlSample]) {
     out.samples = u32::try_from(used.len()).unwrap_or(u32::MAX);
 
     out.sm_clock = clock_stats(used.iter().filter_map(|s| s.reading.sm_clock_mhz));
     out.mem_clock = clock_stats(used.iter().filter_map(|s| s.reading.mem_clock_mhz));
 
-    let powers: Vec<(f64, Option<PowerKind>)> = used
-        .iter()
-        .filter_map(|s| {
-            s.reading
-                .power_mw
-                .map(|mw| (f64::from(mw) / 1000.0, s.reading.power_kind))
-        })
-        .collect();
-    if !powers.is_empty() {
-        let n = powers.len();
-        let kind = powers
-            .iter()
-            .find_map(|(_, k)| *k)
-            .unwrap_or(PowerKind::Average);
-        if powers.iter().any(|(_, k)| k.is_some_and(|k| k != kind)) {
-            out.notes
-                .push("power samples of mixed kinds (instant and average)".to_owned());
-        }
-        out.power = Some(PowerStats {
-            mean_w: powers.iter().map(|(w, _)| w).sum::<f64>() / n as f64,
-            max_w: powers.iter().map(|(w, _)| *w).fold(f64::MIN, f64::max),
-            samples: u32::try_from(n).unwrap_or(u32::MAX),
-            kind,
-        });
-    }
+    out.power = power_stats(used, &mut out.notes);
 
     let temps: Vec<u32> = used
         .iter()
@@ -259,37 +278,40 @@ pub(crate) fn summarize_samples(
         .collect();
     out.memory_used_max_bytes = mem.iter().copied().max();
     out.memory_used_samples = u32::try_from(mem.len()).unwrap_or(u32::MAX);
-
-    if !out.coarse {
-        let reach = params.covering_max_ns;
-        out.pcie_tx_bytes_per_s =
-            counter_rate(samples, start_ns, end_ns, reach, |r| r.pcie_tx_bytes);
-        out.pcie_rx_bytes_per_s =
-            counter_rate(samples, start_ns, end_ns, reach, |r| r.pcie_rx_bytes);
-    }
-
-    out.energy = if out.coarse {
-        used[0].reading.power_mw.map(|mw| EnergyEstimate {
-            joules: f64::from(mw) / 1000.0 * ns_to_s(out.window_ns),
-            method: EnergyMethod::CoveringSample,
-            counter_reads: 0,
-            counter_span_ns: None,
-            power_samples: 1,
-            integrated_joules: None,
-        })
-    } else {
-        window_energy(
-            samples,
-            energy_reads,
-            start_ns,
-            end_ns,
-            params,
-            &mut out.notes,
-        )
-    };
-    out
 }
 
+/// Mean and peak power of the samples used, of the kind the first one with a kind reports (a
+/// note when kinds are mixed); `None` without power samples.
+fn power_stats(used: &[NvmlSample], notes: &mut Vec<String>) -> Option<PowerStats> {
+    let powers: Vec<(f64, Option<PowerKind>)> = used
+        .iter()
+        .filter_map(|s| {
+            s.reading
+                .power_mw
+                .map(|mw| (f64::from(mw) / 1000.0, s.reading.power_kind))
+        })
+        .collect();
+    if powers.is_empty() {
+        return None;
+    }
+    let n = powers.len();
+    let kind = powers
+        .iter()
+        .find_map(|(_, k)| *k)
+        .unwrap_or(PowerKind::Average);
+    if powers.iter().any(|(_, k)| k.is_some_and(|k| k != kind)) {
+        notes.push("power samples of mixed kinds (instant and average)".to_owned());
+    }
+    Some(PowerStats {
+        mean_w: powers.iter().map(|(w, _)| w).sum::<f64>() / n as f64,
+        max_w: powers.iter().map(|(w, _)| *w).fold(f64::MIN, f64::max),
+        samples: u32::try_from(n).unwrap_or(u32::MAX),
+        kind,
+    })
+}
+
+/// The energy of a window that is not coarse: from the energy counter when the window is long
+/// enough and its reads are usable, else from integrated power (with a note saying why).
 fn window_energy(
     samples: &[NvmlSample],
     energy_reads: &[EnergyRead],
@@ -298,9 +320,48 @@ fn window_energy(
     params: &SummaryParams,
     notes: &mut Vec<String>,
 ) -> Option<EnergyEstimate> {
-    // Power points inside the window plus the nearest one on each side, if close enough.
-    let reach_lo = start_ns.saturating_sub(params.covering_max_ns);
-    let reach_hi = end_ns.saturating_add(params.covering_max_ns);
+    let points = power_points(samples, start_ns, end_ns, params.covering_max_ns);
+    let power_samples = u32::try_from(points.len()).unwrap_or(u32::MAX);
+    let integrated = integrate_power_j(&points, start_ns, end_ns);
+
+    let window = end_ns - start_ns;
+    if window >= params.energy_counter_min_window_ns {
+        let reads: Vec<EnergyRead> = energy_reads
+            .iter()
+            .copied()
+            .filter(|e| e.host_ns >= start_ns && e.host_ns <= end_ns)
+            .collect();
+        if let Some((joules, span)) = counter_energy(&reads, &points, start_ns, end_ns, notes) {
+            return Some(EnergyEstimate {
+                joules,
+                method: EnergyMethod::EnergyCounter,
+                counter_reads: u32::try_from(reads.len()).unwrap_or(u32::MAX),
+                counter_span_ns: Some(span),
+                power_samples,
+                integrated_joules: integrated,
+            });
+        }
+    }
+    integrated.map(|joules| EnergyEstimate {
+        joules,
+        method: EnergyMethod::IntegratedPower,
+        counter_reads: 0,
+        counter_span_ns: None,
+        power_samples,
+        integrated_joules: Some(joules),
+    })
+}
+
+/// Power points inside the window plus the nearest one on each side, if within `reach_ns`:
+/// (time ns, watts).
+fn power_points(
+    samples: &[NvmlSample],
+    start_ns: u64,
+    end_ns: u64,
+    reach_ns: u64,
+) -> Vec<(u64, f64)> {
+    let reach_lo = start_ns.saturating_sub(reach_ns);
+    let reach_hi = end_ns.saturating_add(reach_ns);
     let with_power: Vec<(u64, f64)> = samples
         .iter()
         .filter_map(|s| {
@@ -313,83 +374,72 @@ fn window_energy(
         .partition_point(|p| p.0 < start_ns)
         .saturating_sub(1);
     let hi = (with_power.partition_point(|p| p.0 <= end_ns) + 1).min(with_power.len());
-    let points: Vec<(u64, f64)> = with_power[lo..hi]
+    with_power[lo..hi]
         .iter()
         .copied()
         .filter(|p| p.0 >= reach_lo && p.0 <= reach_hi)
-        .collect();
-    let power_samples = u32::try_from(points.len()).unwrap_or(u32::MAX);
-    let integrated = integrate_power_j(&points, start_ns, end_ns);
+        .collect()
+}
 
+/// The window's energy from the energy counter's `reads` inside it, and the span of those
+/// reads: their difference, plus the window's edges outside them from `points` (or, without
+/// power samples, at the counter's mean power). `None`, with a note why, when there are fewer
+/// than two reads, the counter went backwards, or the reads span less than half the window.
+fn counter_energy(
+    reads: &[EnergyRead],
+    points: &[(u64, f64)],
+    start_ns: u64,
+    end_ns: u64,
+    notes: &mut Vec<String>,
+) -> Option<(f64, u64)> {
     let window = end_ns - start_ns;
-    if window >= params.energy_counter_min_window_ns {
-        let reads: Vec<EnergyRead> = energy_reads
-            .iter()
-            .copied()
-            .filter(|e| e.host_ns >= start_ns && e.host_ns <= end_ns)
-            .collect();
-        match (reads.first(), reads.last()) {
-            (Some(first), Some(last)) if reads.len() >= 2 => {
-                let span = last.host_ns - first.host_ns;
-                let monotone = reads.windows(2).all(|w| w[1].energy_mj >= w[0].energy_mj);
-                if !monotone {
-                    notes.push(
-                        "energy counter went backwards inside the window (driver reloaded?): \
-                         integrated power used"
-                            .to_owned(),
-                    );
-                } else if span < window / 2 {
-                    notes.push(format!(
-                        "energy-counter reads span only {:.0} ms of the {:.0} ms window: \
-                         integrated power used",
-                        span as f64 / 1e6,
-                        window as f64 / 1e6
-                    ));
-                } else {
-                    let counter_j = (last.energy_mj - first.energy_mj) as f64 / 1000.0;
-                    let edges = match (
-                        integrate_power_j(&points, start_ns, first.host_ns),
-                        integrate_power_j(&points, last.host_ns, end_ns),
-                    ) {
-                        (Some(a), Some(b)) => a + b,
-                        _ => {
-                            notes.push(
-                                "no power samples: the window's edges outside the counter reads \
-                                 assume the counter's mean power"
-                                    .to_owned(),
-                            );
-                            let mean_w = if span > 0 {
-                                counter_j / ns_to_s(span)
-                            } else {
-                                0.0
-                            };
-                            mean_w * ns_to_s(window - span)
-                        }
-                    };
-                    return Some(EnergyEstimate {
-                        joules: counter_j + edges,
-                        method: EnergyMethod::EnergyCounter,
-                        counter_reads: u32::try_from(reads.len()).unwrap_or(u32::MAX),
-                        counter_span_ns: Some(span),
-                        power_samples,
-                        integrated_joules: integrated,
-                    });
-                }
-            }
-            _ => notes.push(format!(
-                "{} energy-counter read(s) inside the window: integrated power used",
-                reads.len()
-            )),
-        }
+    let (Some(first), Some(last), true) = (reads.first(), reads.last(), reads.len() >= 2) else {
+        notes.push(format!(
+            "{} energy-counter read(s) inside the window: integrated power used",
+            reads.len()
+        ));
+        return None;
+    };
+    let span = last.host_ns - first.host_ns;
+    let monotone = reads.windows(2).all(|w| w[1].energy_mj >= w[0].energy_mj);
+    if !monotone {
+        notes.push(
+            "energy counter went backwards inside the window (driver reloaded?): \
+             integrated power used"
+                .to_owned(),
+        );
+        return None;
     }
-    integrated.map(|joules| EnergyEstimate {
-        joules,
-        method: EnergyMethod::IntegratedPower,
-        counter_reads: 0,
-        counter_span_ns: None,
-        power_samples,
-        integrated_joules: Some(joules),
-    })
+    if span < window / 2 {
+        notes.push(format!(
+            "energy-counter reads span only {:.0} ms of the {:.0} ms window: \
+             integrated power used",
+            span as f64 / 1e6,
+            window as f64 / 1e6
+        ));
+        return None;
+    }
+    let counter_j = (last.energy_mj - first.energy_mj) as f64 / 1000.0;
+    let edges = match (
+        integrate_power_j(points, start_ns, first.host_ns),
+        integrate_power_j(points, last.host_ns, end_ns),
+    ) {
+        (Some(a), Some(b)) => a + b,
+        _ => {
+            notes.push(
+                "no power samples: the window's edges outside the counter reads \
+                 assume the counter's mean power"
+                    .to_owned(),
+            );
+            let mean_w = if span > 0 {
+                counter_j / ns_to_s(span)
+            } else {
+                0.0
+            };
+            mean_w * ns_to_s(window - span)
+        }
+    };
+    Some((counter_j + edges, span))
 }
 
 #[cfg(test)]

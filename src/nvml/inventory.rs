@@ -6,6 +6,7 @@ use nvml_wrapper::enum_wrappers::device::{
 };
 use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::NvmlError as WrapperError;
+use nvml_wrapper::Device;
 
 use super::library::NvmlLibrary;
 use super::samples::throttle_reason_names;
@@ -166,149 +167,187 @@ impl NvmlInventory for NvmlLibrary {
                 return;
             }
         };
-        let r = |res: Result<u32, WrapperError>| res.map_err(probe_reason);
-        p.put("name", d.name().map_err(probe_reason), |g| &mut g.name);
-        p.put("uuid", d.uuid().map_err(probe_reason), |g| &mut g.uuid);
-        p.put(
-            "pci_bus_id",
-            d.pci_info().map(|i| i.bus_id).map_err(probe_reason),
-            |g| &mut g.pci_bus_id,
-        );
-        p.put(
-            "architecture",
-            d.architecture()
-                .map_err(probe_reason)
-                .and_then(architecture_name),
-            |g| &mut g.architecture,
-        );
-        p.put(
-            "compute_capability",
-            d.cuda_compute_capability()
-                .map_err(probe_reason)
-                .and_then(|c| match (u32::try_from(c.major), u32::try_from(c.minor)) {
-                    (Ok(a), Ok(b)) => Ok([a, b]),
-                    _ => Err(format!("negative value {}.{}", c.major, c.minor)),
-                }),
-            |g| &mut g.compute_capability,
-        );
-        match d.memory_info() {
-            Ok(m) => {
-                p.put("memory_total_bytes", Ok(m.total), |g| {
-                    &mut g.memory_total_bytes
-                });
-                p.put("memory_used_bytes", Ok(m.used), |g| {
-                    &mut g.memory_used_bytes
-                });
-            }
-            Err(e) => {
-                let why = probe_reason(e);
-                p.put("memory_total_bytes", Err(why.clone()), |g| {
-                    &mut g.memory_total_bytes
-                });
-                p.put("memory_used_bytes", Err(why), |g| &mut g.memory_used_bytes);
-            }
-        }
-        p.put("memory_bus_width_bits", r(d.memory_bus_width()), |g| {
-            &mut g.memory_bus_width_bits
-        });
-        p.put(
-            "vbios_version",
-            d.vbios_version().map_err(probe_reason),
-            |g| &mut g.vbios_version,
-        );
-        p.put(
-            "persistence_mode",
-            d.is_in_persistent_mode().map_err(probe_reason),
-            |g| &mut g.persistence_mode,
-        );
-        match d.is_ecc_enabled() {
-            Ok(e) => {
-                p.put("ecc_enabled", Ok(e.currently_enabled), |g| {
-                    &mut g.ecc_enabled
-                });
-                p.put("ecc_pending", Ok(e.pending_enabled), |g| &mut g.ecc_pending);
-            }
-            Err(e) => {
-                let why = probe_reason(e);
-                p.put("ecc_enabled", Err(why.clone()), |g| &mut g.ecc_enabled);
-                p.put("ecc_pending", Err(why), |g| &mut g.ecc_pending);
-            }
-        }
-        match d.mig_mode() {
-            Ok(m) => {
-                p.put("mig_enabled", Ok(m.current != 0), |g| &mut g.mig_enabled);
-                p.put("mig_pending", Ok(m.pending != 0), |g| &mut g.mig_pending);
-            }
-            Err(e) => {
-                let why = probe_reason(e);
-                p.put("mig_enabled", Err(why.clone()), |g| &mut g.mig_enabled);
-                p.put("mig_pending", Err(why), |g| &mut g.mig_pending);
-            }
-        }
-        p.put(
-            "compute_mode",
-            d.compute_mode()
-                .map(compute_mode_name)
-                .map_err(probe_reason),
-            |g| &mut g.compute_mode,
-        );
-        p.put("power_limit_mw", r(d.enforced_power_limit()), |g| {
-            &mut g.power_limit_mw
-        });
-        p.put(
-            "power_limit_default_mw",
-            r(d.power_management_limit_default()),
-            |g| &mut g.power_limit_default_mw,
-        );
-        p.put(
-            "pstate",
-            d.performance_state()
-                .map_err(probe_reason)
-                .and_then(pstate_name),
-            |g| &mut g.pstate,
-        );
-        p.put("sm_clock_mhz", r(d.clock_info(Clock::SM)), |g| {
-            &mut g.sm_clock_mhz
-        });
-        p.put("mem_clock_mhz", r(d.clock_info(Clock::Memory)), |g| {
-            &mut g.mem_clock_mhz
-        });
-        p.put("max_sm_clock_mhz", r(d.max_clock_info(Clock::SM)), |g| {
-            &mut g.max_sm_clock_mhz
-        });
-        p.put(
-            "max_mem_clock_mhz",
-            r(d.max_clock_info(Clock::Memory)),
-            |g| &mut g.max_mem_clock_mhz,
-        );
-        p.put(
-            "applications_sm_clock_mhz",
-            r(d.applications_clock(Clock::SM)),
-            |g| &mut g.applications_sm_clock_mhz,
-        );
-        p.put(
-            "applications_mem_clock_mhz",
-            r(d.applications_clock(Clock::Memory)),
-            |g| &mut g.applications_mem_clock_mhz,
-        );
-        p.put(
-            "temperature_c",
-            r(d.temperature(TemperatureSensor::Gpu)),
-            |g| &mut g.temperature_c,
-        );
-        p.put("power_mw", r(d.power_usage()), |g| &mut g.power_mw);
-        p.put(
-            "throttle_reasons",
-            d.current_throttle_reasons()
-                .map(|t| throttle_reason_names(t.bits()))
-                .map_err(probe_reason),
-            |g| &mut g.throttle_reasons,
-        );
-        p.put("pcie_link_gen", r(d.current_pcie_link_gen()), |g| {
-            &mut g.pcie_link_gen
-        });
-        p.put("pcie_link_width", r(d.current_pcie_link_width()), |g| {
-            &mut g.pcie_link_width
-        });
+        probe_identity(&d, p);
+        probe_memory(&d, p);
+        probe_modes(&d, p);
+        probe_power_and_clocks(&d, p);
+        probe_state(&d, p);
     }
+}
+
+/// A `u32` item's value, or the reason NVML gave for it.
+fn u32_item(res: Result<u32, WrapperError>) -> Result<u32, String> {
+    res.map_err(probe_reason)
+}
+
+/// What the device is: name, UUID, PCI bus id, architecture, compute capability.
+fn probe_identity(d: &Device<'_>, p: &mut GpuProbe) {
+    p.put("name", d.name().map_err(probe_reason), |g| &mut g.name);
+    p.put("uuid", d.uuid().map_err(probe_reason), |g| &mut g.uuid);
+    p.put(
+        "pci_bus_id",
+        d.pci_info().map(|i| i.bus_id).map_err(probe_reason),
+        |g| &mut g.pci_bus_id,
+    );
+    p.put(
+        "architecture",
+        d.architecture()
+            .map_err(probe_reason)
+            .and_then(architecture_name),
+        |g| &mut g.architecture,
+    );
+    p.put(
+        "compute_capability",
+        d.cuda_compute_capability()
+            .map_err(probe_reason)
+            .and_then(|c| match (u32::try_from(c.major), u32::try_from(c.minor)) {
+                (Ok(a), Ok(b)) => Ok([a, b]),
+                _ => Err(format!("negative value {}.{}", c.major, c.minor)),
+            }),
+        |g| &mut g.compute_capability,
+    );
+}
+
+/// The device's memory: total and used bytes, bus width.
+fn probe_memory(d: &Device<'_>, p: &mut GpuProbe) {
+    match d.memory_info() {
+        Ok(m) => {
+            p.put("memory_total_bytes", Ok(m.total), |g| {
+                &mut g.memory_total_bytes
+            });
+            p.put("memory_used_bytes", Ok(m.used), |g| {
+                &mut g.memory_used_bytes
+            });
+        }
+        Err(e) => {
+            let why = probe_reason(e);
+            p.put("memory_total_bytes", Err(why.clone()), |g| {
+                &mut g.memory_total_bytes
+            });
+            p.put("memory_used_bytes", Err(why), |g| &mut g.memory_used_bytes);
+        }
+    }
+    p.put(
+        "memory_bus_width_bits",
+        u32_item(d.memory_bus_width()),
+        |g| &mut g.memory_bus_width_bits,
+    );
+}
+
+/// How the device is set up: VBIOS, persistence, ECC, MIG and compute modes.
+fn probe_modes(d: &Device<'_>, p: &mut GpuProbe) {
+    p.put(
+        "vbios_version",
+        d.vbios_version().map_err(probe_reason),
+        |g| &mut g.vbios_version,
+    );
+    p.put(
+        "persistence_mode",
+        d.is_in_persistent_mode().map_err(probe_reason),
+        |g| &mut g.persistence_mode,
+    );
+    match d.is_ecc_enabled() {
+        Ok(e) => {
+            p.put("ecc_enabled", Ok(e.currently_enabled), |g| {
+                &mut g.ecc_enabled
+            });
+            p.put("ecc_pending", Ok(e.pending_enabled), |g| &mut g.ecc_pending);
+        }
+        Err(e) => {
+            let why = probe_reason(e);
+            p.put("ecc_enabled", Err(why.clone()), |g| &mut g.ecc_enabled);
+            p.put("ecc_pending", Err(why), |g| &mut g.ecc_pending);
+        }
+    }
+    match d.mig_mode() {
+        Ok(m) => {
+            p.put("mig_enabled", Ok(m.current != 0), |g| &mut g.mig_enabled);
+            p.put("mig_pending", Ok(m.pending != 0), |g| &mut g.mig_pending);
+        }
+        Err(e) => {
+            let why = probe_reason(e);
+            p.put("mig_enabled", Err(why.clone()), |g| &mut g.mig_enabled);
+            p.put("mig_pending", Err(why), |g| &mut g.mig_pending);
+        }
+    }
+    p.put(
+        "compute_mode",
+        d.compute_mode()
+            .map(compute_mode_name)
+            .map_err(probe_reason),
+        |g| &mut g.compute_mode,
+    );
+}
+
+/// The device's power limits, performance state and clocks (current, maximum, applications).
+fn probe_power_and_clocks(d: &Device<'_>, p: &mut GpuProbe) {
+    p.put("power_limit_mw", u32_item(d.enforced_power_limit()), |g| {
+        &mut g.power_limit_mw
+    });
+    p.put(
+        "power_limit_default_mw",
+        u32_item(d.power_management_limit_default()),
+        |g| &mut g.power_limit_default_mw,
+    );
+    p.put(
+        "pstate",
+        d.performance_state()
+            .map_err(probe_reason)
+            .and_then(pstate_name),
+        |g| &mut g.pstate,
+    );
+    p.put("sm_clock_mhz", u32_item(d.clock_info(Clock::SM)), |g| {
+        &mut g.sm_clock_mhz
+    });
+    p.put(
+        "mem_clock_mhz",
+        u32_item(d.clock_info(Clock::Memory)),
+        |g| &mut g.mem_clock_mhz,
+    );
+    p.put(
+        "max_sm_clock_mhz",
+        u32_item(d.max_clock_info(Clock::SM)),
+        |g| &mut g.max_sm_clock_mhz,
+    );
+    p.put(
+        "max_mem_clock_mhz",
+        u32_item(d.max_clock_info(Clock::Memory)),
+        |g| &mut g.max_mem_clock_mhz,
+    );
+    p.put(
+        "applications_sm_clock_mhz",
+        u32_item(d.applications_clock(Clock::SM)),
+        |g| &mut g.applications_sm_clock_mhz,
+    );
+    p.put(
+        "applications_mem_clock_mhz",
+        u32_item(d.applications_clock(Clock::Memory)),
+        |g| &mut g.applications_mem_clock_mhz,
+    );
+}
+
+/// What the device is doing at the start: temperature, power draw, throttle reasons, PCIe
+/// link.
+fn probe_state(d: &Device<'_>, p: &mut GpuProbe) {
+    p.put(
+        "temperature_c",
+        u32_item(d.temperature(TemperatureSensor::Gpu)),
+        |g| &mut g.temperature_c,
+    );
+    p.put("power_mw", u32_item(d.power_usage()), |g| &mut g.power_mw);
+    p.put(
+        "throttle_reasons",
+        d.current_throttle_reasons()
+            .map(|t| throttle_reason_names(t.bits()))
+            .map_err(probe_reason),
+        |g| &mut g.throttle_reasons,
+    );
+    p.put("pcie_link_gen", u32_item(d.current_pcie_link_gen()), |g| {
+        &mut g.pcie_link_gen
+    });
+    p.put(
+        "pcie_link_width",
+        u32_item(d.current_pcie_link_width()),
+        |g| &mut g.pcie_link_width,
+    );
 }

@@ -22,7 +22,7 @@ use crate::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, Re
 use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
-use crate::{read_ledger, Level, Profiler};
+use crate::{read_ledger, Ledger, Level, Profiler};
 use gpu_ledger_tools::analysis::{analyze_kernel, DeviceLimits, Distribution};
 
 /// One side of an experiment: a label and the workload it runs.
@@ -194,6 +194,17 @@ fn copy_time(row: &IterationRow) -> u64 {
 /// # Errors
 /// A workload or profiler failure.
 pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Vec<SideResult>> {
+    let checks = check_and_warm(sides)?;
+    let profiler = profiler_for(sides, cfg)?;
+    run_sides(&profiler, sides, cfg)?;
+    let summary = profiler.finish()?;
+    let ledger = read_ledger(&summary.ledger_path).map_err(crate::Error::from)?;
+    Ok(side_results(sides, checks, &ledger, cfg))
+}
+
+/// Checks each side against its CPU reference (poison, run, verify) and warms it up with two
+/// more runs, before anything is profiled.
+fn check_and_warm(sides: &mut [Side<'_>]) -> SuiteResult<Vec<Verification>> {
     let mut checks = Vec::new();
     for side in sides.iter_mut() {
         let w = &mut *side.workload;
@@ -205,6 +216,12 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         }
         w.stream().synchronize()?;
     }
+    Ok(checks)
+}
+
+/// Starts the profiler at the timeline level; with counters, one collection per side on the
+/// iterations after the warm-up and the timed ones.
+fn profiler_for(sides: &[Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Profiler> {
     let n = sides.len();
     let mut builder = Profiler::builder()
         .level(Level::Timeline)
@@ -225,7 +242,16 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
         };
         builder = builder.counters(setup);
     }
-    let profiler = builder.start()?;
+    Ok(builder.start()?)
+}
+
+/// The profiled iterations: one of every side that is left out, the timed ones (sides
+/// interleaved), and with counters one more per side.
+fn run_sides(
+    profiler: &Profiler,
+    sides: &mut [Side<'_>],
+    cfg: &ExperimentConfig,
+) -> SuiteResult<()> {
     // One iteration of every side to absorb CUPTI's first-launch instrumentation; left out.
     for side in sides.iter_mut() {
         side.workload.run()?;
@@ -254,8 +280,18 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
             profiler.step();
         }
     }
-    let summary = profiler.finish()?;
-    let ledger = read_ledger(&summary.ledger_path).map_err(crate::Error::from)?;
+    Ok(())
+}
+
+/// What each side measured, read from the ledger: its timed rows, the kernels of its last one,
+/// and its counters.
+fn side_results(
+    sides: &[Side<'_>],
+    checks: Vec<Verification>,
+    ledger: &Ledger,
+    cfg: &ExperimentConfig,
+) -> Vec<SideResult> {
+    let n = sides.len();
     let limits = ledger
         .header
         .environment
@@ -312,7 +348,7 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
             counters_missing,
         });
     }
-    Ok(results)
+    results
 }
 
 /// The counters of the row at `index` (a side's counters iteration), or why there are none.
@@ -481,14 +517,30 @@ fn us(d: Option<&Distribution>, pick: fn(&Distribution) -> f64) -> String {
 
 impl fmt::Display for ExperimentPage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_heading(f)?;
+        writeln!(f)?;
+        self.write_timings(f)?;
+        writeln!(f)?;
+        self.write_kernels(f)?;
+        writeln!(f)?;
+        self.write_outcome(f)
+    }
+}
+
+impl ExperimentPage {
+    /// The title between rules, then what the baseline, the hypothesis and the change are.
+    fn write_heading(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", "=".repeat(98))?;
         writeln!(f, "{}", self.title)?;
         writeln!(f, "{}", "=".repeat(98))?;
         wrap(f, "device", &self.device)?;
         wrap(f, "baseline", &self.baseline)?;
         wrap(f, "hypothesis", &self.hypothesis)?;
-        wrap(f, "change", &self.change)?;
-        writeln!(f)?;
+        wrap(f, "change", &self.change)
+    }
+
+    /// The table of each side's kernel and end-to-end times per run, throughput and launches.
+    fn write_timings(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "{:<10} {:<36} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6}",
@@ -530,7 +582,11 @@ impl fmt::Display for ExperimentPage {
                 r.launches_per_iteration / f64::from(r.repeats.max(1)),
             )?;
         }
-        writeln!(f)?;
+        Ok(())
+    }
+
+    /// The table of each side's kernels: launch shape, resources, occupancy and waves.
+    fn write_kernels(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "{:<10} {:<28} {:>13} {:>9} {:>5} {:>13} {:>6} {:>14} {:>6}",
@@ -565,7 +621,12 @@ impl fmt::Display for ExperimentPage {
                 )?;
             }
         }
-        writeln!(f)?;
+        Ok(())
+    }
+
+    /// What came out: each side's verification, the counters and the predictions checked
+    /// against them, the speed-ups over the baseline, the notes and the ledger's path.
+    fn write_outcome(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for r in &self.results {
             wrap(f, "correct", &format!("{}: {}", r.label, r.verification))?;
         }

@@ -23,6 +23,36 @@ fn fast_config() -> NvmlSamplerConfig {
 
 #[test]
 fn sampler_thread_starts_collects_and_stops() {
+    let (source, thread_name, reads) = watched_source();
+    let origin = Instant::now();
+    let mut sampler = NvmlSampler::start(source, fast_config(), origin).expect("start");
+    assert!(sampler.is_running());
+    let identity = vec![
+        SampledDevice {
+            device_id: 0,
+            nvml_index: 0,
+        },
+        SampledDevice {
+            device_id: 1,
+            nvml_index: 1,
+        },
+    ];
+    assert_eq!(sampler.devices(), identity);
+    assert_eq!(sampler.config().devices.as_ref(), Some(&identity));
+    std::thread::sleep(Duration::from_millis(500));
+
+    check_summaries(&sampler);
+    check_stop(&mut sampler, &thread_name);
+    check_kept_after_stop(&sampler, &reads);
+}
+
+/// Two fake devices at a steady 300 W whose readings record the thread that reads them and
+/// count the reads.
+fn watched_source() -> (
+    FakeNvmlSource,
+    Arc<parking_lot::Mutex<Option<String>>>,
+    Arc<AtomicU64>,
+) {
     let thread_name = Arc::new(parking_lot::Mutex::new(None::<String>));
     let seen = Arc::clone(&thread_name);
     let reads = Arc::new(AtomicU64::new(0));
@@ -46,23 +76,12 @@ fn sampler_thread_starts_collects_and_stops() {
         // Exactly 300 W since the fake was created.
         |_, t| Ok((300.0 * t.as_secs_f64() * 1000.0) as u64),
     );
-    let origin = Instant::now();
-    let mut sampler = NvmlSampler::start(source, fast_config(), origin).expect("start");
-    assert!(sampler.is_running());
-    let identity = vec![
-        SampledDevice {
-            device_id: 0,
-            nvml_index: 0,
-        },
-        SampledDevice {
-            device_id: 1,
-            nvml_index: 1,
-        },
-    ];
-    assert_eq!(sampler.devices(), identity);
-    assert_eq!(sampler.config().devices.as_ref(), Some(&identity));
-    std::thread::sleep(Duration::from_millis(500));
+    (source, thread_name, reads)
+}
 
+/// After 500 ms of sampling the watched source: a short window is coarse, a long one has its
+/// energy from the counter, and an unknown device has none.
+fn check_summaries(sampler: &NvmlSampler) {
     // 100 ms..150 ms: short, coarse. 0..400 ms: long enough for the (lowered) counter threshold.
     let short = sampler.summarize(0, 100 * MS, 150 * MS);
     assert!(short.coarse);
@@ -90,7 +109,11 @@ fn sampler_thread_starts_collects_and_stops() {
     ));
     let unknown = sampler.summarize(7, 0, 400 * MS);
     assert!(unknown.energy.is_none() && !unknown.notes.is_empty());
+}
 
+/// The sampler stops promptly, a second stop does nothing, and the reads were made on the
+/// sampler's own thread.
+fn check_stop(sampler: &mut NvmlSampler, thread_name: &parking_lot::Mutex<Option<String>>) {
     let t = Instant::now();
     sampler.stop(Duration::from_secs(2)).expect("stop");
     assert!(
@@ -103,8 +126,11 @@ fn sampler_thread_starts_collects_and_stops() {
         .stop(Duration::from_secs(2))
         .expect("second stop is a no-op");
     assert_eq!(thread_name.lock().as_deref(), Some("gpu-ledger-nvml"));
+}
 
-    // No more reads after stop; samples stay available for export.
+/// No more reads after stop; samples stay available for export, in time order, and serialize
+/// back to themselves.
+fn check_kept_after_stop(sampler: &NvmlSampler, reads: &AtomicU64) {
     let after = reads.load(Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(reads.load(Ordering::Relaxed), after);
