@@ -274,10 +274,7 @@ fn use_tree(
     mut prefix: Vec<String>,
 ) -> (Vec<(Vec<String>, Option<String>)>, usize) {
     let mut out = Vec::new();
-    loop {
-        let Some((_, t)) = toks.get(i) else {
-            break;
-        };
+    while let Some((_, t)) = toks.get(i) {
         match t.as_str() {
             "{" => {
                 i += 1;
@@ -355,7 +352,7 @@ fn absolute(
 /// file module, or, when the next name is one that module binds with `use`, where that leads.
 fn target_module(tree: &ModuleTree, path: &[String], hops: usize) -> Vec<String> {
     let mut len = path.len();
-    while len > 0 && !tree.modules.contains(&path[..len].to_vec()) {
+    while len > 0 && !tree.modules.contains(&path[..len]) {
         len -= 1;
     }
     let module = path[..len].to_vec();
