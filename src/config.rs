@@ -278,11 +278,13 @@ impl TimelineSampling {
         }
     }
     /// The first iteration `every` traces.
+    #[must_use]
     pub fn starting_at(mut self, first: u64) -> Self {
         self.first = first;
         self
     }
     /// Also every iteration of `window`.
+    #[must_use]
     pub fn and_window(mut self, window: std::ops::Range<u64>) -> Self {
         self.window = Some(window);
         self
@@ -355,6 +357,7 @@ impl Default for Config {
 
 /// Builds a [`Profiler`](crate::Profiler).
 #[derive(Debug, Clone, Default)]
+#[must_use = "a ProfilerBuilder does nothing until start(): call it and bind the Profiler"]
 pub struct ProfilerBuilder {
     pub(crate) config: Config,
 }
