@@ -37,6 +37,7 @@ impl Level {
 /// their own worker threads get their launches attributed to the phases the application's
 /// thread is in; the row counts such kernels as `followed`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Follow {
     /// Follow no thread: such calls go to `(unscoped)`.
     Off,

@@ -18,6 +18,7 @@ use crate::error::Result;
 
 /// One launch seen by the recorder, in launch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Launch {
     /// A kernel launch and the kernel's name as CUPTI gave it (mangled for C++ kernels).
     Kernel(String),
