@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::ledger::schema::ConfigRecord;
+// NVTX import options live beside the NVTX code (a leaf module), so that the CUPTI layer's NVTX
+// importer reads them without importing the configuration (which imports the CUPTI layer's users).
+pub use crate::nvtx::NvtxImport;
 
 /// How much the profiler records: cheap and unperturbing first, expensive only on request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -34,6 +37,7 @@ impl Level {
 /// their own worker threads get their launches attributed to the phases the application's
 /// thread is in; the row counts such kernels as `followed`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Follow {
     /// Follow no thread: such calls go to `(unscoped)`.
     Off,
@@ -159,45 +163,6 @@ impl Default for Nvtx {
     }
 }
 
-/// Which NVTX ranges become scopes ([`Nvtx::import`]).
-///
-/// NVTX finds its tool when a library makes its first NVTX call, through
-/// `NVTX_INJECTION64_PATH`: the profiler sets it to the CUPTI it loaded at start when it is
-/// unset, and it stays set for the rest of the process (child processes inherit it). A library
-/// that made an NVTX call before the profiler started keeps no tool, so start the profiler first
-/// (or export `NVTX_INJECTION64_PATH` to the CUPTI library yourself). When
-/// it names another tool (Nsight Systems sets it), ranges are not imported and the header says
-/// so.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NvtxImport {
-    /// The NVTX domains whose ranges are imported (by name; the default domain is `default`);
-    /// empty: every domain.
-    pub domains: Vec<String>,
-    /// Most imported ranges open at once on a thread; deeper ones are not scopes (counted in
-    /// the trailer).
-    pub max_depth: u32,
-    /// An NVTX mark of this message ends the iteration as [`Profiler::step`](crate::Profiler::step)
-    /// does, for applications that mark their steps with NVTX.
-    pub step_marker: Option<String>,
-}
-
-impl Default for NvtxImport {
-    fn default() -> Self {
-        NvtxImport {
-            domains: Vec::new(),
-            max_depth: 8,
-            step_marker: None,
-        }
-    }
-}
-
-impl NvtxImport {
-    /// Whether ranges of the domain named `name` are imported.
-    pub(crate) fn imports(&self, name: &str) -> bool {
-        self.domains.is_empty() || self.domains.iter().any(|d| d == name)
-    }
-}
-
 /// Profiler configuration. Start from [`Config::default`] or
 /// [`Profiler::builder`](crate::Profiler::builder).
 #[derive(Debug, Clone)]
@@ -314,11 +279,13 @@ impl TimelineSampling {
         }
     }
     /// The first iteration `every` traces.
+    #[must_use]
     pub fn starting_at(mut self, first: u64) -> Self {
         self.first = first;
         self
     }
     /// Also every iteration of `window`.
+    #[must_use]
     pub fn and_window(mut self, window: std::ops::Range<u64>) -> Self {
         self.window = Some(window);
         self
@@ -391,6 +358,7 @@ impl Default for Config {
 
 /// Builds a [`Profiler`](crate::Profiler).
 #[derive(Debug, Clone, Default)]
+#[must_use = "a ProfilerBuilder does nothing until start(): call it and bind the Profiler"]
 pub struct ProfilerBuilder {
     pub(crate) config: Config,
 }

@@ -103,3 +103,43 @@ pub mod internals {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// A profiler, its builder and a scope context do nothing useful unbound, so each is
+/// `#[must_use]`: the first three blocks below are refused under `#![deny(unused_must_use)]` and
+/// the last, the same calls bound, compiles.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn main() -> gpu_ledger::Result<()> {
+///     gpu_ledger::Profiler::builder().start()?; // the profiler would stop right here
+///     Ok(())
+/// }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn main() {
+///     gpu_ledger::Profiler::builder().level(gpu_ledger::Level::Timeline); // never started
+/// }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// fn main() {
+///     gpu_ledger::Profiler::context(); // captured for no thread
+/// }
+/// ```
+///
+/// ```no_run
+/// #![deny(unused_must_use)]
+/// fn main() -> gpu_ledger::Result<()> {
+///     let profiler = gpu_ledger::Profiler::builder().start()?;
+///     let builder = gpu_ledger::Profiler::builder().level(gpu_ledger::Level::Timeline);
+///     let context = gpu_ledger::Profiler::context();
+///     drop((builder, context));
+///     profiler.finish()?;
+///     Ok(())
+/// }
+/// ```
+#[cfg(doctest)]
+pub struct MustUseDoctests;

@@ -6,6 +6,10 @@
 //! `nvtxRangePushA` directly (the symbol the crate's own macros call, of the pinned version).
 //! With no NVTX tool attached, NVTX's function table holds null pointers after its first call,
 //! and a push or pop is a call, a load and a branch.
+//!
+//! It also holds [`NvtxImport`], the options of the other direction (NVTX ranges as scopes, which
+//! `cupti::nvtx` imports): the configuration re-exports it, and the CUPTI layer reads it here
+//! without importing the configuration.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
@@ -46,6 +50,45 @@ pub(crate) fn range_name(name: &str) -> std::ffi::CString {
         .map(|b| if b == 0 { b'?' } else { b })
         .collect();
     std::ffi::CString::new(bytes).unwrap_or_default()
+}
+
+/// Which NVTX ranges become scopes ([`Nvtx::import`](crate::Nvtx::import)).
+///
+/// NVTX finds its tool when a library makes its first NVTX call, through
+/// `NVTX_INJECTION64_PATH`: the profiler sets it to the CUPTI it loaded at start when it is
+/// unset, and it stays set for the rest of the process (child processes inherit it). A library
+/// that made an NVTX call before the profiler started keeps no tool, so start the profiler first
+/// (or export `NVTX_INJECTION64_PATH` to the CUPTI library yourself). When
+/// it names another tool (Nsight Systems sets it), ranges are not imported and the header says
+/// so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvtxImport {
+    /// The NVTX domains whose ranges are imported (by name; the default domain is `default`);
+    /// empty: every domain.
+    pub domains: Vec<String>,
+    /// Most imported ranges open at once on a thread; deeper ones are not scopes (counted in
+    /// the trailer).
+    pub max_depth: u32,
+    /// An NVTX mark of this message ends the iteration as [`Profiler::step`](crate::Profiler::step)
+    /// does, for applications that mark their steps with NVTX.
+    pub step_marker: Option<String>,
+}
+
+impl Default for NvtxImport {
+    fn default() -> Self {
+        NvtxImport {
+            domains: Vec::new(),
+            max_depth: 8,
+            step_marker: None,
+        }
+    }
+}
+
+impl NvtxImport {
+    /// Whether ranges of the domain named `name` are imported.
+    pub(crate) fn imports(&self, name: &str) -> bool {
+        self.domains.is_empty() || self.domains.iter().any(|d| d == name)
+    }
 }
 
 #[cfg(test)]

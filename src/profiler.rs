@@ -53,6 +53,7 @@ pub struct RunSummary {
 /// println!("ledger at {}", summary.ledger_path.display());
 /// # Ok::<(), gpu_ledger::Error>(())
 /// ```
+#[must_use = "a Profiler records until finish() or drop: bind it (let profiler = ...)"]
 pub struct Profiler {
     /// The running profiler's shared state (`None` when inert, and once finished).
     running: Option<Arc<Running>>,

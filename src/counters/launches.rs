@@ -9,6 +9,7 @@ use std::sync::Arc;
 use cupti_sys as sys;
 use parking_lot::Mutex;
 
+use super::ranges::RangeValues;
 use crate::cupti;
 use crate::cupti::functions::{traced_functions, ApiClass};
 use crate::cupti::range_profiler::{LaunchSink, LaunchSubscription};
@@ -17,6 +18,7 @@ use crate::error::Result;
 
 /// One launch seen by the recorder, in launch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Launch {
     /// A kernel launch and the kernel's name as CUPTI gave it (mangled for C++ kernels).
     Kernel(String),
@@ -29,7 +31,7 @@ pub enum Launch {
 /// launch, or past the end of `launches`, keep `kernel: None`; so do all of them when there are
 /// fewer ranges than kernel launches and no graph launch (CUPTI lost some, so position no longer
 /// says which kernel a range is). Returns how many were named.
-pub fn name_auto_ranges(ranges: &mut [super::RangeValues], launches: &[Launch]) -> usize {
+pub fn name_auto_ranges(ranges: &mut [RangeValues], launches: &[Launch]) -> usize {
     let launches = AutoRangeLaunches::new(launches);
     let lost = launches.lost_ranges(ranges.len());
     let mut named = 0;

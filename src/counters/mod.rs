@@ -42,6 +42,7 @@ pub mod derived;
 pub mod error;
 pub mod launches;
 pub mod metrics;
+mod ranges;
 pub mod records;
 pub(crate) mod release;
 mod session;
@@ -57,8 +58,9 @@ pub use derived::{classify, derive, DeriveOptions, Thresholds};
 pub use error::{unavailable_fix, unavailable_of};
 pub use launches::{name_auto_ranges, Launch, LaunchRecorder};
 pub use metrics::{preset, resolve, MetricCatalog, NameList, Preset, PRESETS};
+pub use ranges::RangeValues;
 pub use records::{
     counters_from_collected, counters_pending, header_collected, header_not_collected,
 };
-pub use session::{ChipCatalog, Collected, PassEnd, RangeProfiler, RangeValues};
+pub use session::{ChipCatalog, Collected, PassEnd, RangeProfiler};
 pub use window::{CounterWindow, CountersSetup};

@@ -21,6 +21,7 @@ use super::config::CounterConfig;
 use super::error::support_error;
 use super::launches::{name_auto_ranges, Launch, LaunchRecorder};
 use super::metrics::{nearest, nearest_metric, resolve, split_metric, MetricCatalog};
+use super::ranges::RangeValues;
 use crate::cupti;
 use crate::cupti::range_profiler::{
     self as ffi, AlignedBuf, HostObject, MetricProperties, StopInfo, Target,
@@ -181,36 +182,6 @@ impl MetricCatalog for ChipCatalog {
             }
         }
         nearest_metric(name, candidates.iter().map(String::as_str), n)
-    }
-}
-
-/// The values of one range.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RangeValues {
-    /// Index in the counter-data image.
-    pub index: usize,
-    /// The range's name: the pushed names joined by `/` for user ranges (`a/c`), the launch
-    /// index (`"0"`, `"1"`, ...) for auto ranges.
-    pub name: String,
-    /// The pushed names, outermost first (one element for auto ranges).
-    pub path: Vec<String>,
-    /// Auto ranges: the kernel of this launch, when known.
-    pub kernel: Option<String>,
-    /// Auto ranges: the launch index the kernel was matched by.
-    pub launch_index: Option<u64>,
-    /// Metric name -> value.
-    pub values: BTreeMap<String, f64>,
-}
-
-impl RangeValues {
-    /// The value of one metric.
-    pub fn get(&self, metric: &str) -> Option<f64> {
-        self.values.get(metric).copied()
-    }
-
-    /// Nesting depth, 1 for a top-level range.
-    pub fn depth(&self) -> usize {
-        self.path.len()
     }
 }
 

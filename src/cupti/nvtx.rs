@@ -14,7 +14,7 @@ use std::path::Path;
 use cupti_sys as sys;
 use rustc_hash::FxHashMap;
 
-use crate::config::NvtxImport;
+use crate::nvtx::NvtxImport;
 
 /// The environment variable through which NVTX finds its tool.
 pub(crate) const INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";

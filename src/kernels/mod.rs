@@ -1,6 +1,8 @@
 //! Bundled CUDA kernels: compiled at run time with NVRTC for the device's own architecture (with
 //! line info), with the analytic byte and FLOP counts the profiler's numbers are checked against.
 
+use std::ffi::CStr;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::{
@@ -102,69 +104,78 @@ pub fn compiled_cubins() -> Vec<(String, Arc<[u8]>)> {
 
 static COMPILED: parking_lot::Mutex<Vec<(String, Arc<[u8]>)>> = parking_lot::Mutex::new(Vec::new());
 
-/// NVRTC to a cubin (cudarc's safe API returns PTX only); the error is the compiler's log.
+/// NVRTC to a cubin; the error is the compiler's log. cudarc's safe API returns PTX only, so
+/// this goes through its result layer (create, compile, log, destroy) and, for the cubin, which
+/// that layer does not read, through its `sys` layer.
 fn nvrtc_cubin(src: &str, file: &str, options: &[String]) -> std::result::Result<Vec<u8>, String> {
-    use cudarc::nvrtc::sys;
-    use std::ffi::{c_char, CString};
+    use std::ffi::CString;
     let src = CString::new(src).map_err(|e| e.to_string())?;
     let file = CString::new(file).map_err(|e| e.to_string())?;
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()).expect("option without NUL"))
-        .collect();
-    let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-    let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
-    // SAFETY: the source and name are NUL-terminated and outlive the call; no headers.
-    let rc = unsafe {
-        sys::nvrtcCreateProgram(
-            &mut prog,
-            src.as_ptr(),
-            file.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    if rc != sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(format!("nvrtcCreateProgram: {rc:?}"));
+    // Borrows `src` and `file`, which NVRTC may point into, so it is destroyed before them.
+    let prog = Program::create(&src, &file)?;
+    prog.compile(options)?;
+    prog.cubin()
+}
+
+/// An NVRTC program, destroyed when it drops: the handle is valid for as long as this lives,
+/// and the source and name it may point into (`'a`) outlive it.
+struct Program<'a>(cudarc::nvrtc::sys::nvrtcProgram, PhantomData<&'a CStr>);
+
+impl<'a> Program<'a> {
+    /// A program of `src`, named `file` in the compiler's messages and the line table.
+    fn create(src: &'a CStr, file: &'a CStr) -> std::result::Result<Self, String> {
+        cudarc::nvrtc::result::create_program(src, Some(file))
+            .map(|prog| Program(prog, PhantomData))
+            .map_err(|e| format!("nvrtcCreateProgram: {:?}", e.0))
     }
-    // SAFETY: `prog` was created above; the option strings outlive the call.
-    let rc = unsafe { sys::nvrtcCompileProgram(prog, ptrs.len() as i32, ptrs.as_ptr()) };
-    let result = if rc != sys::nvrtcResult::NVRTC_SUCCESS {
-        let mut size = 0usize;
-        // SAFETY: `prog` is valid; the log buffer has the size NVRTC reported.
-        let log = unsafe {
-            sys::nvrtcGetProgramLogSize(prog, &mut size);
-            let mut log = vec![0u8; size.max(1)];
-            sys::nvrtcGetProgramLog(prog, log.as_mut_ptr().cast());
-            log
+
+    /// Compiles with `options`; the error is the result code and the compiler's log.
+    fn compile(&self, options: &[String]) -> std::result::Result<(), String> {
+        use cudarc::nvrtc::result;
+        // SAFETY: `self.0` was created by `create_program` and is destroyed only on drop.
+        let Err(e) = (unsafe { result::compile_program(self.0, options) }) else {
+            return Ok(());
         };
+        // SAFETY: as above. A log that cannot be read is an empty one.
+        let log = unsafe { result::get_program_log(self.0) }.unwrap_or_default();
+        // NVRTC's log is C chars (`i8` or `u8` by platform), NUL-terminated.
+        let log: Vec<u8> = log.iter().map(|c| c.to_ne_bytes()[0]).collect();
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
         Err(format!(
-            "{rc:?}: {}",
+            "{:?}: {}",
+            e.0,
             String::from_utf8_lossy(&log[..end]).trim_end()
         ))
-    } else {
+    }
+
+    /// The cubin of the compiled program. cudarc's result layer has no call for it (it reads
+    /// PTX), so this calls `nvrtcGetCUBINSize` and `nvrtcGetCUBIN` of its `sys` layer.
+    fn cubin(&self) -> std::result::Result<Vec<u8>, String> {
+        use cudarc::nvrtc::sys;
         let mut size = 0usize;
-        // SAFETY: `prog` compiled for a real architecture, so it holds a cubin of `size` bytes.
-        unsafe {
-            let rc = sys::nvrtcGetCUBINSize(prog, &mut size);
-            if rc != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
-                Err(format!("nvrtcGetCUBINSize: {rc:?}"))
-            } else {
-                let mut cubin = vec![0u8; size];
-                let rc = sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast());
-                if rc == sys::nvrtcResult::NVRTC_SUCCESS {
-                    Ok(cubin)
-                } else {
-                    Err(format!("nvrtcGetCUBIN: {rc:?}"))
-                }
-            }
+        // SAFETY: `self.0` is a live program (see `compile`), compiled for a real architecture
+        // (`sm_XY`), so it holds a cubin; `size` is a valid place for its size.
+        let rc = unsafe { sys::nvrtcGetCUBINSize(self.0, &mut size) };
+        if rc != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+            return Err(format!("nvrtcGetCUBINSize: {rc:?}"));
         }
-    };
-    // SAFETY: `prog` is destroyed once, after its last use.
-    unsafe { sys::nvrtcDestroyProgram(&mut prog) };
-    result
+        let mut cubin = vec![0u8; size];
+        // SAFETY: as above; the buffer holds the `size` bytes NVRTC reported.
+        let rc = unsafe { sys::nvrtcGetCUBIN(self.0, cubin.as_mut_ptr().cast()) };
+        if rc == sys::nvrtcResult::NVRTC_SUCCESS {
+            Ok(cubin)
+        } else {
+            Err(format!("nvrtcGetCUBIN: {rc:?}"))
+        }
+    }
+}
+
+impl Drop for Program<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` was created by `create_program` and this is its one destruction. A
+        // failure to destroy only leaks the program: the compilation's outcome stands.
+        let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.0) };
+    }
 }
 
 /// Analytic work of one launch: the fewest bytes it must move through device memory and the
@@ -346,5 +357,46 @@ impl TrainOps {
         // long and an unsigned int), and n is within the slice.
         unsafe { launch.launch(cfg) }?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEEDS_NVRTC: &str =
+        "libnvrtc.so.13 not found: run scripts/check-kernels.sh (or put it on LD_LIBRARY_PATH)";
+
+    fn sm90(src: &str, file: &str) -> std::result::Result<Vec<u8>, String> {
+        assert!(nvrtc_present(), "{NEEDS_NVRTC}");
+        let options = ["--gpu-architecture=sm_90".to_string(), "-lineinfo".into()];
+        nvrtc_cubin(src, file, &options)
+    }
+
+    #[test]
+    #[ignore = "needs libnvrtc.so.13 (scripts/check-kernels.sh)"]
+    fn every_bundled_kernel_file_compiles_to_a_cubin() {
+        for (name, src) in KERNEL_SOURCES {
+            let cubin = sm90(src, &format!("{name}.cu")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                cubin.starts_with(b"\x7fELF"),
+                "{name}: a cubin is an ELF image"
+            );
+            println!("kernels/{name}.cu: {} bytes of cubin", cubin.len());
+        }
+    }
+
+    #[test]
+    #[ignore = "needs libnvrtc.so.13 (scripts/check-kernels.sh)"]
+    fn a_kernel_that_does_not_compile_gives_the_result_code_and_the_log() {
+        let e = sm90(
+            "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared; }",
+            "broken.cu",
+        )
+        .unwrap_err();
+        println!("{e}");
+        assert!(e.starts_with("NVRTC_ERROR_COMPILATION: "), "{e}");
+        assert!(e.contains("broken.cu") && e.contains("undeclared"), "{e}");
+        assert!(!e.ends_with('\n') && !e.contains('\0'), "{e:?}");
     }
 }

@@ -77,6 +77,7 @@ pub mod vadd;
 
 /// Why a suite operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SuiteError {
     /// Compiling or loading a kernel, or another gpu-ledger failure.
     #[error(transparent)]

@@ -32,6 +32,8 @@ use crate::run::{ENABLED, GENERATION};
 /// launcher.join().unwrap();
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[must_use = "a ScopeContext attributes nothing until a thread enters it: hand it to the thread \
+              that does the work (ctx.enter())"]
 pub struct ScopeContext {
     /// The run it was captured in (0: none).
     generation: u64,

@@ -61,6 +61,7 @@ impl ExperimentConfig {
     /// Also collects `metrics` for every kernel launch of one run of each side, after the timed
     /// iterations (auto ranges with kernel replay: each kernel is replayed once per pass, so
     /// these rows are flagged perturbed and left out of the timings).
+    #[must_use]
     pub fn with_counters(mut self, metrics: &[&str]) -> Self {
         self.counters = metrics.iter().map(|m| m.to_string()).collect();
         self

@@ -50,6 +50,7 @@ impl VectorAddSpec {
     }
 
     /// The grid-stride kernel with a fixed grid of `blocks`.
+    #[must_use]
     pub fn grid_stride(mut self, blocks: u32) -> Self {
         self.grid_stride_blocks = Some(blocks.max(1));
         self
