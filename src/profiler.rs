@@ -20,7 +20,7 @@ use crate::cupti::activity::TimelineSession;
 use crate::driver::events::StreamRef;
 use crate::error::{Error, Result};
 use crate::ledger::schema::{ConfigRecord, Header, LedgerLine, Trailer, SCHEMA_VERSION};
-use crate::run::{self, Running, ENABLED};
+use crate::run::{self, RunState, ENABLED};
 use crate::scope::{self, ScopeGuard};
 use crate::writer::LedgerWriter;
 
@@ -56,9 +56,9 @@ pub struct RunSummary {
 #[must_use = "a Profiler records until finish() or drop: bind it (let profiler = ...)"]
 pub struct Profiler {
     /// The running profiler's shared state (`None` when inert, and once finished).
-    running: Option<Arc<Running>>,
+    running: Option<Arc<RunState>>,
     /// What shutdown takes, shared with the signal thread.
-    slot: Arc<Slot>,
+    slot: Arc<Lifecycle>,
     /// SIGINT/SIGTERM handling (`flush_on_signal`), stopped after shutdown.
     signals: Option<crate::signals::Watch>,
     ledger_path: PathBuf,
@@ -76,8 +76,8 @@ impl std::fmt::Debug for Profiler {
     }
 }
 
-struct Inner {
-    running: Arc<Running>,
+struct RunParts {
+    running: Arc<RunState>,
     session: Option<TimelineSession>,
     collector: Option<JoinHandle<()>>,
     writer: Option<LedgerWriter>,
@@ -93,24 +93,24 @@ const FINISH_WAIT: Duration = Duration::from_secs(10);
 
 /// The running profiler's parts, shut down exactly once: by `finish()` or drop, or by the
 /// signal thread (`flush_on_signal`), whichever comes first; the other waits for it.
-struct Slot {
-    state: parking_lot::Mutex<SlotState>,
+struct Lifecycle {
+    state: parking_lot::Mutex<Stage>,
     changed: parking_lot::Condvar,
 }
 
-enum SlotState {
+enum Stage {
     /// Not (yet) running: starting, inert, or failed to start.
     Empty,
-    Running(Inner),
+    Running(RunParts),
     Stopping,
     /// Shut down; the trailer that was written.
     Stopped(Box<Trailer>),
 }
 
-impl Slot {
-    fn new() -> Arc<Slot> {
-        Arc::new(Slot {
-            state: parking_lot::Mutex::new(SlotState::Empty),
+impl Lifecycle {
+    fn new() -> Arc<Lifecycle> {
+        Arc::new(Lifecycle {
+            state: parking_lot::Mutex::new(Stage::Empty),
             changed: parking_lot::Condvar::new(),
         })
     }
@@ -126,25 +126,25 @@ impl Slot {
         let deadline = Instant::now() + wait;
         let mut state = self.state.lock();
         loop {
-            match std::mem::replace(&mut *state, SlotState::Stopping) {
-                SlotState::Running(inner) => {
+            match std::mem::replace(&mut *state, Stage::Stopping) {
+                Stage::Running(inner) => {
                     drop(state);
                     let (trailer, err) = shutdown(inner, end_warning);
-                    *self.state.lock() = SlotState::Stopped(Box::new(trailer.clone()));
+                    *self.state.lock() = Stage::Stopped(Box::new(trailer.clone()));
                     self.changed.notify_all();
                     return Some((trailer, err));
                 }
-                SlotState::Stopping => {
+                Stage::Stopping => {
                     if self.changed.wait_until(&mut state, deadline).timed_out() {
                         return None;
                     }
                 }
-                SlotState::Stopped(trailer) => {
-                    *state = SlotState::Stopped(trailer.clone());
+                Stage::Stopped(trailer) => {
+                    *state = Stage::Stopped(trailer.clone());
                     return Some((*trailer, None));
                 }
-                SlotState::Empty => {
-                    *state = SlotState::Empty;
+                Stage::Empty => {
+                    *state = Stage::Empty;
                     return None;
                 }
             }
@@ -245,7 +245,7 @@ impl Profiler {
     /// instead, and the ledger header says why.
     pub fn start(mut config: Config) -> Result<Profiler> {
         let path = resolve_ledger_path(config.ledger_path.clone());
-        let slot = Slot::new();
+        let slot = Lifecycle::new();
         let env_level = std::env::var_os(LEVEL_ENV);
         let Some(level_source) = apply_level_override(&mut config, env_level.as_deref())? else {
             let reason = format!("profiling off ({LEVEL_ENV}=off): no ledger is written");
@@ -259,12 +259,16 @@ impl Profiler {
             });
         };
         match start::start_inner(&config, &path, &slot, level_source) {
-            Ok((inner, warnings, signals)) => {
+            Ok(start::StartedRun {
+                parts,
+                warnings,
+                signals,
+            }) => {
                 for w in &warnings {
                     eprintln!("gpu-ledger: warning: {w}");
                 }
-                let running = inner.running.clone();
-                *slot.state.lock() = SlotState::Running(inner);
+                let running = parts.running.clone();
+                *slot.state.lock() = Stage::Running(parts);
                 Ok(Profiler {
                     running: Some(running),
                     slot,
@@ -311,7 +315,7 @@ impl Profiler {
     /// The first ledger write error, if one happened (reported once on stderr as well).
     pub fn write_error(&self) -> Option<String> {
         match &*self.slot.state.lock() {
-            SlotState::Running(inner) => inner.writer.as_ref().and_then(|w| w.error()),
+            Stage::Running(inner) => inner.writer.as_ref().and_then(|w| w.error()),
             _ => None,
         }
     }
@@ -368,7 +372,7 @@ impl Drop for Profiler {
     }
 }
 
-fn shutdown(mut inner: Inner, end_warning: Option<String>) -> (Trailer, Option<Error>) {
+fn shutdown(mut inner: RunParts, end_warning: Option<String>) -> (Trailer, Option<Error>) {
     let running = inner.running.clone();
     let finish = running.close(end_warning, || scope::open_scopes(&running));
     let mut first_err = None;

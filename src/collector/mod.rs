@@ -52,7 +52,7 @@ use crate::ledger::nvml::NvmlIterationSummary;
 use crate::ledger::schema::{LedgerLine, Trailer};
 use crate::nvml::NvmlSampler;
 use crate::run::ScopeRecord;
-use crate::run::{Inbox, IterationEnd, Running};
+use crate::run::{Inbox, IterationEnd, RunState};
 use attribution::{Activity, CallInfo, Deferred};
 use correlation::CorrelationMap;
 use row::RowBuilder;
@@ -60,7 +60,7 @@ use window::{IterationBuffers, IterationState};
 
 /// What the collector thread is started with.
 pub(crate) struct CollectorSetup {
-    pub(crate) running: Arc<Running>,
+    pub(crate) running: Arc<RunState>,
     pub(crate) inbox: Inbox,
     pub(crate) activity: Option<Arc<ActivityShared>>,
     pub(crate) buffers: Receiver<FilledBuffer>,
@@ -96,7 +96,7 @@ pub(crate) fn spawn(setup: CollectorSetup) -> Result<JoinHandle<()>> {
 /// The collector's state. Its jobs' fields are grouped; each job's code is in its module.
 struct Collector {
     // The run, its messages and the ledger.
-    running: Arc<Running>,
+    running: Arc<RunState>,
     inbox: Inbox,
     activity: Option<Arc<ActivityShared>>,
     buffers: Receiver<FilledBuffer>,

@@ -9,7 +9,7 @@ use crate::clock::HostClock;
 use crate::cupti::calls::CapturedCall;
 use crate::cupti::record::Record;
 use crate::ledger::schema::{IterationRow, LedgerLine, Trailer};
-use crate::run::{IterationEnd, Running};
+use crate::run::{IterationEnd, RunState};
 
 /// The collector's attribution driven by hand, without threads, CUPTI or a ledger file: for
 /// the collector's tests and the decode benchmark. Not a stable API.
@@ -46,7 +46,7 @@ impl OfflineCollector {
         let (_, buffer_rx) = crossbeam_channel::unbounded();
         // No CUPTI, no counters, and nothing sends to the inbox: `step()` is `end_iteration`.
         // Not published as the current run, so scopes stay off.
-        let (running, inbox) = Running::new(
+        let (running, inbox) = RunState::new(
             HostClock::monotonic(Instant::now()),
             None,
             None,

@@ -21,7 +21,7 @@ use crate::ledger::schema::{
     ActivityEntry, CopyGroup, DeviceIteration, IterationRow, KernelGroup, ScopeRow, ScopeSpan,
     SyncGroup, TracingCalibration,
 };
-use crate::run::Running;
+use crate::run::RunState;
 use crate::run::{PathTable, ScopeRecord};
 use gpu_ledger_format::intervals::BusyAccumulator;
 
@@ -81,7 +81,7 @@ impl RowBuilder {
     /// how long a row waits for its records (for the warning of a row written without them).
     pub(super) fn build(
         &mut self,
-        running: &Running,
+        running: &RunState,
         it: &mut IterationState,
         incomplete: bool,
         dropped_now: u64,

@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{cupti_for_driver, Inner, NvtxImportState, NvtxState, Slot};
+use super::{cupti_for_driver, Lifecycle, NvtxImportState, NvtxState, RunParts};
 use crate::clock::HostClock;
 use crate::collector;
 use crate::config::{config_record, Config, Level, TimelineSampling};
@@ -30,22 +30,28 @@ use crate::ledger::schema::{
 };
 use crate::ledger::Environment;
 use crate::nvml::NvmlSampler;
-use crate::run::{self, Inbox, Running};
+use crate::run::{self, Inbox, RunState};
 use crate::scope;
 use crate::writer::LedgerWriter;
 
-/// What a start hands to the profiler: the running parts, the warnings for stderr, and the
-/// signal handlers when `flush_on_signal` installed them.
-pub(super) type Started = (Inner, Vec<String>, Option<crate::signals::Watch>);
+/// What a start hands to the profiler.
+pub(super) struct StartedRun {
+    /// The running parts, which the profiler's lifecycle keeps until shutdown.
+    pub(super) parts: RunParts,
+    /// Warnings for stderr.
+    pub(super) warnings: Vec<String>,
+    /// The signal handlers, when `flush_on_signal` installed them.
+    pub(super) signals: Option<crate::signals::Watch>,
+}
 
 /// Starts a run of `config` that writes its ledger to `path`; the signal handlers shut down
 /// through `slot`, and the header records `level_source`.
 pub(super) fn start_inner(
     config: &Config,
     path: &Path,
-    slot: &Arc<Slot>,
+    slot: &Arc<Lifecycle>,
     level_source: &str,
-) -> Result<Started> {
+) -> Result<StartedRun> {
     check_settings(config)?;
     let claim = run::claim()?;
     let mut notes = HeaderNotes::default();
@@ -103,8 +109,8 @@ pub(super) fn start_inner(
         },
     )?;
     claim.publish(&running);
-    Ok((
-        Inner {
+    Ok(StartedRun {
+        parts: RunParts {
             running,
             session: timeline.session,
             collector: Some(collector),
@@ -112,9 +118,9 @@ pub(super) fn start_inner(
             trailer_rx,
             _calibration_ctx: timeline.calibration_ctx,
         },
-        notes.warnings,
+        warnings: notes.warnings,
         signals,
-    ))
+    })
 }
 
 /// Refuses buffer, energy and counters settings that no run can use, before the run is
@@ -238,8 +244,8 @@ impl Plan {
         config: &Config,
         origin: Instant,
         notes: &mut HeaderNotes,
-    ) -> (Arc<Running>, Inbox) {
-        let (running, inbox) = Running::new(
+    ) -> (Arc<RunState>, Inbox) {
+        let (running, inbox) = RunState::new(
             HostClock::new(origin),
             self.cupti,
             self.counters,
@@ -364,7 +370,7 @@ struct Timeline {
 fn start_timeline(
     config: &Config,
     lib: &'static cupti::LoadedCupti,
-    running: &Running,
+    running: &RunState,
     sink: Sender<FilledBuffer>,
     notes: &mut HeaderNotes,
 ) -> Result<Timeline> {
@@ -395,7 +401,7 @@ fn start_timeline(
 /// why.
 fn calibrate_tracing(
     lib: &'static cupti::LoadedCupti,
-    running: &Running,
+    running: &RunState,
     notes: &mut HeaderNotes,
 ) -> Option<Arc<cudarc::driver::CudaContext>> {
     // Nothing of the calibration is captured as the application's: its records are counted
@@ -421,7 +427,7 @@ fn calibrate_tracing(
 /// through.
 fn start_pc_sampling(
     config: &Config,
-    running: &Running,
+    running: &RunState,
     notes: &mut HeaderNotes,
 ) -> Result<Option<(crate::pcsampling::Sources, usize)>> {
     let Some(setup) = &config.pc_sampling else {
@@ -505,7 +511,7 @@ fn start_nvml(
 /// `slot` and end the ledger with the signal's name.
 fn watch_signals(
     config: &Config,
-    slot: &Arc<Slot>,
+    slot: &Arc<Lifecycle>,
     warnings: &mut Vec<String>,
 ) -> Option<crate::signals::Watch> {
     if !config.flush_on_signal {
@@ -521,7 +527,7 @@ fn watch_signals(
 
 /// What the stages made that the collector takes over.
 struct CollectorParts {
-    running: Arc<Running>,
+    running: Arc<RunState>,
     inbox: Inbox,
     activity: Option<Arc<ActivityShared>>,
     buffers: Receiver<FilledBuffer>,

@@ -35,7 +35,7 @@ pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
 pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The running profiler's shared state; `None` between runs.
-static CURRENT: RwLock<Option<Arc<Running>>> = RwLock::new(None);
+static CURRENT: RwLock<Option<Arc<RunState>>> = RwLock::new(None);
 
 pub(crate) use crate::ledger::COUNTERS_SCOPE;
 
@@ -68,7 +68,7 @@ pub(crate) struct Inbox {
 /// application's synchronize with its caches cold, and each line it touches there is a miss while
 /// the GPU waits.
 #[repr(C)]
-pub(crate) struct Running {
+pub(crate) struct RunState {
     /// `step()`'s end of the ring of iteration ends the collector polls (see [`IterationEnd`]);
     /// `None` once shutdown began: `step()` then sends nothing (with `flush_on_signal` the
     /// signal thread can shut down while the application still steps). `step()` holds it while
@@ -127,7 +127,7 @@ pub(crate) struct NvtxRun {
     pub(crate) import_depth: Option<u32>,
 }
 
-impl Running {
+impl RunState {
     /// The shared state of a run on `clock`, with CUPTI at the timeline and counters levels and
     /// the counters level's state when it was set up; and the collector's end of its messages.
     /// Called on the thread that starts the run, which `Follow::SteppingThread` follows until
@@ -139,7 +139,7 @@ impl Running {
         follow: Follow,
         nvtx: NvtxRun,
         sampling: Option<TimelineSampling>,
-    ) -> (Arc<Running>, Inbox) {
+    ) -> (Arc<RunState>, Inbox) {
         let (ends, ends_tx) = EndSlot::new(ENDS_CAPACITY);
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
         let paths = PathTable::default();
@@ -148,7 +148,7 @@ impl Running {
         } else {
             0
         };
-        let running = Arc::new(Running {
+        let running = Arc::new(RunState {
             clock,
             cupti,
             paths,
@@ -420,13 +420,13 @@ impl Running {
 }
 
 /// The running profiler's shared state, if any.
-pub(crate) fn current() -> Option<Arc<Running>> {
+pub(crate) fn current() -> Option<Arc<RunState>> {
     CURRENT.read().clone()
 }
 
 /// The right to start a run: held from the check that none runs until the run is published,
 /// so that two concurrent starts cannot both succeed.
-pub(crate) struct Claim(RwLockWriteGuard<'static, Option<Arc<Running>>>);
+pub(crate) struct Claim(RwLockWriteGuard<'static, Option<Arc<RunState>>>);
 
 /// Claims the process's one run.
 ///
@@ -442,7 +442,7 @@ pub(crate) fn claim() -> Result<Claim> {
 
 impl Claim {
     /// Makes `running` the current run and turns the scopes on.
-    pub(crate) fn publish(mut self, running: &Arc<Running>) {
+    pub(crate) fn publish(mut self, running: &Arc<RunState>) {
         *self.0 = Some(running.clone());
         GENERATION.fetch_add(1, Ordering::SeqCst);
         ENABLED.store(true, Ordering::SeqCst);

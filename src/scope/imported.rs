@@ -80,7 +80,7 @@ fn pop(domain: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{NvtxRun, Running};
+    use crate::run::{NvtxRun, RunState};
     use std::borrow::Cow;
 
     fn push(message: &'static str) {
@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn imported_ranges_nest_under_the_open_scope_stop_at_the_depth_limit_and_skip_own_ranges() {
         let claim = crate::run::claim().expect("no other run in the unit tests");
-        let (running, _inbox) = Running::new(
+        let (running, _inbox) = RunState::new(
             crate::clock::HostClock::monotonic(std::time::Instant::now()),
             None,
             None,

@@ -23,7 +23,7 @@ use crate::clock::ClockSource;
 use crate::config::Follow;
 use crate::cupti::calls::{ApiCalls, HANDOFF_BIT};
 use crate::driver::events::{EventHandle, LocalEvents, PackedEvents, StreamRef};
-use crate::run::{ClosedScope, Running, ScopeSender, ENABLED, GENERATION};
+use crate::run::{ClosedScope, RunState, ScopeSender, ENABLED, GENERATION};
 
 struct Frame {
     path_id: u32,
@@ -60,12 +60,12 @@ struct StartEvent {
 #[repr(C)]
 struct ThreadScopes {
     generation: u64,
-    running: Option<Arc<Running>>,
+    running: Option<Arc<RunState>>,
     stack: Vec<Frame>,
     /// Where this thread's closed scopes go to the collector.
     sender: Option<ScopeSender>,
     /// The running profiler's open iteration (`ApiCalls::iteration`), without going through
-    /// `Running`.
+    /// `RunState`.
     calls: Option<Arc<ApiCalls>>,
     next_token: u64,
     /// This thread's free timing events of the running profiler's pool.
@@ -73,7 +73,7 @@ struct ThreadScopes {
     thread: u32,
     /// The running profiler's scope clock reads the TSC (else `Instant`).
     tsc: bool,
-    /// CUPTI's callback reads the scope path ([`Running::captures_calls`]).
+    /// CUPTI's callback reads the scope path ([`RunState::captures_calls`]).
     captures_calls: bool,
     /// Calls on threads with no scope of their own follow this thread's ([`Follow`]): it
     /// publishes its innermost path as it changes.
@@ -91,7 +91,7 @@ struct ThreadScopes {
     /// (parent path id, address, length) of a `&'static str` name -> path id: a static name is
     /// found by its address, without hashing its text.
     static_cache: HashMap<(u32, usize, usize), u32, rustc_hash::FxBuildHasher>,
-    /// Scopes push NVTX ranges ([`Running::nvtx_emit`]).
+    /// Scopes push NVTX ranges ([`RunState::nvtx_emit`]).
     nvtx_emit: bool,
     /// Path id -> the scope's name NUL-terminated, for its NVTX range.
     nvtx_names: Vec<Option<std::ffi::CString>>,
@@ -211,7 +211,7 @@ impl ThreadScopes {
     /// Path id of the static name `name` below `parent`, when [`RecentNames`] missed.
     #[cold]
     #[inline(never)]
-    fn static_path(&mut self, running: &Running, parent: u32, name: &'static str) -> u32 {
+    fn static_path(&mut self, running: &RunState, parent: u32, name: &'static str) -> u32 {
         let key = (parent, name.as_ptr() as usize, name.len());
         let id = match self.static_cache.get(&key) {
             Some(id) => *id,
@@ -228,7 +228,7 @@ impl ThreadScopes {
     /// Path id of a name made at run time (`Profiler::scope(format!(..))`, an NVTX range's
     /// message) below `parent`; the name is copied only the first time.
     #[inline(never)]
-    fn owned_path(&mut self, running: &Running, parent: u32, name: &str) -> u32 {
+    fn owned_path(&mut self, running: &RunState, parent: u32, name: &str) -> u32 {
         let children = self.cache.entry(parent).or_default();
         match children.get(name) {
             Some(id) => *id,
@@ -311,7 +311,7 @@ impl<'s> ScopeGuard<'s> {
                 if !t.refresh() {
                     return Self::inert(stream);
                 }
-                // Moved out and back: no Arc<Running> clone (two contended atomic
+                // Moved out and back: no Arc<RunState> clone (two contended atomic
                 // read-modify-writes) per scope.
                 let Some(running) = t.running.take() else {
                     return Self::inert(stream);
@@ -407,14 +407,14 @@ enum Start {
 /// A counters pass's user range for a scope being entered (out of line: only while a pass runs).
 #[cold]
 #[inline(never)]
-fn counter_push(running: &Running, name: &str) -> u64 {
+fn counter_push(running: &RunState, name: &str) -> u64 {
     running.counter_push(name)
 }
 
 /// Ends a counters pass's user range (out of line, as [`counter_push`]).
 #[cold]
 #[inline(never)]
-fn counter_pop(running: &Running, pass: u64) {
+fn counter_pop(running: &RunState, pass: u64) {
     running.counter_pop(pass);
 }
 
@@ -422,7 +422,7 @@ impl ThreadScopes {
     /// Takes a closed scope (or context) off the counters' range stack and hands the thread's
     /// API calls back to the innermost frame still open, before the scope's end is read.
     #[inline]
-    fn release(&mut self, running: &Running, frame: &Frame) {
+    fn release(&mut self, running: &RunState, frame: &Frame) {
         if frame.emitted {
             crate::nvtx::pop();
         }
@@ -436,7 +436,7 @@ impl ThreadScopes {
     /// API calls are attributed to, and publishes it when calls of other threads follow this
     /// one.
     #[inline]
-    fn point_calls(&mut self, running: &Running, raw: u32) {
+    fn point_calls(&mut self, running: &RunState, raw: u32) {
         if !self.captures_calls {
             return;
         }
@@ -449,7 +449,7 @@ impl ThreadScopes {
     /// Publishes `path_id` as the followed thread's open scope, unless another thread has
     /// become the stepping thread since.
     #[inline]
-    fn publish_followed(&mut self, running: &Running, path_id: u32) {
+    fn publish_followed(&mut self, running: &RunState, path_id: u32) {
         if self.follow_stepping && running.stepping.load(Ordering::Relaxed) != self.key {
             self.follow = false;
             return;
@@ -474,7 +474,7 @@ impl ThreadScopes {
     /// The scope clock now: TSC ticks or ns since the origin, per the running profiler's
     /// `HostClock::source`.
     #[inline]
-    fn clock(&self, running: &Running) -> u64 {
+    fn clock(&self, running: &RunState) -> u64 {
         if self.tsc {
             crate::clock::tsc()
         } else {
@@ -487,7 +487,7 @@ impl ThreadScopes {
     #[inline]
     fn record_event(
         &mut self,
-        running: &Running,
+        running: &RunState,
         stream: Option<StreamRef<'_>>,
     ) -> Option<EventHandle> {
         running.events.record(&mut self.events, stream?)
@@ -511,7 +511,7 @@ impl ThreadScopes {
     #[inline]
     fn open<'s>(
         &mut self,
-        running: &Running,
+        running: &RunState,
         name: Cow<'static, str>,
         start: Start,
         stream: Option<StreamRef<'s>>,
@@ -538,7 +538,7 @@ impl ThreadScopes {
     #[inline]
     fn open_path(
         &mut self,
-        running: &Running,
+        running: &RunState,
         path_id: u32,
         name: &str,
         start: Start,
@@ -651,14 +651,14 @@ impl Drop for ScopeGuard<'_> {
 /// to the frame below, then runs `then` with the frame and whether it was dropped out of order;
 /// nothing when the run the guard belonged to has finished.
 #[inline]
-fn close_frame(token: u64, then: impl FnOnce(&mut ThreadScopes, &Running, Frame, bool)) {
+fn close_frame(token: u64, then: impl FnOnce(&mut ThreadScopes, &RunState, Frame, bool)) {
     let _ = THREAD.try_with(|t| t.borrow_mut().close(token, then));
 }
 
 impl ThreadScopes {
     /// [`close_frame`] on this thread's state.
     #[inline]
-    fn close(&mut self, token: u64, then: impl FnOnce(&mut ThreadScopes, &Running, Frame, bool)) {
+    fn close(&mut self, token: u64, then: impl FnOnce(&mut ThreadScopes, &RunState, Frame, bool)) {
         if self.running.is_none() || self.generation != GENERATION.load(Ordering::Acquire) {
             return; // the run this guard belonged to has finished
         }
@@ -696,7 +696,7 @@ fn remove_frame(stack: &mut Vec<Frame>, token: u64) -> Option<Frame> {
 
 /// Open scope paths of the calling thread, innermost last (for the structural warning when an
 /// iteration ends with scopes open); entered contexts are not scopes of the thread's own.
-pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
+pub(crate) fn open_scopes(running: &RunState) -> Vec<u32> {
     THREAD
         .try_with(|t| {
             let t = t.borrow();
@@ -719,7 +719,7 @@ pub(crate) fn open_scopes(running: &Running) -> Vec<u32> {
 /// What `step()` does on its thread: with [`Follow::SteppingThread`], makes the calling thread
 /// the followed one (publishing its open scope at once); returns its open scopes as
 /// [`open_scopes`] does.
-pub(crate) fn on_step(running: &Running) -> Vec<u32> {
+pub(crate) fn on_step(running: &RunState) -> Vec<u32> {
     if running.follow == Follow::SteppingThread && running.captures_calls() {
         let key = crate::thread_slot::thread_key();
         if running.stepping.load(Ordering::Relaxed) != key {
