@@ -420,6 +420,7 @@ fn charts_from_rows(rows: &[IterationRow], s: &LedgerSummary, opts: &ReportOptio
     }
 }
 
+/// The whole page: its head, the sections in the order of the navigation, and the footer.
 fn render(
     header: &Header,
     s: &LedgerSummary,
@@ -432,6 +433,26 @@ fn render(
         .clone()
         .unwrap_or_else(|| format!("gpu-ledger report: {source}"));
     let mut o = String::with_capacity(64 * 1024);
+    page_head(&mut o, &title);
+    page_header(&mut o, &title, s);
+    overview_section(&mut o, s);
+    families_section(&mut o, s);
+    scopes_section(&mut o, s, charts);
+    if let Some(st) = &s.stalls {
+        o.push_str(&super::stalls_view::html_section(st));
+    }
+    let shades = shades_for(s);
+    idle_section(&mut o, s, charts, &shades);
+    nvml_section(&mut o, charts, &shades);
+    roofline_section(&mut o, opts);
+    warnings_section(&mut o, s);
+    page_footer(&mut o, header, source);
+    o
+}
+
+/// The document's `<head>`: the policy that forbids anything fetched, the title and the inline
+/// stylesheet the policy's hash allows.
+fn page_head(o: &mut String, title: &str) {
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -441,15 +462,20 @@ fn render(
          <title>{}</title><style>{CSS}</style></head><body>\n",
         csp::policy(CSS),
         env!("CARGO_PKG_VERSION"),
-        html_escape(&title)
+        html_escape(title)
     );
+}
+
+/// The page's title, environment line and links to its sections (warp stalls only when PC
+/// sampling ran), so that a reader jumps to the section they came for.
+fn page_header(o: &mut String, title: &str, s: &LedgerSummary) {
     let _ = writeln!(
         o,
         "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
          <a href=\"#families\">Kernel families</a><a href=\"#scopes\">Scopes</a>\
          {}<a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
          <a href=\"#roofline\">Roofline</a><a href=\"#warnings\">Warnings ({})</a></nav></header><main>",
-        html_escape(&title),
+        html_escape(title),
         html_escape(&s.environment),
         if s.stalls.is_some() {
             "<a href=\"#stalls\">Warp stalls</a>"
@@ -458,44 +484,39 @@ fn render(
         },
         s.warnings.len()
     );
+}
 
-    // Overview.
+/// The overview: the headline figures as cards, and which iterations the statistics leave out,
+/// so that the page answers "how long, how busy" before any chart.
+fn overview_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("<section id=\"overview\"><h2>Overview</h2><div class=\"cards\">");
     card(
-        &mut o,
+        o,
         &format!("{} / {}", s.used.len(), s.rows),
         "iterations used / rows",
     );
     if let Some(d) = &s.host_wall_ns {
-        card(
-            &mut o,
-            &fmt_ns(d.median),
-            "host wall per iteration (median)",
-        );
-        card(&mut o, &fmt_ns(d.p99), "host wall p99");
+        card(o, &fmt_ns(d.median), "host wall per iteration (median)");
+        card(o, &fmt_ns(d.p99), "host wall p99");
     }
     for d in &s.devices {
         if let Some(b) = d.busy_share_of_wall {
             card(
-                &mut o,
+                o,
                 &fmt_pct(b),
                 &format!("GPU {} busy / host wall", d.device_id),
             );
         }
         if let Some(i) = &d.idle_share {
             card(
-                &mut o,
+                o,
                 &fmt_pct(i.median),
                 &format!("GPU {} idle share (median)", d.device_id),
             );
         }
     }
     if let Some(e) = s.energy.as_ref().and_then(|e| e.mean_j_per_iteration) {
-        card(
-            &mut o,
-            &format!("{} J", sig3(e)),
-            "energy per iteration (mean)",
-        );
+        card(o, &format!("{} J", sig3(e)), "energy per iteration (mean)");
     }
     o.push_str("</div>");
     let _ = writeln!(
@@ -515,11 +536,36 @@ fn render(
             ""
         }
     );
+}
 
-    // Families.
+/// The kernel families: their shares as bars with Amdahl ceilings, then the table of the top
+/// families, the report's answer to "what is worth speeding up".
+fn families_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("<section id=\"families\"><h2>Kernel families</h2>");
-    let fams = &s.families;
-    let bars: Vec<HBar> = fams
+    let bars = family_bars(s);
+    if bars.is_empty() {
+        o.push_str(&placeholder(
+            "chart-families",
+            "Kernel families",
+            "no kernel in the iterations used",
+        ));
+    } else {
+        o.push_str(&hbar_chart(
+            "chart-families",
+            "Kernel families by share of device time, with Amdahl ceilings",
+            &bars,
+            "Share of device busy time (union over streams). Ceiling 1/(1-p): the most removing the \
+             family could gain; 2× → the gain of making it twice as fast. Both bound end-to-end time \
+             only when the GPU is the bottleneck.",
+        ));
+        family_table(o, s);
+    }
+    o.push_str("</section>\n");
+}
+
+/// One bar per top family, with the text and tooltip the chart shows beside it.
+fn family_bars(s: &LedgerSummary) -> Vec<HBar> {
+    s.families
         .families
         .iter()
         .take(s.top_families)
@@ -541,56 +587,47 @@ fn render(
                 f.names.join("\n")
             ),
         })
-        .collect();
-    if bars.is_empty() {
-        o.push_str(&placeholder(
-            "chart-families",
-            "Kernel families",
-            "no kernel in the iterations used",
-        ));
-    } else {
-        o.push_str(&hbar_chart(
-            "chart-families",
-            "Kernel families by share of device time, with Amdahl ceilings",
-            &bars,
-            "Share of device busy time (union over streams). Ceiling 1/(1-p): the most removing the \
-             family could gain; 2× → the gain of making it twice as fast. Both bound end-to-end time \
-             only when the GPU is the bottleneck.",
-        ));
-        o.push_str(
-            "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
-             <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
-             <th>graph launches</th></tr>",
-        );
-        let iters = fams.iterations.max(1) as f64;
-        for f in fams.families.iter().take(s.top_families) {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f.rank,
-                html_escape(&f.names.join("\n")),
-                html_escape(&f.family),
-                fmt_count(f.launches_per_iteration),
-                fmt_ns(f.total_ns as f64 / iters),
-                fmt_ns(f.mean_ns),
-                f.share_of_device_time.map_or("n/a".into(), fmt_pct),
-                ceiling_text(f),
-                f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
-                f.shapes.len(),
-                f.graph_launches
-            );
-        }
-        o.push_str("</table>");
-    }
-    o.push_str("</section>\n");
+        .collect()
+}
 
-    // Scopes.
+/// The table of the top families: the chart's figures per iteration and per launch, with the
+/// kernel names each family groups as the row's tooltip.
+fn family_table(o: &mut String, s: &LedgerSummary) {
+    let fams = &s.families;
+    o.push_str(
+        "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
+         <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
+         <th>graph launches</th></tr>",
+    );
+    let iters = fams.iterations.max(1) as f64;
+    for f in fams.families.iter().take(s.top_families) {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.rank,
+            html_escape(&f.names.join("\n")),
+            html_escape(&f.family),
+            fmt_count(f.launches_per_iteration),
+            fmt_ns(f.total_ns as f64 / iters),
+            fmt_ns(f.mean_ns),
+            f.share_of_device_time.map_or("n/a".into(), fmt_pct),
+            ceiling_text(f),
+            f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
+            f.shapes.len(),
+            f.graph_launches
+        );
+    }
+    o.push_str("</table>");
+}
+
+/// The scopes: host and device time per iteration stacked by scope, then the table of their
+/// distributions, so that time is placed in the program's own structure.
+fn scopes_section(o: &mut String, s: &LedgerSummary, charts: &Charts) {
     o.push_str("<section id=\"scopes\"><h2>Scopes</h2>");
     let Charts {
         labels,
         dimmed,
-        xs,
         bucket_note,
         ..
     } = charts;
@@ -630,47 +667,51 @@ fn render(
         ));
     }
     if !s.scopes.is_empty() {
-        o.push_str(
-            "<table><tr><th class=\"l\">scope</th><th>ran in</th><th>host median</th><th>host p90</th>\
-             <th>host p99</th><th>device incl. median</th><th>device p90</th><th>device p99</th>\
-             <th>launches (median)</th></tr>",
-        );
-        for sc in &s.scopes {
-            let _ = write!(
-                o,
-                "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
-                html_escape(&sc.path),
-                sc.present_in,
-                sc.iterations,
-                dist_cells(&sc.host_ns),
-                dist_cells(&sc.device_ns_inclusive),
-                fmt_count(sc.launches.median)
-            );
-        }
-        o.push_str("</table>");
+        scope_table(o, s);
     }
     o.push_str("</section>\n");
+}
 
-    if let Some(st) = &s.stalls {
-        o.push_str(&super::stalls_view::html_section(st));
+/// The table of each scope's host and inclusive device time distributions and its launches.
+fn scope_table(o: &mut String, s: &LedgerSummary) {
+    o.push_str(
+        "<table><tr><th class=\"l\">scope</th><th>ran in</th><th>host median</th><th>host p90</th>\
+         <th>host p99</th><th>device incl. median</th><th>device p90</th><th>device p99</th>\
+         <th>launches (median)</th></tr>",
+    );
+    for sc in &s.scopes {
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
+            html_escape(&sc.path),
+            sc.present_in,
+            sc.iterations,
+            dist_cells(&sc.host_ns),
+            dist_cells(&sc.device_ns_inclusive),
+            fmt_count(sc.launches.median)
+        );
     }
+    o.push_str("</table>");
+}
 
-    // Idle.
+/// Device idle time: the idle share per iteration and GPU, then each GPU's busy and idle
+/// figures, which say whether the GPU or the host is the bottleneck.
+fn idle_section(o: &mut String, s: &LedgerSummary, charts: &Charts, shades: &[Shade]) {
     o.push_str("<section id=\"idle\"><h2>Device idle time</h2>");
-    let shades = shades_for(s);
     o.push_str(&line_chart(
         "chart-idle",
         "Idle share of the device's activity window per iteration",
-        xs,
+        &charts.xs,
         &charts.idle,
-        &shades,
+        shades,
         AxisFormat::Percent,
         "idle share",
         "iteration",
         true,
         &format!(
             "Gaps between activities inside the window from the first activity's start to the \
-             last one's end, over the window.{bucket_note}"
+             last one's end, over the window.{}",
+            charts.bucket_note
         ),
     ));
     if !s.devices.is_empty() {
@@ -694,16 +735,19 @@ fn render(
         o.push_str("</table>");
     }
     o.push_str("</section>\n");
+}
 
-    // NVML.
+/// SM clock and board power per iteration from NVML, or notices saying they were not sampled:
+/// a moving clock makes iterations' times incomparable.
+fn nvml_section(o: &mut String, charts: &Charts, shades: &[Shade]) {
     o.push_str("<section id=\"nvml\"><h2>Clocks and power</h2>");
     if let Some((clocks, power)) = &charts.nvml {
         o.push_str(&line_chart(
             "chart-clocks",
             "SM clock per iteration (NVML mean)",
-            xs,
+            &charts.xs,
             clocks,
-            &shades,
+            shades,
             AxisFormat::Plain,
             "SM clock (MHz)",
             "iteration",
@@ -713,9 +757,9 @@ fn render(
         o.push_str(&line_chart(
             "chart-power",
             "Board power per iteration (NVML mean)",
-            xs,
+            &charts.xs,
             power,
-            &shades,
+            shades,
             AxisFormat::Plain,
             "power (W)",
             "iteration",
@@ -735,13 +779,17 @@ fn render(
         ));
     }
     o.push_str("</section>\n");
+}
 
-    // Roofline.
+/// The roofline from counters, or the notice that there were none.
+fn roofline_section(o: &mut String, opts: &ReportOptions) {
     o.push_str("<section id=\"roofline\"><h2>Roofline</h2>");
     o.push_str(&roofline_svg(opts.roofline.as_ref()));
     o.push_str("</section>\n");
+}
 
-    // Warnings.
+/// Every warning of the summary, the reasons to doubt the figures above; it closes `<main>`.
+fn warnings_section(o: &mut String, s: &LedgerSummary) {
     let _ = write!(o, "<section id=\"warnings\"><h2>Warnings</h2>");
     if s.warnings.is_empty() {
         o.push_str("<p>None.</p>");
@@ -753,6 +801,10 @@ fn render(
         o.push_str("</ul>");
     }
     o.push_str("</section>\n</main>");
+}
+
+/// Where the report comes from: gpu-ledger's version, the ledger's path, schema and writer.
+fn page_footer(o: &mut String, header: &Header, source: &str) {
     let _ = writeln!(
         o,
         "<footer>Generated by gpu-ledger {} from <code>{}</code> (ledger schema {}, written by \
@@ -762,7 +814,6 @@ fn render(
         header.schema_version,
         html_escape(&header.gpu_ledger_version)
     );
-    o
 }
 
 #[cfg(test)]
