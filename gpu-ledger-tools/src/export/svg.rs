@@ -421,28 +421,7 @@ pub(crate) fn line_chart(
     if x.is_empty() || vals.is_empty() {
         return placeholder(id, title, "nothing to show");
     }
-    let (mut lo, mut hi) = vals
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    if zero_based {
-        lo = lo.min(0.0);
-    }
-    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
-        let pad = (hi.abs() * 0.05).max(1e-9);
-        lo -= pad;
-        hi += pad;
-    } else {
-        let pad = (hi - lo) * 0.08;
-        hi += pad;
-        if !zero_based {
-            lo -= pad;
-        }
-    }
-    if fmt == AxisFormat::Percent && zero_based {
-        lo = lo.max(0.0);
-    }
+    let (lo, hi) = line_y_range(&vals, zero_based, fmt);
     let (x0, x1) = x
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
@@ -471,7 +450,54 @@ pub(crate) fn line_chart(
         );
     }
     let sy = y_axis(&mut o, lo, hi, fmt, y_title);
-    // Iteration indices: no fractional ticks.
+    line_x_ticks(&mut o, x, (x0, x1), &sx);
+    for (k, s) in series.iter().enumerate() {
+        line_series(&mut o, k, s, x, fmt, (&sx, &sy));
+    }
+    x_title(&mut o, x_label);
+    o.push_str("</svg>");
+    let mut legend: Vec<(String, &str)> = series
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.name.clone(), color(k)))
+        .collect();
+    if !shades.is_empty() {
+        legend.push(("left out of statistics (shaded)".into(), "#ddd"));
+    }
+    figure(id, &o, &legend, caption)
+}
+
+/// The y range of a line chart: the values' span with a margin (from 0 when `zero_based`), or a
+/// small band around a flat line, so that no line sits on the frame.
+fn line_y_range(vals: &[f64], zero_based: bool, fmt: AxisFormat) -> (f64, f64) {
+    let (mut lo, mut hi) = vals
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if zero_based {
+        lo = lo.min(0.0);
+    }
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        let pad = (hi.abs() * 0.05).max(1e-9);
+        lo -= pad;
+        hi += pad;
+    } else {
+        let pad = (hi - lo) * 0.08;
+        hi += pad;
+        if !zero_based {
+            lo -= pad;
+        }
+    }
+    if fmt == AxisFormat::Percent && zero_based {
+        lo = lo.max(0.0);
+    }
+    (lo, hi)
+}
+
+/// The x axis labels of a line chart from `x0` to `x1`: every index of a short run of whole
+/// iterations (no fractional ticks), otherwise nice ticks.
+fn line_x_ticks(o: &mut String, x: &[f64], (x0, x1): (f64, f64), sx: &dyn Fn(f64) -> f64) {
     let integer_x = x.iter().all(|v| v.fract() == 0.0);
     let x_ticks = if integer_x && x1 - x0 < 10.0 {
         (x0 as i64..=x1 as i64).map(|v| v as f64).collect()
@@ -487,63 +513,63 @@ pub(crate) fn line_chart(
             fmt_count(t)
         );
     }
-    for (k, s) in series.iter().enumerate() {
-        let mut d = String::new();
-        let mut pen_down = false;
-        let mut points = 0usize;
-        for (i, v) in s.values.iter().enumerate() {
-            match (v, x.get(i)) {
-                (Some(v), Some(&xv)) if v.is_finite() => {
-                    let _ = write!(
-                        d,
-                        "{}{:.1},{:.1} ",
-                        if pen_down { "L" } else { "M" },
-                        sx(xv),
-                        sy(*v)
-                    );
-                    pen_down = true;
-                    points += 1;
-                }
-                _ => pen_down = false,
+}
+
+/// Series `k` as one path, lifted at its gaps, and a dot with a tooltip per point when there
+/// are few enough points to tell apart (60 at most); `sx`, `sy` place a value.
+fn line_series(
+    o: &mut String,
+    k: usize,
+    s: &Series,
+    x: &[f64],
+    fmt: AxisFormat,
+    (sx, sy): (&dyn Fn(f64) -> f64, &dyn Fn(f64) -> f64),
+) {
+    let mut d = String::new();
+    let mut pen_down = false;
+    let mut points = 0usize;
+    for (i, v) in s.values.iter().enumerate() {
+        match (v, x.get(i)) {
+            (Some(v), Some(&xv)) if v.is_finite() => {
+                let _ = write!(
+                    d,
+                    "{}{:.1},{:.1} ",
+                    if pen_down { "L" } else { "M" },
+                    sx(xv),
+                    sy(*v)
+                );
+                pen_down = true;
+                points += 1;
             }
+            _ => pen_down = false,
         }
-        let _ = write!(
-            o,
-            "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"><title>{}</title></path>",
-            d.trim_end(),
-            color(k),
-            html_escape(&s.name)
-        );
-        if points <= 60 {
-            for (i, v) in s.values.iter().enumerate() {
-                if let (Some(v), Some(&xv)) = (v, x.get(i)) {
-                    if v.is_finite() {
-                        let _ = write!(
-                            o,
-                            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} {}: {}</title></circle>",
-                            sx(xv),
-                            sy(*v),
-                            color(k),
-                            html_escape(&s.name),
-                            fmt_count(xv),
-                            html_escape(&fmt.label(*v))
-                        );
-                    }
-                }
+    }
+    let _ = write!(
+        o,
+        "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"><title>{}</title></path>",
+        d.trim_end(),
+        color(k),
+        html_escape(&s.name)
+    );
+    if points > 60 {
+        return;
+    }
+    for (i, v) in s.values.iter().enumerate() {
+        if let (Some(v), Some(&xv)) = (v, x.get(i)) {
+            if v.is_finite() {
+                let _ = write!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} {}: {}</title></circle>",
+                    sx(xv),
+                    sy(*v),
+                    color(k),
+                    html_escape(&s.name),
+                    fmt_count(xv),
+                    html_escape(&fmt.label(*v))
+                );
             }
         }
     }
-    x_title(&mut o, x_label);
-    o.push_str("</svg>");
-    let mut legend: Vec<(String, &str)> = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (s.name.clone(), color(k)))
-        .collect();
-    if !shades.is_empty() {
-        legend.push(("left out of statistics (shaded)".into(), "#ddd"));
-    }
-    figure(id, &o, &legend, caption)
 }
 
 /// A kernel or scope placed on the roofline.
@@ -596,80 +622,16 @@ pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
     let r = roofline.cloned().unwrap_or_default();
     let peak_f = r.peak_flops_per_s.filter(|v| v.is_finite() && *v > 0.0);
     let peak_b = r.peak_bytes_per_s.filter(|v| v.is_finite() && *v > 0.0);
-    let mut ai_lo = points
-        .iter()
-        .map(|p| p.arithmetic_intensity)
-        .fold(f64::INFINITY, f64::min);
-    let mut ai_hi = points
-        .iter()
-        .map(|p| p.arithmetic_intensity)
-        .fold(0.0, f64::max);
-    let f_lo = points
-        .iter()
-        .map(|p| p.flops_per_s)
-        .fold(f64::INFINITY, f64::min);
-    let mut f_hi = points.iter().map(|p| p.flops_per_s).fold(0.0, f64::max);
-    if let (Some(pf), Some(pb)) = (peak_f, peak_b) {
-        let ridge = pf / pb;
-        ai_lo = ai_lo.min(ridge / 10.0);
-        ai_hi = ai_hi.max(ridge * 10.0);
-        f_hi = f_hi.max(pf);
-    }
-    let (lx0, lx1) = ((ai_lo / 2.0).log10().floor(), (ai_hi * 2.0).log10().ceil());
-    let (ly0, ly1) = ((f_lo / 2.0).log10().floor(), (f_hi * 2.0).log10().ceil());
-    let plot_w = W - ML - MR;
-    let plot_h = H - MT - MB;
-    let sx = |ai: f64| ML + (ai.log10() - lx0) / (lx1 - lx0).max(1.0) * plot_w;
-    let sy = |f: f64| MT + plot_h - (f.log10() - ly0) / (ly1 - ly0).max(1.0) * plot_h;
+    let peaks = peak_f.zip(peak_b);
+    let frame = LogFrame::around(&points, peaks);
     let mut o = String::new();
     open_svg(&mut o, id, title, H);
-    let mut e = lx0;
-    while e <= lx1 {
-        let x = sx(10f64.powf(e));
-        let _ = write!(
-            o,
-            "<line x1=\"{x:.1}\" y1=\"{MT}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#e3e3e3\"/>\
-             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">1e{e}</text>",
-            H - MB,
-            H - MB + 14.0
-        );
-        e += 1.0;
-    }
-    let mut e = ly0;
-    while e <= ly1 {
-        let y = sy(10f64.powf(e));
-        let _ = write!(
-            o,
-            "<line x1=\"{ML}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e3e3e3\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#555\">1e{e}</text>",
-            W - MR,
-            ML - 6.0,
-            y + 4.0
-        );
-        e += 1.0;
-    }
-    if let (Some(pf), Some(pb)) = (peak_f, peak_b) {
-        let a0 = 10f64.powf(lx0);
-        let a1 = 10f64.powf(lx1);
-        let ridge = pf / pb;
-        let _ = write!(
-            o,
-            "<path class=\"roof\" d=\"M{:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1}\" fill=\"none\" \
-             stroke=\"#333\" stroke-width=\"2\"><title>roof: {} FLOP/s, {} B/s, ridge at {} \
-             FLOP/B</title></path>",
-            sx(a0),
-            sy((a0 * pb).max(10f64.powf(ly0))),
-            sx(ridge),
-            sy(pf),
-            sx(a1),
-            sy(pf),
-            sig3(pf),
-            sig3(pb),
-            sig3(ridge)
-        );
+    frame.grid(&mut o);
+    if let Some((pf, pb)) = peaks {
+        frame.roof(&mut o, pf, pb);
     }
     for (i, p) in points.iter().enumerate() {
-        let (x, y) = (sx(p.arithmetic_intensity), sy(p.flops_per_s));
+        let (x, y) = (frame.x(p.arithmetic_intensity), frame.y(p.flops_per_s));
         let _ = write!(
             o,
             "<g class=\"point\"><title>{}: {} FLOP/B, {} FLOP/s</title>\
@@ -694,6 +656,111 @@ pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
         "Points under the sloped roof are limited by memory bandwidth, under the flat roof by \
          compute: attainable FLOP/s = min(peak FLOP/s, intensity × peak bytes/s).",
     )
+}
+
+/// The decades a roofline spans, intensity across (`lx0..=lx1`) and FLOP/s up (`ly0..=ly1`),
+/// as powers of ten, and where a value lands in the plot.
+struct LogFrame {
+    lx0: f64,
+    lx1: f64,
+    ly0: f64,
+    ly1: f64,
+}
+
+impl LogFrame {
+    /// The decades around `points`, widened to a decade either side of the ridge and up to the
+    /// peak FLOP/s when both peaks (FLOP/s, bytes/s) are known, so that the roof shows whole.
+    fn around(points: &[&RooflinePoint], peaks: Option<(f64, f64)>) -> Self {
+        let mut ai_lo = points
+            .iter()
+            .map(|p| p.arithmetic_intensity)
+            .fold(f64::INFINITY, f64::min);
+        let mut ai_hi = points
+            .iter()
+            .map(|p| p.arithmetic_intensity)
+            .fold(0.0, f64::max);
+        let f_lo = points
+            .iter()
+            .map(|p| p.flops_per_s)
+            .fold(f64::INFINITY, f64::min);
+        let mut f_hi = points.iter().map(|p| p.flops_per_s).fold(0.0, f64::max);
+        if let Some((pf, pb)) = peaks {
+            let ridge = pf / pb;
+            ai_lo = ai_lo.min(ridge / 10.0);
+            ai_hi = ai_hi.max(ridge * 10.0);
+            f_hi = f_hi.max(pf);
+        }
+        Self {
+            lx0: (ai_lo / 2.0).log10().floor(),
+            lx1: (ai_hi * 2.0).log10().ceil(),
+            ly0: (f_lo / 2.0).log10().floor(),
+            ly1: (f_hi * 2.0).log10().ceil(),
+        }
+    }
+
+    /// The x of an arithmetic intensity.
+    fn x(&self, ai: f64) -> f64 {
+        let plot_w = W - ML - MR;
+        ML + (ai.log10() - self.lx0) / (self.lx1 - self.lx0).max(1.0) * plot_w
+    }
+
+    /// The y of a FLOP/s figure.
+    fn y(&self, f: f64) -> f64 {
+        let plot_h = H - MT - MB;
+        MT + plot_h - (f.log10() - self.ly0) / (self.ly1 - self.ly0).max(1.0) * plot_h
+    }
+
+    /// A grid line and a label at every decade of both axes.
+    fn grid(&self, o: &mut String) {
+        let mut e = self.lx0;
+        while e <= self.lx1 {
+            let x = self.x(10f64.powf(e));
+            let _ = write!(
+                o,
+                "<line x1=\"{x:.1}\" y1=\"{MT}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#e3e3e3\"/>\
+                 <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">1e{e}</text>",
+                H - MB,
+                H - MB + 14.0
+            );
+            e += 1.0;
+        }
+        let mut e = self.ly0;
+        while e <= self.ly1 {
+            let y = self.y(10f64.powf(e));
+            let _ = write!(
+                o,
+                "<line x1=\"{ML}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e3e3e3\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#555\">1e{e}</text>",
+                W - MR,
+                ML - 6.0,
+                y + 4.0
+            );
+            e += 1.0;
+        }
+    }
+
+    /// The roof of peak FLOP/s `pf` and peak bytes/s `pb`: the bandwidth slope up to the ridge,
+    /// flat after it.
+    fn roof(&self, o: &mut String, pf: f64, pb: f64) {
+        let a0 = 10f64.powf(self.lx0);
+        let a1 = 10f64.powf(self.lx1);
+        let ridge = pf / pb;
+        let _ = write!(
+            o,
+            "<path class=\"roof\" d=\"M{:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1}\" fill=\"none\" \
+             stroke=\"#333\" stroke-width=\"2\"><title>roof: {} FLOP/s, {} B/s, ridge at {} \
+             FLOP/B</title></path>",
+            self.x(a0),
+            self.y((a0 * pb).max(10f64.powf(self.ly0))),
+            self.x(ridge),
+            self.y(pf),
+            self.x(a1),
+            self.y(pf),
+            sig3(pf),
+            sig3(pb),
+            sig3(ridge)
+        );
+    }
 }
 
 #[cfg(test)]
