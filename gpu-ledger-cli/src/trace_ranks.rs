@@ -48,6 +48,35 @@ pub(crate) fn trace_ranks(
     opts: TraceOptions,
     ctx: Ctx,
 ) -> Result<(), CliError> {
+    let mut inputs = open_ranks(paths, ctx)?;
+    let mut out = Output::create(output)?;
+    let out_name = out.name().to_string();
+    let werr = || io_err(format!("cannot write {out_name}"));
+    let first = inputs[0].stream.header().clone();
+    let mut w = TraceWriter::new(&mut out.writer, &first, opts).map_err(werr())?;
+    write_in_lockstep(&mut inputs, &mut w, &out_name)?;
+    let trailer = run_trailer(&inputs);
+    for i in &mut inputs {
+        i.progress.done(i.rows);
+        warn_truncated(&i.path, i.stream.truncated_last_line());
+    }
+    let stats = w.finish(trailer.as_ref()).map_err(werr())?;
+    out.commit()?;
+    eprintln!(
+        "gpu-ledger: {} trace events ({} iterations of {} ranks, aligned on iteration starts, {} \
+         activities) written to {out_name}",
+        stats.events,
+        stats.iterations,
+        inputs.len(),
+        stats.activities
+    );
+    Ok(())
+}
+
+/// Opens every ledger and orders them by rank (the header's, or the order given when no header
+/// has one), refusing a mix of ranked and unranked ledgers or two claims of one rank, which
+/// would mix runs or draw a rank twice in the trace.
+fn open_ranks(paths: &[PathBuf], ctx: Ctx) -> Result<Vec<Input>, CliError> {
     let mut inputs = Vec::new();
     for (i, path) in paths.iter().enumerate() {
         let (stream, progress) = open(path, ctx)?;
@@ -84,12 +113,18 @@ pub(crate) fn trace_ranks(
             w[0].rank
         )));
     }
-    let mut out = Output::create(output)?;
-    let out_name = out.name().to_string();
+    Ok(inputs)
+}
+
+/// Writes the ranks' rows iteration by iteration (the smallest index any rank has next), each
+/// rank's row shifted to start where the earliest rank's row of that iteration starts.
+fn write_in_lockstep<W: std::io::Write>(
+    inputs: &mut [Input],
+    w: &mut TraceWriter<W>,
+    out_name: &str,
+) -> Result<(), CliError> {
     let werr = || io_err(format!("cannot write {out_name}"));
-    let first = inputs[0].stream.header().clone();
-    let mut w = TraceWriter::new(&mut out.writer, &first, opts).map_err(werr())?;
-    for input in &mut inputs {
+    for input in inputs.iter_mut() {
         input.advance()?;
     }
     while let Some(k) = inputs
@@ -116,31 +151,21 @@ pub(crate) fn trace_ranks(
             input.advance()?;
         }
     }
-    let mut trailer = None;
-    if inputs.iter().all(|i| i.trailer.is_some()) {
-        // The run is complete when every rank's is; dropped records are the ranks' sum.
-        let dropped = inputs
-            .iter()
-            .filter_map(|i| i.trailer.as_ref())
-            .map(|t| t.dropped_records);
-        trailer = Some(Trailer {
-            dropped_records: dropped.sum(),
-            ..Trailer::default()
-        });
-    }
-    for i in &mut inputs {
-        i.progress.done(i.rows);
-        warn_truncated(&i.path, i.stream.truncated_last_line());
-    }
-    let stats = w.finish(trailer.as_ref()).map_err(werr())?;
-    out.commit()?;
-    eprintln!(
-        "gpu-ledger: {} trace events ({} iterations of {} ranks, aligned on iteration starts, {} \
-         activities) written to {out_name}",
-        stats.events,
-        stats.iterations,
-        inputs.len(),
-        stats.activities
-    );
     Ok(())
+}
+
+/// The merged trace's trailer: present when every rank's run finished, with the ranks' dropped
+/// records summed.
+fn run_trailer(inputs: &[Input]) -> Option<Trailer> {
+    if !inputs.iter().all(|i| i.trailer.is_some()) {
+        return None;
+    }
+    let dropped = inputs
+        .iter()
+        .filter_map(|i| i.trailer.as_ref())
+        .map(|t| t.dropped_records);
+    Some(Trailer {
+        dropped_records: dropped.sum(),
+        ..Trailer::default()
+    })
 }

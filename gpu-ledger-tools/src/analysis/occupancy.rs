@@ -339,62 +339,8 @@ pub fn occupancy(
     } else {
         max_warps / warps_per_block
     };
-
-    // cudaOccMaxBlocksPerSMRegsLimit.
-    let regs = u64::from(launch.registers_per_thread);
-    let regs_per_warp = round_up(regs * warp, u64::from(device.reg_alloc_unit));
-    let regs_per_block = regs_per_warp * warps_per_block;
-    let regs_assumed = regs_per_warp * round_up(warps_per_block, u64::from(device.sub_partitions));
-    let limit_regs = if u64::from(device.regs_per_block) < regs_assumed
-        || u64::from(device.regs_per_block) < regs_per_block
-        || launch.registers_per_thread > device.max_regs_per_thread
-    {
-        Some(0)
-    } else {
-        // `None` (no limit) when the kernel uses no registers.
-        let per_sub = u64::from(device.regs_per_sm / device.sub_partitions);
-        per_sub
-            .checked_div(regs_per_warp)
-            .map(|w| w * u64::from(device.sub_partitions) / warps_per_block)
-    };
-
-    // cudaOccMaxBlocksPerSMSmemLimit (function shared memory limit: opt-in).
-    let static_smem =
-        u64::from(launch.static_shared_bytes) + u64::from(device.reserved_shared_per_block);
-    let dynamic = u64::from(launch.dynamic_shared_bytes);
-    let smem_per_block = round_up(static_smem + dynamic, u64::from(device.shared_alloc_unit));
-    let max_dynamic = u64::from(
-        launch
-            .max_dynamic_shared_bytes
-            .unwrap_or(launch.dynamic_shared_bytes),
-    );
-    let max_usage = static_smem + max_dynamic;
-    let block_cap = if max_usage > u64::from(device.shared_per_block) {
-        u64::from(device.shared_per_block_optin)
-    } else {
-        u64::from(device.shared_per_block)
-    } + u64::from(device.reserved_shared_per_block);
-    let limit_smem = if dynamic > max_dynamic || smem_per_block > block_cap {
-        Some(0)
-    } else {
-        // cudaOccSMemPreferenceVoltaPlus: the carveout the kernel prefers, aligned up.
-        let preferred = match launch.carveout_percent {
-            None => u64::from(device.shared_per_sm),
-            Some(pct) => u64::from(pct) * u64::from(device.shared_per_sm) / 100,
-        };
-        let preferred = device
-            .align_up_carveout(preferred)
-            .ok_or(OccupancyError::InvalidDevice("shared_carveout_sizes"))?;
-        let sm_shared = if preferred >= smem_per_block {
-            preferred
-        } else {
-            device
-                .align_up_carveout(smem_per_block)
-                .ok_or(OccupancyError::InvalidDevice("shared_carveout_sizes"))?
-        };
-        (smem_per_block > 0).then(|| sm_shared / smem_per_block)
-    };
-
+    let (limit_regs, regs_per_block) = registers_limit(device, launch, warps_per_block);
+    let (limit_smem, smem_per_block) = shared_memory_limit(device, launch)?;
     let limit_blocks = u64::from(device.max_blocks_per_sm);
     let limit_barriers = match device.barriers_per_block_slot {
         Some(per_slot) if launch.block_barriers > 0 => {
@@ -432,6 +378,77 @@ pub fn occupancy(
         allocated_registers_per_block: regs_per_block,
         allocated_shared_per_block: smem_per_block,
     })
+}
+
+/// `cudaOccMaxBlocksPerSMRegsLimit`: the blocks the register file allows (`None` for no limit,
+/// when the kernel uses no registers) and the registers one block is allocated.
+fn registers_limit(
+    device: &DeviceLimits,
+    launch: &LaunchResources,
+    warps_per_block: u64,
+) -> (Option<u64>, u64) {
+    let warp = u64::from(device.warp_size);
+    let regs = u64::from(launch.registers_per_thread);
+    let regs_per_warp = round_up(regs * warp, u64::from(device.reg_alloc_unit));
+    let regs_per_block = regs_per_warp * warps_per_block;
+    let regs_assumed = regs_per_warp * round_up(warps_per_block, u64::from(device.sub_partitions));
+    let limit_regs = if u64::from(device.regs_per_block) < regs_assumed
+        || u64::from(device.regs_per_block) < regs_per_block
+        || launch.registers_per_thread > device.max_regs_per_thread
+    {
+        Some(0)
+    } else {
+        // `None` (no limit) when the kernel uses no registers.
+        let per_sub = u64::from(device.regs_per_sm / device.sub_partitions);
+        per_sub
+            .checked_div(regs_per_warp)
+            .map(|w| w * u64::from(device.sub_partitions) / warps_per_block)
+    };
+    (limit_regs, regs_per_block)
+}
+
+/// `cudaOccMaxBlocksPerSMSmemLimit` (function shared memory limit: opt-in): the blocks shared
+/// memory allows (`None` for no limit, when a block allocates none) and the bytes one block is
+/// allocated, reserve included, or an error when the device lists no carveout large enough.
+fn shared_memory_limit(
+    device: &DeviceLimits,
+    launch: &LaunchResources,
+) -> Result<(Option<u64>, u64), OccupancyError> {
+    let static_smem =
+        u64::from(launch.static_shared_bytes) + u64::from(device.reserved_shared_per_block);
+    let dynamic = u64::from(launch.dynamic_shared_bytes);
+    let smem_per_block = round_up(static_smem + dynamic, u64::from(device.shared_alloc_unit));
+    let max_dynamic = u64::from(
+        launch
+            .max_dynamic_shared_bytes
+            .unwrap_or(launch.dynamic_shared_bytes),
+    );
+    let max_usage = static_smem + max_dynamic;
+    let block_cap = if max_usage > u64::from(device.shared_per_block) {
+        u64::from(device.shared_per_block_optin)
+    } else {
+        u64::from(device.shared_per_block)
+    } + u64::from(device.reserved_shared_per_block);
+    if dynamic > max_dynamic || smem_per_block > block_cap {
+        return Ok((Some(0), smem_per_block));
+    }
+    // cudaOccSMemPreferenceVoltaPlus: the carveout the kernel prefers, aligned up.
+    let preferred = match launch.carveout_percent {
+        None => u64::from(device.shared_per_sm),
+        Some(pct) => u64::from(pct) * u64::from(device.shared_per_sm) / 100,
+    };
+    let preferred = device
+        .align_up_carveout(preferred)
+        .ok_or(OccupancyError::InvalidDevice("shared_carveout_sizes"))?;
+    let sm_shared = if preferred >= smem_per_block {
+        preferred
+    } else {
+        device
+            .align_up_carveout(smem_per_block)
+            .ok_or(OccupancyError::InvalidDevice("shared_carveout_sizes"))?
+    };
+    let limit_smem = (smem_per_block > 0).then(|| sm_shared / smem_per_block);
+    Ok((limit_smem, smem_per_block))
 }
 
 /// How a grid fills the device in waves of `S × b` blocks (`S` SMs, `b` resident blocks per SM).

@@ -408,6 +408,29 @@ impl RowWarnings {
             gpu_ledger_format::UNSCOPED
         ))
     }
+
+    /// The rows' warnings: most device time unscoped, each warning a row carried with the
+    /// iterations that carried it, records CUPTI dropped and launches left without a record.
+    fn warnings(&self, w: &mut Vec<String>) {
+        w.extend(self.unscoped_warning());
+        for (x, at) in &self.row_warnings {
+            w.push(format!("iterations {at}: {x}"));
+        }
+        if self.dropped > 0 {
+            w.push(format!(
+                "{} activity records dropped by CUPTI (iterations {}): device times of those \
+                 iterations are undercounted; raise the buffer count or size",
+                self.dropped, self.dropped_at
+            ));
+        }
+        if self.missing > 0 {
+            w.push(format!(
+                "{} launches without a GPU record within the settle time (iterations {}); \
+                 raise settle_ms",
+                self.missing, self.missing_at
+            ));
+        }
+    }
 }
 
 fn warnings(ledger: &Ledger, s: &LedgerSummary, used: &[&IterationRow]) -> Vec<String> {
@@ -432,6 +455,17 @@ pub(crate) fn summary_warnings(
     rows: &RowWarnings,
     lacks_nvml: bool,
 ) -> Vec<String> {
+    let mut w = run_warnings(header, trailer);
+    selection_warnings(header, s, &mut w);
+    rows.warnings(&mut w);
+    nvml_warnings(s, lacks_nvml, &mut w);
+    distribution_warnings(s, &mut w);
+    w
+}
+
+/// What the run itself said went wrong: the header's and the trailer's warnings, lines not
+/// written, records outside the rows, or no trailer at all (the run did not finish).
+fn run_warnings(header: &Header, trailer: Option<&Trailer>) -> Vec<String> {
     let mut w: Vec<String> = header
         .warnings
         .iter()
@@ -460,6 +494,12 @@ pub(crate) fn summary_warnings(
             }
         }
     }
+    w
+}
+
+/// Why the statistics cover fewer rows than the ledger has: a sampled timeline, no usable
+/// row, or too few for the tail percentiles to mean much.
+fn selection_warnings(header: &Header, s: &LedgerSummary, w: &mut Vec<String>) {
     if !s.untraced.is_empty() {
         let sampled = header
             .config
@@ -488,24 +528,11 @@ pub(crate) fn summary_warnings(
             s.used.len()
         ));
     }
-    w.extend(rows.unscoped_warning());
-    for (x, at) in &rows.row_warnings {
-        w.push(format!("iterations {at}: {x}"));
-    }
-    if rows.dropped > 0 {
-        w.push(format!(
-            "{} activity records dropped by CUPTI (iterations {}): device times of those \
-             iterations are undercounted; raise the buffer count or size",
-            rows.dropped, rows.dropped_at
-        ));
-    }
-    if rows.missing > 0 {
-        w.push(format!(
-            "{} launches without a GPU record within the settle time (iterations {}); \
-             raise settle_ms",
-            rows.missing, rows.missing_at
-        ));
-    }
+}
+
+/// What NVML says about the operating point: no figures at all, throttling, or an SM clock
+/// that moved enough between iterations to make their times incomparable.
+fn nvml_warnings(s: &LedgerSummary, lacks_nvml: bool, w: &mut Vec<String>) {
     if lacks_nvml {
         w.push("no NVML figures: clocks, power, throttling and energy are unknown".into());
     }
@@ -526,6 +553,11 @@ pub(crate) fn summary_warnings(
             }
         }
     }
+}
+
+/// What the distributions themselves show: a long tail of host wall time, or percentiles
+/// that come from a sketch rather than every value.
+fn distribution_warnings(s: &LedgerSummary, w: &mut Vec<String>) {
     if let Some(d) = &s.host_wall_ns {
         if d.median > 0.0 && d.p99 > 2.0 * d.median {
             w.push(format!(
@@ -545,5 +577,4 @@ pub(crate) fn summary_warnings(
             crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
         ));
     }
-    w
 }

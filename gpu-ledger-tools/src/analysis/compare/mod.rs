@@ -275,6 +275,47 @@ impl SideFigures {
             incomplete: sel.incomplete.into_iter().collect(),
         }
     }
+
+    /// The side as the comparison reports it; fails, naming the side (`name`) and the metric,
+    /// when it kept no row with a positive value of the metric.
+    fn run_side(&self, name: &'static str, metric_name: &str) -> Result<RunSide, CompareError> {
+        let err = CompareError::NoUsableRows {
+            side: name,
+            metric: metric_name.to_string(),
+            rows: self.rows,
+            kept: self.used,
+        };
+        let distribution = self.distribution.ok_or(err)?;
+        Ok(RunSide {
+            rows: self.rows,
+            used: self.used,
+            warmup: self.warmup.clone(),
+            perturbed: self.perturbed.clone(),
+            incomplete: self.incomplete.clone(),
+            distribution,
+        })
+    }
+
+    /// Whether any of the side's percentiles comes from a quantile sketch (its metric's, a
+    /// scope's or a family's), which the warnings must say.
+    fn sketched(&self) -> bool {
+        self.distribution.is_some_and(|d| d.sketched)
+            || self.scopes.iter().any(|s| {
+                [
+                    s.calls,
+                    s.host_ns,
+                    s.device_ns,
+                    s.device_ns_inclusive,
+                    s.launches,
+                ]
+                .iter()
+                .any(|d| d.sketched)
+            })
+            || self
+                .families
+                .iter()
+                .any(|x| x.total_ns.sketched || x.launches.sketched)
+    }
 }
 
 fn check_options(opts: &CompareOptions) -> Result<(), CompareError> {
@@ -312,25 +353,8 @@ fn combine(
     opts: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
     let metric_name = format!("{:?}", opts.metric);
-    let side = |name: &'static str, f: &SideFigures| {
-        let err = CompareError::NoUsableRows {
-            side: name,
-            metric: metric_name.clone(),
-            rows: f.rows,
-            kept: f.used,
-        };
-        let distribution = f.distribution.ok_or(err)?;
-        Ok::<_, CompareError>(RunSide {
-            rows: f.rows,
-            used: f.used,
-            warmup: f.warmup.clone(),
-            perturbed: f.perturbed.clone(),
-            incomplete: f.incomplete.clone(),
-            distribution,
-        })
-    };
-    let side_a = side("A", &a)?;
-    let side_b = side("B", &b)?;
+    let side_a = a.run_side("A", &metric_name)?;
+    let side_b = b.run_side("B", &metric_name)?;
     let speedup = bootstrap_speedup(
         &a.values,
         &b.values,
@@ -345,24 +369,7 @@ fn combine(
         kept: a.used + b.used,
     })?;
 
-    let sketched = |f: &SideFigures| {
-        f.distribution.is_some_and(|d| d.sketched)
-            || f.scopes.iter().any(|s| {
-                [
-                    s.calls,
-                    s.host_ns,
-                    s.device_ns,
-                    s.device_ns_inclusive,
-                    s.launches,
-                ]
-                .iter()
-                .any(|d| d.sketched)
-            })
-            || f.families
-                .iter()
-                .any(|x| x.total_ns.sketched || x.launches.sketched)
-    };
-    let any_sketched = sketched(&a) || sketched(&b);
+    let any_sketched = a.sketched() || b.sketched();
     let scopes = scope_changes(a.scopes, b.scopes);
     let families = family_changes(a.families, b.families);
     let [kernels_a, memcpy_a, memset_a] = a.ops;
@@ -374,6 +381,37 @@ fn combine(
     record_warnings("A", a.records, &mut warnings);
     record_warnings("B", b.records, &mut warnings);
     nvml_warnings(&a.nvml, &b.nvml, opts.nvml_tolerance, &mut warnings);
+    sketch_warnings(&speedup, (&side_a, &side_b), any_sketched, &mut warnings);
+
+    Ok(Comparison {
+        metric: opts.metric,
+        delta_t: 1.0 - 1.0 / speedup.speedup,
+        delta_median_ns: side_b.distribution.median - side_a.distribution.median,
+        a: side_a,
+        b: side_b,
+        speedup,
+        scopes,
+        families,
+        launches: LaunchChange {
+            kernels_a,
+            kernels_b,
+            memcpy_a,
+            memcpy_b,
+            memset_a,
+            memset_b,
+        },
+        warnings,
+    })
+}
+
+/// Where the figures are approximate: the bootstrap resampled a sample of a side's kept
+/// iterations, or some percentile (`any_sketched`) comes from a quantile sketch.
+fn sketch_warnings(
+    speedup: &SpeedupEstimate,
+    (side_a, side_b): (&RunSide, &RunSide),
+    any_sketched: bool,
+    warnings: &mut Vec<String>,
+) {
     if speedup.sample_a < side_a.distribution.n || speedup.sample_b < side_b.distribution.n {
         warnings.push(format!(
             "the bootstrap resampled a uniform sample of {} of A's {} and {} of B's {} kept \
@@ -396,26 +434,6 @@ fn combine(
             crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
         ));
     }
-
-    Ok(Comparison {
-        metric: opts.metric,
-        delta_t: 1.0 - 1.0 / speedup.speedup,
-        delta_median_ns: side_b.distribution.median - side_a.distribution.median,
-        a: side_a,
-        b: side_b,
-        speedup,
-        scopes,
-        families,
-        launches: LaunchChange {
-            kernels_a,
-            kernels_b,
-            memcpy_a,
-            memcpy_b,
-            memset_a,
-            memset_b,
-        },
-        warnings,
-    })
 }
 
 fn scope_changes(a: Vec<ScopeStats>, b: Vec<ScopeStats>) -> Vec<ScopeChange> {

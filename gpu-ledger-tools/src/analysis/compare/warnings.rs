@@ -17,6 +17,7 @@ use super::{CompareOptions, RunSide};
 use crate::analysis::series::{Budget, Series};
 use crate::analysis::stats::FEW_ITERATIONS;
 use gpu_ledger_format::schema::{Header, IterationRow};
+use gpu_ledger_format::Environment;
 
 fn differ<T: PartialEq + std::fmt::Debug>(what: &str, a: &T, b: &T, out: &mut Vec<String>) {
     if a != b {
@@ -113,35 +114,11 @@ fn env_path_ignored(path: &str) -> bool {
         .any(|ig| g == *ig || g.starts_with(&format!("{ig}.")) || g.starts_with(&format!("{ig}[")))
 }
 
+/// What differs between the runs' environments and profiler settings, and what each ledger
+/// warned of itself.
 pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>) {
     let (ea, eb) = (&a.environment, &b.environment);
-    let gpus = |e: &gpu_ledger_format::Environment| -> Vec<(String, [u32; 2], u32)> {
-        e.gpus
-            .iter()
-            .map(|g| (g.name.clone(), g.compute_capability, g.sm_count))
-            .collect()
-    };
-    differ(
-        "GPU (name, compute capability, SMs)",
-        &gpus(ea),
-        &gpus(eb),
-        out,
-    );
-    if gpus(ea) == gpus(eb) {
-        let uuids = |e: &gpu_ledger_format::Environment| -> Vec<Option<String>> {
-            e.gpus.iter().map(|g| g.uuid.clone()).collect()
-        };
-        let (ua, ub) = (uuids(ea), uuids(eb));
-        if ua
-            .iter()
-            .zip(&ub)
-            .any(|(x, y)| x.is_some() && y.is_some() && x != y)
-        {
-            out.push(format!(
-                "different GPU boards of the same model (UUID): A {ua:?}, B {ub:?}"
-            ));
-        }
-    }
+    gpu_warnings(ea, eb, out);
     differ(
         "driver version",
         &ea.driver_version,
@@ -161,34 +138,83 @@ pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>
         out,
     );
     differ("host", &ea.hostname, &eb.hostname, out);
-    // Every other setting, field by field: GPU settings at start (power limit, application clocks,
-    // persistence, ECC, MIG, compute mode), the host (CPU, governor, NUMA, container), CUDA
-    // environment variables, and fields the record gains later.
-    if let (Ok(va), Ok(vb)) = (serde_json::to_value(ea), serde_json::to_value(eb)) {
-        let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
-        flatten("", &va, &mut fa);
-        flatten("", &vb, &mut fb);
-        let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
-        let diffs: Vec<String> = keys
-            .into_iter()
-            .filter(|k| !env_path_ignored(k))
-            .filter_map(|k| {
-                let (x, y) = (
-                    fa.get(k).unwrap_or(&Value::Null),
-                    fb.get(k).unwrap_or(&Value::Null),
-                );
-                (x != y).then(|| format!("environment {k} differs: A {}, B {}", short(x), short(y)))
-            })
-            .collect();
-        let n = diffs.len();
-        out.extend(diffs.into_iter().take(MAX_ENV_DIFFS));
-        if n > MAX_ENV_DIFFS {
+    setting_warnings(ea, eb, out);
+    config_warnings(a, b, out);
+    for (name, h) in [("A", a), ("B", b)] {
+        for w in &h.warnings {
+            out.push(format!("ledger {name} warns: {w}"));
+        }
+    }
+}
+
+/// The GPUs differ in model, compute capability or SM count, or, being the same models, are
+/// different boards (UUID), which can differ in clocks and thermals.
+fn gpu_warnings(ea: &Environment, eb: &Environment, out: &mut Vec<String>) {
+    let gpus = |e: &Environment| -> Vec<(String, [u32; 2], u32)> {
+        e.gpus
+            .iter()
+            .map(|g| (g.name.clone(), g.compute_capability, g.sm_count))
+            .collect()
+    };
+    differ(
+        "GPU (name, compute capability, SMs)",
+        &gpus(ea),
+        &gpus(eb),
+        out,
+    );
+    if gpus(ea) == gpus(eb) {
+        let uuids = |e: &Environment| -> Vec<Option<String>> {
+            e.gpus.iter().map(|g| g.uuid.clone()).collect()
+        };
+        let (ua, ub) = (uuids(ea), uuids(eb));
+        if ua
+            .iter()
+            .zip(&ub)
+            .any(|(x, y)| x.is_some() && y.is_some() && x != y)
+        {
             out.push(format!(
-                "… and {} more environment differences",
-                n - MAX_ENV_DIFFS
+                "different GPU boards of the same model (UUID): A {ua:?}, B {ub:?}"
             ));
         }
     }
+}
+
+/// Every other setting, field by field: GPU settings at start (power limit, application clocks,
+/// persistence, ECC, MIG, compute mode), the host (CPU, governor, NUMA, container), CUDA
+/// environment variables, and fields the record gains later; the first [`MAX_ENV_DIFFS`] are
+/// listed, the rest counted.
+fn setting_warnings(ea: &Environment, eb: &Environment, out: &mut Vec<String>) {
+    let (Ok(va), Ok(vb)) = (serde_json::to_value(ea), serde_json::to_value(eb)) else {
+        return;
+    };
+    let (mut fa, mut fb) = (BTreeMap::new(), BTreeMap::new());
+    flatten("", &va, &mut fa);
+    flatten("", &vb, &mut fb);
+    let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !env_path_ignored(k))
+        .filter_map(|k| {
+            let (x, y) = (
+                fa.get(k).unwrap_or(&Value::Null),
+                fb.get(k).unwrap_or(&Value::Null),
+            );
+            (x != y).then(|| format!("environment {k} differs: A {}, B {}", short(x), short(y)))
+        })
+        .collect();
+    let n = diffs.len();
+    out.extend(diffs.into_iter().take(MAX_ENV_DIFFS));
+    if n > MAX_ENV_DIFFS {
+        out.push(format!(
+            "… and {} more environment differences",
+            n - MAX_ENV_DIFFS
+        ));
+    }
+}
+
+/// The profiler's settings differ (level, counter iterations, NVML periods) or its version:
+/// each changes what is measured or what it costs.
+fn config_warnings(a: &Header, b: &Header, out: &mut Vec<String>) {
     differ("profiling level", &a.config.level, &b.config.level, out);
     differ(
         "counter iterations",
@@ -214,11 +240,6 @@ pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>
         &b.gpu_ledger_version,
         out,
     );
-    for (name, h) in [("A", a), ("B", b)] {
-        for w in &h.warnings {
-            out.push(format!("ledger {name} warns: {w}"));
-        }
-    }
 }
 
 fn short(v: &Value) -> String {

@@ -249,11 +249,25 @@ fn attribution(r: &mut Row<'_>, a: Option<&AttributionCounts>) {
 /// What fills one row of a table.
 pub(super) type Fill<'f> = &'f mut dyn FnMut(&mut Row<'_>);
 
-/// Where one ledger row's items go: `sink(table, fill)` appends one row to `table`.
-pub(super) fn iteration_rows<E>(
-    row: &IterationRow,
-    sink: &mut dyn FnMut(usize, Fill<'_>) -> Result<(), E>,
-) -> Result<(), E> {
+/// Where rows go: `sink(table, fill)` appends one row to `table`.
+pub(super) type Sink<'s, E> = dyn FnMut(usize, Fill<'_>) -> Result<(), E> + 's;
+
+/// Where one ledger row's items go, table by table in the order of [`TABLES`].
+pub(super) fn iteration_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    iteration_row(row, sink)?;
+    device_rows(row, sink)?;
+    scope_rows(row, sink)?;
+    kernel_rows(row, sink)?;
+    transfer_rows(row, sink)?;
+    activity_rows(row, sink)?;
+    span_rows(row, sink)?;
+    nvml_rows(row, sink)?;
+    counter_rows(row, sink)?;
+    thread_rows(row, sink)
+}
+
+/// The `iterations` table's one row: the ledger row's own figures and the counts of its items.
+fn iteration_row<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
     let i = row.index;
     let c = row.counters.as_ref();
     sink(ITERATIONS, &mut |r| {
@@ -277,7 +291,12 @@ pub(super) fn iteration_rows<E>(
         r.u(row.launch_threads.len() as u64)
             .bool(Some(row.untraced))
             .ou(row.tracing_added_ns);
-    })?;
+    })
+}
+
+/// The `devices` table: one row per device with activity in the iteration.
+fn device_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for d in &row.devices {
         sink(1, &mut |r| {
             r.u(i)
@@ -292,6 +311,12 @@ pub(super) fn iteration_rows<E>(
                 .ou(d.peak_memory_bytes);
         })?;
     }
+    Ok(())
+}
+
+/// The `scopes` table: one row per scope that ran in the iteration.
+fn scope_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for s in &row.scopes {
         sink(2, &mut |r| {
             r.u(i)
@@ -305,6 +330,12 @@ pub(super) fn iteration_rows<E>(
                 .ou(s.event_device_ns);
         })?;
     }
+    Ok(())
+}
+
+/// The `kernels` table: one row per kernel group, its launch shape spread over columns.
+fn kernel_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for k in &row.kernels {
         let s = &k.shape;
         sink(3, &mut |r| {
@@ -324,6 +355,12 @@ pub(super) fn iteration_rows<E>(
                 .u(k.graph_launches);
         })?;
     }
+    Ok(())
+}
+
+/// The `transfers` table: memcpy and memset groups, then synchronization (no device, no bytes).
+fn transfer_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for (op, groups) in [("memcpy", &row.memcpy), ("memset", &row.memset)] {
         for g in groups {
             sink(4, &mut |r| {
@@ -348,6 +385,12 @@ pub(super) fn iteration_rows<E>(
                 .u(g.total_ns);
         })?;
     }
+    Ok(())
+}
+
+/// The `activities` table: one row per recorded activity, when activities were recorded.
+fn activity_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for a in row.activities.iter().flatten() {
         sink(5, &mut |r| {
             r.u(i)
@@ -364,6 +407,12 @@ pub(super) fn iteration_rows<E>(
                 .ou(a.graph_id.map(u64::from));
         })?;
     }
+    Ok(())
+}
+
+/// The `scope_spans` table: one row per scope instance, when activities were recorded.
+fn span_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for s in row.scope_spans.iter().flatten() {
         sink(6, &mut |r| {
             r.u(i)
@@ -373,6 +422,12 @@ pub(super) fn iteration_rows<E>(
                 .u(s.end_ns);
         })?;
     }
+    Ok(())
+}
+
+/// The `nvml` table: one row per device NVML sampled, clocks as min, mean and max.
+fn nvml_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for n in &row.nvml {
         sink(7, &mut |r| {
             r.u(i)
@@ -403,24 +458,38 @@ pub(super) fn iteration_rows<E>(
                 .strs(n.notes.iter().map(String::as_str));
         })?;
     }
-    if let Some(c) = c {
-        for range in &c.ranges {
-            for (metric, value) in &range.values {
-                sink(8, &mut |r| {
-                    r.u(i)
-                        .u(c.collection)
-                        .u(c.run.into())
-                        .str(Some(&range.name))
-                        .u(range.depth.into())
-                        .str(range.kernel.as_deref())
-                        .ou(range.launch_index)
-                        .str(Some(metric))
-                        // NaN (a metric CUPTI could not evaluate) is stored as null.
-                        .f64(Some(*value).filter(|v| v.is_finite()));
-                })?;
-            }
+    Ok(())
+}
+
+/// The `counters` table: one row per metric of each counter range, when a collection ended in
+/// the iteration.
+fn counter_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
+    let Some(c) = row.counters.as_ref() else {
+        return Ok(());
+    };
+    for range in &c.ranges {
+        for (metric, value) in &range.values {
+            sink(8, &mut |r| {
+                r.u(i)
+                    .u(c.collection)
+                    .u(c.run.into())
+                    .str(Some(&range.name))
+                    .u(range.depth.into())
+                    .str(range.kernel.as_deref())
+                    .ou(range.launch_index)
+                    .str(Some(metric))
+                    // NaN (a metric CUPTI could not evaluate) is stored as null.
+                    .f64(Some(*value).filter(|v| v.is_finite()));
+            })?;
         }
     }
+    Ok(())
+}
+
+/// The `launch_threads` table: one row per thread that launched work in the iteration.
+fn thread_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E> {
+    let i = row.index;
     for t in &row.launch_threads {
         sink(9, &mut |r| {
             r.u(i)

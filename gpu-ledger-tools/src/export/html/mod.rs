@@ -18,7 +18,6 @@
 //! Long runs are bucketed: at most [`ReportOptions::max_points`] bars or points per chart, each the
 //! mean of consecutive iterations.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -26,12 +25,17 @@ use super::csp;
 use super::summary::{ceiling_text, LedgerSummary, SummaryOptions};
 use super::svg::{
     hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
-    Roofline, Series, Shade,
+    Roofline, Shade,
 };
 use super::text::{fmt_count, fmt_ns, fmt_pct, html_escape, sig3};
-use crate::analysis::stats::{idle_share, Distribution};
+use crate::analysis::stats::Distribution;
 use gpu_ledger_format::reader::Ledger;
-use gpu_ledger_format::schema::{Header, IterationRow};
+use gpu_ledger_format::schema::Header;
+
+mod charts;
+
+use charts::charts_from_rows;
+pub(crate) use charts::{self_host_times, Charts};
 
 /// How to build the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,90 +92,6 @@ ul.warnings li { margin: 3px 0; }
 footer { color: #777; font-size: 0.8em; padding: 24px 20px; }
 "#;
 
-/// Positions of rows grouped into at most `max` consecutive buckets.
-fn buckets(n: usize, max: usize) -> Vec<std::ops::Range<usize>> {
-    let max = max.max(1);
-    if n <= max {
-        return (0..n).map(|i| i..i + 1).collect();
-    }
-    (0..max)
-        .map(|b| (b * n / max)..((b + 1) * n / max))
-        .filter(|r| !r.is_empty())
-        .collect()
-}
-
-fn mean_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    let (mut s, mut n) = (0.0, 0usize);
-    for v in values.flatten() {
-        if v.is_finite() {
-            s += v;
-            n += 1;
-        }
-    }
-    (n > 0).then(|| s / n as f64)
-}
-
-/// One series per GPU of `ids`, named `GPU n`: per bucket of `rows`, the mean of
-/// `value(row, gpu)` over the bucket's rows.
-fn per_gpu_series(
-    ids: &BTreeSet<u32>,
-    rows: &[IterationRow],
-    bks: &[std::ops::Range<usize>],
-    value: impl Fn(&IterationRow, u32) -> Option<f64>,
-) -> Vec<Series> {
-    ids.iter()
-        .map(|&d| Series {
-            name: format!("GPU {d}"),
-            values: bks
-                .iter()
-                .map(|r| mean_of(r.clone().map(|i| value(&rows[i], d))))
-                .collect(),
-        })
-        .collect()
-}
-
-/// The nearest ancestor of `path` present in `paths`.
-fn parent_in(path: &str, paths: &BTreeSet<&str>) -> Option<String> {
-    let mut cur = path;
-    while let Some((head, _)) = cur.rsplit_once('/') {
-        if paths.contains(head) {
-            return Some(head.to_string());
-        }
-        cur = head;
-    }
-    None
-}
-
-/// Per scope: host time minus that of its children present in the row (its own time), and the
-/// row's time outside every top-level scope.
-pub(crate) fn self_host_times(row: &IterationRow) -> (BTreeMap<String, f64>, f64) {
-    let mut host: BTreeMap<&str, u64> = BTreeMap::new();
-    for s in &row.scopes {
-        let e = host.entry(s.path.as_str()).or_default();
-        *e = e.saturating_add(s.host_ns);
-    }
-    let paths: BTreeSet<&str> = host.keys().copied().collect();
-    let mut own: BTreeMap<String, f64> = host
-        .iter()
-        .map(|(p, &h)| (p.to_string(), h as f64))
-        .collect();
-    let mut top = 0.0;
-    for (p, &h) in &host {
-        match parent_in(p, &paths) {
-            Some(parent) => {
-                if let Some(v) = own.get_mut(&parent) {
-                    *v -= h as f64;
-                }
-            }
-            None => top += h as f64,
-        }
-    }
-    for v in own.values_mut() {
-        *v = v.max(0.0);
-    }
-    (own, (row.host_wall_ns as f64 - top).max(0.0))
-}
-
 fn shades_for(s: &LedgerSummary) -> Vec<Shade> {
     let mut out = Vec::new();
     for (label, idx) in [
@@ -193,80 +113,6 @@ fn shades_for(s: &LedgerSummary) -> Vec<Shade> {
         }
     }
     out
-}
-
-fn bucket_label(rows: &[IterationRow], r: &std::ops::Range<usize>) -> String {
-    let a = rows[r.start].index;
-    let b = rows[r.end - 1].index;
-    if a == b {
-        a.to_string()
-    } else {
-        format!("{a}–{b}")
-    }
-}
-
-/// Stacked series of the top `max_scopes` scopes by total, the rest as "other scopes", plus an
-/// optional extra series.
-fn stacked_scope_series(
-    per_row: &[BTreeMap<String, f64>],
-    extra: Option<(&str, Vec<f64>)>,
-    bks: &[std::ops::Range<usize>],
-    max_scopes: usize,
-) -> Vec<Series> {
-    let mut totals: HashMap<&str, f64> = HashMap::new();
-    for m in per_row {
-        for (k, v) in m {
-            *totals.entry(k.as_str()).or_default() += v;
-        }
-    }
-    let mut names: Vec<(&str, f64)> = totals.into_iter().filter(|(_, v)| *v > 0.0).collect();
-    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    let shown: Vec<&str> = names.iter().take(max_scopes).map(|n| n.0).collect();
-    let has_other = names.len() > shown.len();
-    let mut series: Vec<Series> = shown
-        .iter()
-        .map(|name| Series {
-            name: name.to_string(),
-            values: bks
-                .iter()
-                .map(|r| {
-                    mean_of(
-                        r.clone()
-                            .map(|i| Some(per_row[i].get(*name).copied().unwrap_or(0.0))),
-                    )
-                })
-                .collect(),
-        })
-        .collect();
-    if has_other {
-        series.push(Series {
-            name: "other scopes".into(),
-            values: bks
-                .iter()
-                .map(|r| {
-                    mean_of(r.clone().map(|i| {
-                        Some(
-                            per_row[i]
-                                .iter()
-                                .filter(|(k, _)| !shown.contains(&k.as_str()))
-                                .map(|(_, v)| v)
-                                .sum::<f64>(),
-                        )
-                    }))
-                })
-                .collect(),
-        });
-    }
-    if let Some((name, v)) = extra {
-        series.push(Series {
-            name: name.into(),
-            values: bks
-                .iter()
-                .map(|r| mean_of(r.clone().map(|i| Some(v[i]))))
-                .collect(),
-        });
-    }
-    series
 }
 
 fn card(o: &mut String, value: &str, key: &str) {
@@ -320,106 +166,7 @@ pub(crate) fn write_report<W: Write>(
     out.flush()
 }
 
-/// What the per-iteration charts show: one bar or point per bucket of consecutive rows.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Charts {
-    pub(crate) labels: Vec<String>,
-    pub(crate) dimmed: Vec<bool>,
-    pub(crate) xs: Vec<f64>,
-    pub(crate) bucket_note: String,
-    pub(crate) has_scopes: bool,
-    pub(crate) host: Vec<Series>,
-    pub(crate) device: Vec<Series>,
-    pub(crate) idle: Vec<Series>,
-    /// SM clock and board power per GPU; `None` when no row has NVML figures.
-    pub(crate) nvml: Option<(Vec<Series>, Vec<Series>)>,
-}
-
-/// The charts of `rows`, bucketed into at most `opts.max_points` bars.
-fn charts_from_rows(rows: &[IterationRow], s: &LedgerSummary, opts: &ReportOptions) -> Charts {
-    let bks = buckets(rows.len(), opts.max_points);
-    let labels: Vec<String> = bks.iter().map(|r| bucket_label(rows, r)).collect();
-    let excluded: BTreeSet<u64> = s
-        .warmup
-        .iter()
-        .chain(s.perturbed.iter())
-        .chain(s.incomplete.iter())
-        .collect();
-    let dimmed: Vec<bool> = bks
-        .iter()
-        .map(|r| r.clone().all(|i| excluded.contains(&rows[i].index)))
-        .collect();
-    let bucketed = bks.iter().any(|r| r.len() > 1);
-    let bucket_note = if bucketed {
-        format!(
-            " Each bar is the mean of about {} consecutive iterations.",
-            rows.len().div_ceil(bks.len().max(1))
-        )
-    } else {
-        String::new()
-    };
-    let (own, outside): (Vec<_>, Vec<_>) = rows.iter().map(self_host_times).unzip();
-    let host = stacked_scope_series(
-        &own,
-        Some(("outside any scope", outside)),
-        &bks,
-        opts.max_scopes,
-    );
-    let has_scopes = rows.iter().any(|r| !r.scopes.is_empty());
-    let dev: Vec<BTreeMap<String, f64>> = rows
-        .iter()
-        .map(|r| {
-            let mut m = BTreeMap::new();
-            for sc in &r.scopes {
-                *m.entry(sc.path.clone()).or_default() += sc.device_ns as f64;
-            }
-            m
-        })
-        .collect();
-    let device = stacked_scope_series(&dev, None, &bks, opts.max_scopes);
-    let device_ids: BTreeSet<u32> = rows
-        .iter()
-        .flat_map(|r| r.devices.iter().map(|d| d.device_id))
-        .collect();
-    let xs: Vec<f64> = bks
-        .iter()
-        .map(|r| mean_of(r.clone().map(|i| Some(rows[i].index as f64))).unwrap_or(0.0))
-        .collect();
-    let idle = per_gpu_series(&device_ids, rows, &bks, |row, d| {
-        row.devices
-            .iter()
-            .find(|x| x.device_id == d)
-            .and_then(idle_share)
-    });
-    let nvml_ids: BTreeSet<u32> = rows
-        .iter()
-        .flat_map(|r| r.nvml.iter().map(|n| n.device_id))
-        .collect();
-    let nvml = (!nvml_ids.is_empty()).then(|| {
-        let nv_series =
-            |f: &dyn Fn(&gpu_ledger_format::NvmlIterationSummary) -> Option<f64>| -> Vec<Series> {
-                per_gpu_series(&nvml_ids, rows, &bks, |row, d| {
-                    row.nvml.iter().find(|n| n.device_id == d).and_then(f)
-                })
-            };
-        (
-            nv_series(&|n| n.sm_clock.as_ref().map(|c| c.mean_mhz)),
-            nv_series(&|n| n.power.as_ref().map(|p| p.mean_w)),
-        )
-    });
-    Charts {
-        labels,
-        dimmed,
-        xs,
-        bucket_note,
-        has_scopes,
-        host,
-        device,
-        idle,
-        nvml,
-    }
-}
-
+/// The whole page: its head, the sections in the order of the navigation, and the footer.
 fn render(
     header: &Header,
     s: &LedgerSummary,
@@ -432,6 +179,26 @@ fn render(
         .clone()
         .unwrap_or_else(|| format!("gpu-ledger report: {source}"));
     let mut o = String::with_capacity(64 * 1024);
+    page_head(&mut o, &title);
+    page_header(&mut o, &title, s);
+    overview_section(&mut o, s);
+    families_section(&mut o, s);
+    scopes_section(&mut o, s, charts);
+    if let Some(st) = &s.stalls {
+        o.push_str(&super::stalls_view::html_section(st));
+    }
+    let shades = shades_for(s);
+    idle_section(&mut o, s, charts, &shades);
+    nvml_section(&mut o, charts, &shades);
+    roofline_section(&mut o, opts);
+    warnings_section(&mut o, s);
+    page_footer(&mut o, header, source);
+    o
+}
+
+/// The document's `<head>`: the policy that forbids anything fetched, the title and the inline
+/// stylesheet the policy's hash allows.
+fn page_head(o: &mut String, title: &str) {
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -441,15 +208,20 @@ fn render(
          <title>{}</title><style>{CSS}</style></head><body>\n",
         csp::policy(CSS),
         env!("CARGO_PKG_VERSION"),
-        html_escape(&title)
+        html_escape(title)
     );
+}
+
+/// The page's title, environment line and links to its sections (warp stalls only when PC
+/// sampling ran), so that a reader jumps to the section they came for.
+fn page_header(o: &mut String, title: &str, s: &LedgerSummary) {
     let _ = writeln!(
         o,
         "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
          <a href=\"#families\">Kernel families</a><a href=\"#scopes\">Scopes</a>\
          {}<a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
          <a href=\"#roofline\">Roofline</a><a href=\"#warnings\">Warnings ({})</a></nav></header><main>",
-        html_escape(&title),
+        html_escape(title),
         html_escape(&s.environment),
         if s.stalls.is_some() {
             "<a href=\"#stalls\">Warp stalls</a>"
@@ -458,44 +230,39 @@ fn render(
         },
         s.warnings.len()
     );
+}
 
-    // Overview.
+/// The overview: the headline figures as cards, and which iterations the statistics leave out,
+/// so that the page answers "how long, how busy" before any chart.
+fn overview_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("<section id=\"overview\"><h2>Overview</h2><div class=\"cards\">");
     card(
-        &mut o,
+        o,
         &format!("{} / {}", s.used.len(), s.rows),
         "iterations used / rows",
     );
     if let Some(d) = &s.host_wall_ns {
-        card(
-            &mut o,
-            &fmt_ns(d.median),
-            "host wall per iteration (median)",
-        );
-        card(&mut o, &fmt_ns(d.p99), "host wall p99");
+        card(o, &fmt_ns(d.median), "host wall per iteration (median)");
+        card(o, &fmt_ns(d.p99), "host wall p99");
     }
     for d in &s.devices {
         if let Some(b) = d.busy_share_of_wall {
             card(
-                &mut o,
+                o,
                 &fmt_pct(b),
                 &format!("GPU {} busy / host wall", d.device_id),
             );
         }
         if let Some(i) = &d.idle_share {
             card(
-                &mut o,
+                o,
                 &fmt_pct(i.median),
                 &format!("GPU {} idle share (median)", d.device_id),
             );
         }
     }
     if let Some(e) = s.energy.as_ref().and_then(|e| e.mean_j_per_iteration) {
-        card(
-            &mut o,
-            &format!("{} J", sig3(e)),
-            "energy per iteration (mean)",
-        );
+        card(o, &format!("{} J", sig3(e)), "energy per iteration (mean)");
     }
     o.push_str("</div>");
     let _ = writeln!(
@@ -515,11 +282,36 @@ fn render(
             ""
         }
     );
+}
 
-    // Families.
+/// The kernel families: their shares as bars with Amdahl ceilings, then the table of the top
+/// families, the report's answer to "what is worth speeding up".
+fn families_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("<section id=\"families\"><h2>Kernel families</h2>");
-    let fams = &s.families;
-    let bars: Vec<HBar> = fams
+    let bars = family_bars(s);
+    if bars.is_empty() {
+        o.push_str(&placeholder(
+            "chart-families",
+            "Kernel families",
+            "no kernel in the iterations used",
+        ));
+    } else {
+        o.push_str(&hbar_chart(
+            "chart-families",
+            "Kernel families by share of device time, with Amdahl ceilings",
+            &bars,
+            "Share of device busy time (union over streams). Ceiling 1/(1-p): the most removing the \
+             family could gain; 2× → the gain of making it twice as fast. Both bound end-to-end time \
+             only when the GPU is the bottleneck.",
+        ));
+        family_table(o, s);
+    }
+    o.push_str("</section>\n");
+}
+
+/// One bar per top family, with the text and tooltip the chart shows beside it.
+fn family_bars(s: &LedgerSummary) -> Vec<HBar> {
+    s.families
         .families
         .iter()
         .take(s.top_families)
@@ -541,56 +333,47 @@ fn render(
                 f.names.join("\n")
             ),
         })
-        .collect();
-    if bars.is_empty() {
-        o.push_str(&placeholder(
-            "chart-families",
-            "Kernel families",
-            "no kernel in the iterations used",
-        ));
-    } else {
-        o.push_str(&hbar_chart(
-            "chart-families",
-            "Kernel families by share of device time, with Amdahl ceilings",
-            &bars,
-            "Share of device busy time (union over streams). Ceiling 1/(1-p): the most removing the \
-             family could gain; 2× → the gain of making it twice as fast. Both bound end-to-end time \
-             only when the GPU is the bottleneck.",
-        ));
-        o.push_str(
-            "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
-             <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
-             <th>graph launches</th></tr>",
-        );
-        let iters = fams.iterations.max(1) as f64;
-        for f in fams.families.iter().take(s.top_families) {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f.rank,
-                html_escape(&f.names.join("\n")),
-                html_escape(&f.family),
-                fmt_count(f.launches_per_iteration),
-                fmt_ns(f.total_ns as f64 / iters),
-                fmt_ns(f.mean_ns),
-                f.share_of_device_time.map_or("n/a".into(), fmt_pct),
-                ceiling_text(f),
-                f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
-                f.shapes.len(),
-                f.graph_launches
-            );
-        }
-        o.push_str("</table>");
-    }
-    o.push_str("</section>\n");
+        .collect()
+}
 
-    // Scopes.
+/// The table of the top families: the chart's figures per iteration and per launch, with the
+/// kernel names each family groups as the row's tooltip.
+fn family_table(o: &mut String, s: &LedgerSummary) {
+    let fams = &s.families;
+    o.push_str(
+        "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
+         <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
+         <th>graph launches</th></tr>",
+    );
+    let iters = fams.iterations.max(1) as f64;
+    for f in fams.families.iter().take(s.top_families) {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.rank,
+            html_escape(&f.names.join("\n")),
+            html_escape(&f.family),
+            fmt_count(f.launches_per_iteration),
+            fmt_ns(f.total_ns as f64 / iters),
+            fmt_ns(f.mean_ns),
+            f.share_of_device_time.map_or("n/a".into(), fmt_pct),
+            ceiling_text(f),
+            f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
+            f.shapes.len(),
+            f.graph_launches
+        );
+    }
+    o.push_str("</table>");
+}
+
+/// The scopes: host and device time per iteration stacked by scope, then the table of their
+/// distributions, so that time is placed in the program's own structure.
+fn scopes_section(o: &mut String, s: &LedgerSummary, charts: &Charts) {
     o.push_str("<section id=\"scopes\"><h2>Scopes</h2>");
     let Charts {
         labels,
         dimmed,
-        xs,
         bucket_note,
         ..
     } = charts;
@@ -630,47 +413,51 @@ fn render(
         ));
     }
     if !s.scopes.is_empty() {
-        o.push_str(
-            "<table><tr><th class=\"l\">scope</th><th>ran in</th><th>host median</th><th>host p90</th>\
-             <th>host p99</th><th>device incl. median</th><th>device p90</th><th>device p99</th>\
-             <th>launches (median)</th></tr>",
-        );
-        for sc in &s.scopes {
-            let _ = write!(
-                o,
-                "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
-                html_escape(&sc.path),
-                sc.present_in,
-                sc.iterations,
-                dist_cells(&sc.host_ns),
-                dist_cells(&sc.device_ns_inclusive),
-                fmt_count(sc.launches.median)
-            );
-        }
-        o.push_str("</table>");
+        scope_table(o, s);
     }
     o.push_str("</section>\n");
+}
 
-    if let Some(st) = &s.stalls {
-        o.push_str(&super::stalls_view::html_section(st));
+/// The table of each scope's host and inclusive device time distributions and its launches.
+fn scope_table(o: &mut String, s: &LedgerSummary) {
+    o.push_str(
+        "<table><tr><th class=\"l\">scope</th><th>ran in</th><th>host median</th><th>host p90</th>\
+         <th>host p99</th><th>device incl. median</th><th>device p90</th><th>device p99</th>\
+         <th>launches (median)</th></tr>",
+    );
+    for sc in &s.scopes {
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
+            html_escape(&sc.path),
+            sc.present_in,
+            sc.iterations,
+            dist_cells(&sc.host_ns),
+            dist_cells(&sc.device_ns_inclusive),
+            fmt_count(sc.launches.median)
+        );
     }
+    o.push_str("</table>");
+}
 
-    // Idle.
+/// Device idle time: the idle share per iteration and GPU, then each GPU's busy and idle
+/// figures, which say whether the GPU or the host is the bottleneck.
+fn idle_section(o: &mut String, s: &LedgerSummary, charts: &Charts, shades: &[Shade]) {
     o.push_str("<section id=\"idle\"><h2>Device idle time</h2>");
-    let shades = shades_for(s);
     o.push_str(&line_chart(
         "chart-idle",
         "Idle share of the device's activity window per iteration",
-        xs,
+        &charts.xs,
         &charts.idle,
-        &shades,
+        shades,
         AxisFormat::Percent,
         "idle share",
         "iteration",
         true,
         &format!(
             "Gaps between activities inside the window from the first activity's start to the \
-             last one's end, over the window.{bucket_note}"
+             last one's end, over the window.{}",
+            charts.bucket_note
         ),
     ));
     if !s.devices.is_empty() {
@@ -694,16 +481,19 @@ fn render(
         o.push_str("</table>");
     }
     o.push_str("</section>\n");
+}
 
-    // NVML.
+/// SM clock and board power per iteration from NVML, or notices saying they were not sampled:
+/// a moving clock makes iterations' times incomparable.
+fn nvml_section(o: &mut String, charts: &Charts, shades: &[Shade]) {
     o.push_str("<section id=\"nvml\"><h2>Clocks and power</h2>");
     if let Some((clocks, power)) = &charts.nvml {
         o.push_str(&line_chart(
             "chart-clocks",
             "SM clock per iteration (NVML mean)",
-            xs,
+            &charts.xs,
             clocks,
-            &shades,
+            shades,
             AxisFormat::Plain,
             "SM clock (MHz)",
             "iteration",
@@ -713,9 +503,9 @@ fn render(
         o.push_str(&line_chart(
             "chart-power",
             "Board power per iteration (NVML mean)",
-            xs,
+            &charts.xs,
             power,
-            &shades,
+            shades,
             AxisFormat::Plain,
             "power (W)",
             "iteration",
@@ -735,13 +525,17 @@ fn render(
         ));
     }
     o.push_str("</section>\n");
+}
 
-    // Roofline.
+/// The roofline from counters, or the notice that there were none.
+fn roofline_section(o: &mut String, opts: &ReportOptions) {
     o.push_str("<section id=\"roofline\"><h2>Roofline</h2>");
     o.push_str(&roofline_svg(opts.roofline.as_ref()));
     o.push_str("</section>\n");
+}
 
-    // Warnings.
+/// Every warning of the summary, the reasons to doubt the figures above; it closes `<main>`.
+fn warnings_section(o: &mut String, s: &LedgerSummary) {
     let _ = write!(o, "<section id=\"warnings\"><h2>Warnings</h2>");
     if s.warnings.is_empty() {
         o.push_str("<p>None.</p>");
@@ -753,6 +547,10 @@ fn render(
         o.push_str("</ul>");
     }
     o.push_str("</section>\n</main>");
+}
+
+/// Where the report comes from: gpu-ledger's version, the ledger's path, schema and writer.
+fn page_footer(o: &mut String, header: &Header, source: &str) {
     let _ = writeln!(
         o,
         "<footer>Generated by gpu-ledger {} from <code>{}</code> (ledger schema {}, written by \
@@ -762,21 +560,4 @@ fn render(
         header.schema_version,
         html_escape(&header.gpu_ledger_version)
     );
-    o
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bucket_ranges_cover_everything() {
-        assert_eq!(buckets(3, 10), vec![0..1, 1..2, 2..3]);
-        let b = buckets(1000, 7);
-        assert_eq!(b.len(), 7);
-        assert_eq!(b[0].start, 0);
-        assert_eq!(b[6].end, 1000);
-        assert!(b.windows(2).all(|w| w[0].end == w[1].start));
-        assert!(buckets(0, 5).is_empty());
-    }
 }

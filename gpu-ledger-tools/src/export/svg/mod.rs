@@ -8,6 +8,10 @@ use std::fmt::Write as _;
 
 use super::text::{fmt_count, fmt_ns, html_escape, sig3};
 
+mod roofline;
+
+pub use roofline::{roofline_svg, Roofline, RooflinePoint};
+
 /// Colours of series, in order (Tableau 10).
 pub(crate) const PALETTE: [&str; 10] = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -421,28 +425,7 @@ pub(crate) fn line_chart(
     if x.is_empty() || vals.is_empty() {
         return placeholder(id, title, "nothing to show");
     }
-    let (mut lo, mut hi) = vals
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    if zero_based {
-        lo = lo.min(0.0);
-    }
-    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
-        let pad = (hi.abs() * 0.05).max(1e-9);
-        lo -= pad;
-        hi += pad;
-    } else {
-        let pad = (hi - lo) * 0.08;
-        hi += pad;
-        if !zero_based {
-            lo -= pad;
-        }
-    }
-    if fmt == AxisFormat::Percent && zero_based {
-        lo = lo.max(0.0);
-    }
+    let (lo, hi) = line_y_range(&vals, zero_based, fmt);
     let (x0, x1) = x
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
@@ -471,7 +454,54 @@ pub(crate) fn line_chart(
         );
     }
     let sy = y_axis(&mut o, lo, hi, fmt, y_title);
-    // Iteration indices: no fractional ticks.
+    line_x_ticks(&mut o, x, (x0, x1), &sx);
+    for (k, s) in series.iter().enumerate() {
+        line_series(&mut o, k, s, x, fmt, (&sx, &sy));
+    }
+    x_title(&mut o, x_label);
+    o.push_str("</svg>");
+    let mut legend: Vec<(String, &str)> = series
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.name.clone(), color(k)))
+        .collect();
+    if !shades.is_empty() {
+        legend.push(("left out of statistics (shaded)".into(), "#ddd"));
+    }
+    figure(id, &o, &legend, caption)
+}
+
+/// The y range of a line chart: the values' span with a margin (from 0 when `zero_based`), or a
+/// small band around a flat line, so that no line sits on the frame.
+fn line_y_range(vals: &[f64], zero_based: bool, fmt: AxisFormat) -> (f64, f64) {
+    let (mut lo, mut hi) = vals
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if zero_based {
+        lo = lo.min(0.0);
+    }
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        let pad = (hi.abs() * 0.05).max(1e-9);
+        lo -= pad;
+        hi += pad;
+    } else {
+        let pad = (hi - lo) * 0.08;
+        hi += pad;
+        if !zero_based {
+            lo -= pad;
+        }
+    }
+    if fmt == AxisFormat::Percent && zero_based {
+        lo = lo.max(0.0);
+    }
+    (lo, hi)
+}
+
+/// The x axis labels of a line chart from `x0` to `x1`: every index of a short run of whole
+/// iterations (no fractional ticks), otherwise nice ticks.
+fn line_x_ticks(o: &mut String, x: &[f64], (x0, x1): (f64, f64), sx: &dyn Fn(f64) -> f64) {
     let integer_x = x.iter().all(|v| v.fract() == 0.0);
     let x_ticks = if integer_x && x1 - x0 < 10.0 {
         (x0 as i64..=x1 as i64).map(|v| v as f64).collect()
@@ -487,213 +517,63 @@ pub(crate) fn line_chart(
             fmt_count(t)
         );
     }
-    for (k, s) in series.iter().enumerate() {
-        let mut d = String::new();
-        let mut pen_down = false;
-        let mut points = 0usize;
-        for (i, v) in s.values.iter().enumerate() {
-            match (v, x.get(i)) {
-                (Some(v), Some(&xv)) if v.is_finite() => {
-                    let _ = write!(
-                        d,
-                        "{}{:.1},{:.1} ",
-                        if pen_down { "L" } else { "M" },
-                        sx(xv),
-                        sy(*v)
-                    );
-                    pen_down = true;
-                    points += 1;
-                }
-                _ => pen_down = false,
+}
+
+/// Series `k` as one path, lifted at its gaps, and a dot with a tooltip per point when there
+/// are few enough points to tell apart (60 at most); `sx`, `sy` place a value.
+fn line_series(
+    o: &mut String,
+    k: usize,
+    s: &Series,
+    x: &[f64],
+    fmt: AxisFormat,
+    (sx, sy): (&dyn Fn(f64) -> f64, &dyn Fn(f64) -> f64),
+) {
+    let mut d = String::new();
+    let mut pen_down = false;
+    let mut points = 0usize;
+    for (i, v) in s.values.iter().enumerate() {
+        match (v, x.get(i)) {
+            (Some(v), Some(&xv)) if v.is_finite() => {
+                let _ = write!(
+                    d,
+                    "{}{:.1},{:.1} ",
+                    if pen_down { "L" } else { "M" },
+                    sx(xv),
+                    sy(*v)
+                );
+                pen_down = true;
+                points += 1;
             }
-        }
-        let _ = write!(
-            o,
-            "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"><title>{}</title></path>",
-            d.trim_end(),
-            color(k),
-            html_escape(&s.name)
-        );
-        if points <= 60 {
-            for (i, v) in s.values.iter().enumerate() {
-                if let (Some(v), Some(&xv)) = (v, x.get(i)) {
-                    if v.is_finite() {
-                        let _ = write!(
-                            o,
-                            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} {}: {}</title></circle>",
-                            sx(xv),
-                            sy(*v),
-                            color(k),
-                            html_escape(&s.name),
-                            fmt_count(xv),
-                            html_escape(&fmt.label(*v))
-                        );
-                    }
-                }
-            }
+            _ => pen_down = false,
         }
     }
-    x_title(&mut o, x_label);
-    o.push_str("</svg>");
-    let mut legend: Vec<(String, &str)> = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (s.name.clone(), color(k)))
-        .collect();
-    if !shades.is_empty() {
-        legend.push(("left out of statistics (shaded)".into(), "#ddd"));
+    let _ = write!(
+        o,
+        "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"><title>{}</title></path>",
+        d.trim_end(),
+        color(k),
+        html_escape(&s.name)
+    );
+    if points > 60 {
+        return;
     }
-    figure(id, &o, &legend, caption)
-}
-
-/// A kernel or scope placed on the roofline.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RooflinePoint {
-    /// Name shown next to the point.
-    pub label: String,
-    /// Arithmetic intensity, FLOP per byte of DRAM traffic.
-    pub arithmetic_intensity: f64,
-    /// Achieved FLOP/s.
-    pub flops_per_s: f64,
-}
-
-/// The roof of a device and the points under it.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Roofline {
-    /// Peak FLOP/s of the device for the precision of the points, when known.
-    pub peak_flops_per_s: Option<f64>,
-    /// Peak DRAM bandwidth, bytes/s, when known.
-    pub peak_bytes_per_s: Option<f64>,
-    /// Measured points (from hardware counters).
-    pub points: Vec<RooflinePoint>,
-}
-
-/// The roofline plot (log-log: arithmetic intensity against FLOP/s) of `roofline`; a figure
-/// saying "no counters in this ledger" when there is no point with positive finite values.
-pub fn roofline_svg(roofline: Option<&Roofline>) -> String {
-    let id = "chart-roofline";
-    let title = "Roofline: achieved FLOP/s against arithmetic intensity";
-    let points: Vec<&RooflinePoint> = roofline
-        .map(|r| {
-            r.points
-                .iter()
-                .filter(|p| {
-                    p.arithmetic_intensity.is_finite()
-                        && p.arithmetic_intensity > 0.0
-                        && p.flops_per_s.is_finite()
-                        && p.flops_per_s > 0.0
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if points.is_empty() {
-        return placeholder(
-            id,
-            title,
-            "no counters in this ledger: run with Level::Counters to place kernels on the roofline",
-        );
+    for (i, v) in s.values.iter().enumerate() {
+        if let (Some(v), Some(&xv)) = (v, x.get(i)) {
+            if v.is_finite() {
+                let _ = write!(
+                    o,
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} {}: {}</title></circle>",
+                    sx(xv),
+                    sy(*v),
+                    color(k),
+                    html_escape(&s.name),
+                    fmt_count(xv),
+                    html_escape(&fmt.label(*v))
+                );
+            }
+        }
     }
-    let r = roofline.cloned().unwrap_or_default();
-    let peak_f = r.peak_flops_per_s.filter(|v| v.is_finite() && *v > 0.0);
-    let peak_b = r.peak_bytes_per_s.filter(|v| v.is_finite() && *v > 0.0);
-    let mut ai_lo = points
-        .iter()
-        .map(|p| p.arithmetic_intensity)
-        .fold(f64::INFINITY, f64::min);
-    let mut ai_hi = points
-        .iter()
-        .map(|p| p.arithmetic_intensity)
-        .fold(0.0, f64::max);
-    let f_lo = points
-        .iter()
-        .map(|p| p.flops_per_s)
-        .fold(f64::INFINITY, f64::min);
-    let mut f_hi = points.iter().map(|p| p.flops_per_s).fold(0.0, f64::max);
-    if let (Some(pf), Some(pb)) = (peak_f, peak_b) {
-        let ridge = pf / pb;
-        ai_lo = ai_lo.min(ridge / 10.0);
-        ai_hi = ai_hi.max(ridge * 10.0);
-        f_hi = f_hi.max(pf);
-    }
-    let (lx0, lx1) = ((ai_lo / 2.0).log10().floor(), (ai_hi * 2.0).log10().ceil());
-    let (ly0, ly1) = ((f_lo / 2.0).log10().floor(), (f_hi * 2.0).log10().ceil());
-    let plot_w = W - ML - MR;
-    let plot_h = H - MT - MB;
-    let sx = |ai: f64| ML + (ai.log10() - lx0) / (lx1 - lx0).max(1.0) * plot_w;
-    let sy = |f: f64| MT + plot_h - (f.log10() - ly0) / (ly1 - ly0).max(1.0) * plot_h;
-    let mut o = String::new();
-    open_svg(&mut o, id, title, H);
-    let mut e = lx0;
-    while e <= lx1 {
-        let x = sx(10f64.powf(e));
-        let _ = write!(
-            o,
-            "<line x1=\"{x:.1}\" y1=\"{MT}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#e3e3e3\"/>\
-             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"#555\">1e{e}</text>",
-            H - MB,
-            H - MB + 14.0
-        );
-        e += 1.0;
-    }
-    let mut e = ly0;
-    while e <= ly1 {
-        let y = sy(10f64.powf(e));
-        let _ = write!(
-            o,
-            "<line x1=\"{ML}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e3e3e3\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#555\">1e{e}</text>",
-            W - MR,
-            ML - 6.0,
-            y + 4.0
-        );
-        e += 1.0;
-    }
-    if let (Some(pf), Some(pb)) = (peak_f, peak_b) {
-        let a0 = 10f64.powf(lx0);
-        let a1 = 10f64.powf(lx1);
-        let ridge = pf / pb;
-        let _ = write!(
-            o,
-            "<path class=\"roof\" d=\"M{:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1}\" fill=\"none\" \
-             stroke=\"#333\" stroke-width=\"2\"><title>roof: {} FLOP/s, {} B/s, ridge at {} \
-             FLOP/B</title></path>",
-            sx(a0),
-            sy((a0 * pb).max(10f64.powf(ly0))),
-            sx(ridge),
-            sy(pf),
-            sx(a1),
-            sy(pf),
-            sig3(pf),
-            sig3(pb),
-            sig3(ridge)
-        );
-    }
-    for (i, p) in points.iter().enumerate() {
-        let (x, y) = (sx(p.arithmetic_intensity), sy(p.flops_per_s));
-        let _ = write!(
-            o,
-            "<g class=\"point\"><title>{}: {} FLOP/B, {} FLOP/s</title>\
-             <circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"#222\">{}</text></g>",
-            html_escape(&p.label),
-            sig3(p.arithmetic_intensity),
-            sig3(p.flops_per_s),
-            color(i),
-            x + 6.0,
-            y - 6.0,
-            html_escape(&shorten(&p.label, 30))
-        );
-    }
-    axes(&mut o, "FLOP/s");
-    x_title(&mut o, "arithmetic intensity (FLOP/byte)");
-    o.push_str("</svg>");
-    figure(
-        id,
-        &o,
-        &[],
-        "Points under the sloped roof are limited by memory bandwidth, under the flat roof by \
-         compute: attainable FLOP/s = min(peak FLOP/s, intensity × peak bytes/s).",
-    )
 }
 
 #[cfg(test)]
