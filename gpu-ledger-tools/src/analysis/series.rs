@@ -31,12 +31,14 @@ pub const EXACT_VALUES: usize = 100_000;
 /// Values the series sharing one [`Budget`] hold exactly between them (8 MB).
 pub const EXACT_BUDGET: usize = 1_000_000;
 
-/// A count of the exact values held by the series that share it, and its limit. Clones share the
-/// count; a series that moves to its sketch gives its values back.
+/// A count of the exact values held by the series that share it, its limit, and the values each
+/// of its series keeps exactly. Clones share the count; a series that moves to its sketch gives
+/// its values back.
 #[derive(Debug, Clone)]
 pub struct Budget {
     held: Arc<AtomicUsize>,
     limit: usize,
+    per_series: usize,
 }
 
 impl Default for Budget {
@@ -46,11 +48,25 @@ impl Default for Budget {
 }
 
 impl Budget {
-    /// A budget of `limit` values.
+    /// A budget of `limit` values, each series exact up to [`EXACT_VALUES`].
     pub fn with_limit(limit: usize) -> Self {
         Self {
             held: Arc::new(AtomicUsize::new(0)),
             limit,
+            per_series: EXACT_VALUES,
+        }
+    }
+
+    /// A budget that keeps every value of a ledger of `rows` rows already in memory: each series
+    /// exact up to `rows` values (a figure takes at most one value per row of a ledger the
+    /// profiler wrote) and no limit on their total, so that its figures are exact whatever the
+    /// ledger's length. The values take memory in proportion to the rows, as the ledger's own rows
+    /// already do; pushed more rows than `rows`, a series still moves to its sketch and says so.
+    pub fn exact(rows: usize) -> Self {
+        Self {
+            held: Arc::new(AtomicUsize::new(0)),
+            limit: usize::MAX,
+            per_series: rows.max(1),
         }
     }
 
@@ -59,12 +75,23 @@ impl Budget {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// A series exact up to [`EXACT_VALUES`] values and within this budget.
+    /// Values each series of this budget keeps exactly before it moves to its sketch.
+    pub fn series_limit(&self) -> usize {
+        self.per_series
+    }
+
+    /// A series exact up to [`Budget::series_limit`] values and within this budget.
     pub fn series(&self) -> Series {
         Series {
             budget: Some(self.clone()),
-            ..Series::new()
+            ..Series::with_limit(self.per_series)
         }
+    }
+
+    /// A series exact up to [`Budget::series_limit`] values that keeps a uniform sample of that
+    /// many beyond ([`Series::sampled`]); its values do not count against the budget.
+    pub fn sampled(&self) -> Series {
+        Series::sampled(self.per_series)
     }
 
     /// Counts one more value; whether that passes the limit.
