@@ -1,10 +1,11 @@
 //! Row selection (warm-up, perturbed, incomplete) and per-scope / per-family distributions.
 
 use gpu_ledger_format::schema::IterationRow;
+use gpu_ledger_tools::analysis::distributions::{family_distributions, scope_distributions};
 use gpu_ledger_tools::analysis::families::FamilyRules;
+use gpu_ledger_tools::analysis::selection::select_rows;
 use gpu_ledger_tools::analysis::stats::{
-    family_distributions, scope_distributions, select_rows, Distribution, IterationMetric,
-    RowFilter, Warmup, WarmupDetect,
+    Distribution, IterationMetric, RowFilter, Warmup, WarmupDetect,
 };
 
 mod analysis_common;

@@ -330,7 +330,7 @@ fn a_streamed_merge_writes_what_the_whole_merge_writes() {
 
 #[test]
 fn many_scopes_share_one_budget_of_exact_values() {
-    use gpu_ledger_tools::analysis::streaming::ScopeSeries;
+    use gpu_ledger_tools::analysis::distributions::ScopeSeries;
     use gpu_ledger_tools::analysis::Budget;
     let mut l = read("v1-nested-scopes.jsonl");
     let template = l.iterations[3].clone();

@@ -1,14 +1,15 @@
 //! From ledger rows to the decisions of the profiling funnel: pure functions on data, no GPU.
 //!
 //! - [`intervals`]: device busy time as the union of intervals, idle gaps;
-//! - [`stats`]: distributions, warm-up and row selection, per-scope and per-family
+//! - [`stats`]: distributions, percentiles, warm-up detection, the row filter and the figures'
+//!   types; [`selection`]: which rows count; [`distributions`]: per-scope and per-family
 //!   distributions;
 //! - [`families`]: kernel families from demangled names, shares, contribution rank and Amdahl
 //!   ceilings `1/(1-p)`;
 //! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
 //!   padding;
 //! - [`series`]: one figure streamed in bounded memory, exact up to a bound and a quantile
-//!   sketch beyond; [`streaming`]: row selection, scopes and families over a stream of rows;
+//!   sketch beyond;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
 //!   runs are not comparable.
 //!
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod distributions;
 pub mod families;
 pub mod indices;
 /// Device busy time as the union of intervals, and idle gaps.
@@ -42,15 +44,16 @@ pub mod intervals {
 }
 pub mod occupancy;
 pub mod rng;
+pub mod selection;
 pub mod series;
 pub mod stats;
-pub mod streaming;
 
 pub use compare::{
     bootstrap_speedup, compare, compare_streamed, CompareError, CompareOptions, CompareSide,
     Comparison, FamilyChange, LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
     Verdict,
 };
+pub use distributions::{family_distributions, scope_distributions};
 pub use families::{
     amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
     qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
@@ -62,9 +65,9 @@ pub use occupancy::{
     analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
     KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
 };
+pub use selection::{select_rows, RowSelection};
 pub use series::{Budget, Series, EXACT_BUDGET, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
 pub use stats::{
-    detect_warmup, family_distributions, idle_share, mad, median, median_interval,
-    percentile_sorted, scope_distributions, select_rows, Distribution, FamilyStats,
-    IterationMetric, MedianInterval, RowFilter, RowSelection, ScopeStats, Warmup, WarmupDetect,
+    detect_warmup, idle_share, mad, median, median_interval, percentile_sorted, Distribution,
+    FamilyStats, IterationMetric, MedianInterval, RowFilter, ScopeStats, Warmup, WarmupDetect,
 };

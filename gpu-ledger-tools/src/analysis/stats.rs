@@ -1,5 +1,7 @@
 //! Distributions across iterations (min, median, p90, p99, max, mean, standard deviation), never
-//! one number: a single iteration time hides warm-up, noise and outliers.
+//! one number: a single iteration time hides warm-up, noise and outliers. This module holds the
+//! figures and their arithmetic; [`super::selection`] decides which rows count and
+//! [`super::distributions`] gathers the per-scope and per-family ones.
 //!
 //! # Percentiles
 //! Every percentile here is the linear interpolation between order statistics (Hyndman & Fan
@@ -7,23 +9,9 @@
 //! `x[0] <= .. <= x[n-1]` and `q` in `[0, 1]`, let `h = q·(n-1)`; the percentile is
 //! `x[⌊h⌋] + (h-⌊h⌋)·(x[⌊h⌋+1] - x[⌊h⌋])`. So `q = 0` is the minimum, `q = 1` the maximum and
 //! `q = 0.5` the usual median. With few samples p99 lies between the two largest samples.
-//!
-//! # Which rows count
-//! [`select_rows`] leaves out incomplete rows (their GPU records did not all arrive), perturbed
-//! rows (hardware counters serialized and replayed kernels) and warm-up rows (set by count or
-//! detected, see [`Warmup`]); each left-out row is reported under exactly one reason.
-//!
-//! # Scopes and families that do not run every iteration
-//! A scope or family absent from an iteration did not run in it. Its distributions are taken over
-//! the iterations where it is present (what it costs when it runs), and
-//! [`mean_per_iteration`](ScopeStats::host_ns_mean_per_iteration) figures divide by every
-//! selected iteration (what it contributes to an average iteration).
-
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::families::FamilyRules;
 use gpu_ledger_format::schema::{DeviceIteration, IterationRow};
 
 /// Summary of a sample: count, order statistics, mean and standard deviation.
@@ -271,68 +259,6 @@ pub struct RowFilter {
     pub include_untraced: bool,
 }
 
-/// The rows kept for statistics, and the indices of those left out, by reason.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowSelection<'a> {
-    /// Rows kept, in ledger order.
-    pub used: Vec<&'a IterationRow>,
-    /// Iteration indices left out as warm-up.
-    pub warmup: Vec<u64>,
-    /// Iteration indices left out because they were perturbed.
-    pub perturbed: Vec<u64>,
-    /// Iteration indices left out because they were incomplete.
-    pub incomplete: Vec<u64>,
-    /// Iteration indices left out because a sampled timeline did not trace them.
-    pub untraced: Vec<u64>,
-}
-
-/// Splits `rows` into those used for statistics and those left out. A row left out for several
-/// reasons is listed once, under the first of: incomplete, perturbed, untraced, warm-up.
-///
-/// `Warmup::Fixed(n)` marks the first `n` rows of the ledger; `Warmup::Detect` runs
-/// [`detect_warmup`] on the host wall time of the rows that are neither incomplete nor perturbed
-/// (or on those kept by the filter), and marks the leading ones it finds.
-pub fn select_rows<'a>(rows: &'a [IterationRow], filter: &RowFilter) -> RowSelection<'a> {
-    let mut sel = RowSelection {
-        used: Vec::new(),
-        warmup: Vec::new(),
-        perturbed: Vec::new(),
-        incomplete: Vec::new(),
-        untraced: Vec::new(),
-    };
-    let mut candidates: Vec<(usize, &IterationRow)> = Vec::new();
-    for (pos, row) in rows.iter().enumerate() {
-        if !row.complete && !filter.include_incomplete {
-            sel.incomplete.push(row.index);
-        } else if row.perturbed && !filter.include_perturbed {
-            sel.perturbed.push(row.index);
-        } else if row.untraced && !filter.include_untraced {
-            sel.untraced.push(row.index);
-        } else {
-            candidates.push((pos, row));
-        }
-    }
-    let skip_leading = match filter.warmup {
-        Warmup::None => 0,
-        Warmup::Fixed(n) => candidates.iter().take_while(|(pos, _)| *pos < n).count(),
-        Warmup::Detect(params) => {
-            let wall: Vec<f64> = candidates
-                .iter()
-                .map(|(_, r)| r.host_wall_ns as f64)
-                .collect();
-            detect_warmup(&wall, &params)
-        }
-    };
-    for (i, (_, row)) in candidates.into_iter().enumerate() {
-        if i < skip_leading {
-            sel.warmup.push(row.index);
-        } else {
-            sel.used.push(row);
-        }
-    }
-    sel
-}
-
 /// A per-iteration figure to summarise or compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum IterationMetric {
@@ -405,72 +331,6 @@ pub struct ScopeStats {
     pub launches_mean_per_iteration: f64,
 }
 
-/// Per-scope distributions across `rows`, sorted by path. A scope listed twice in one row has
-/// its entries added.
-pub fn scope_distributions<'a>(
-    rows: impl IntoIterator<Item = &'a IterationRow>,
-) -> Vec<ScopeStats> {
-    #[derive(Default)]
-    struct Acc {
-        calls: Vec<u64>,
-        host: Vec<u64>,
-        dev: Vec<u64>,
-        dev_inc: Vec<u64>,
-        event: Vec<u64>,
-        launches: Vec<u64>,
-    }
-    let mut iterations = 0usize;
-    let mut by_path: BTreeMap<String, Acc> = BTreeMap::new();
-    for row in rows {
-        iterations += 1;
-        let mut this: BTreeMap<&str, [u64; 5]> = BTreeMap::new();
-        let mut events: BTreeMap<&str, Option<u64>> = BTreeMap::new();
-        for s in &row.scopes {
-            let e = this.entry(s.path.as_str()).or_default();
-            e[0] = e[0].saturating_add(s.calls);
-            e[1] = e[1].saturating_add(s.host_ns);
-            e[2] = e[2].saturating_add(s.device_ns);
-            e[3] = e[3].saturating_add(s.device_ns_inclusive);
-            e[4] = e[4].saturating_add(s.launches);
-            let ev = events.entry(s.path.as_str()).or_default();
-            if let Some(x) = s.event_device_ns {
-                *ev = Some(ev.unwrap_or(0).saturating_add(x));
-            }
-        }
-        for (path, v) in this {
-            let acc = by_path.entry(path.to_string()).or_default();
-            acc.calls.push(v[0]);
-            acc.host.push(v[1]);
-            acc.dev.push(v[2]);
-            acc.dev_inc.push(v[3]);
-            acc.launches.push(v[4]);
-            if let Some(Some(x)) = events.get(path) {
-                acc.event.push(*x);
-            }
-        }
-    }
-    let per_iter = |v: &[u64]| v.iter().map(|&x| x as f64).sum::<f64>() / iterations.max(1) as f64;
-    by_path
-        .into_iter()
-        .filter_map(|(path, a)| {
-            Some(ScopeStats {
-                iterations,
-                present_in: a.calls.len(),
-                calls: Distribution::from_u64(&a.calls)?,
-                host_ns: Distribution::from_u64(&a.host)?,
-                device_ns: Distribution::from_u64(&a.dev)?,
-                device_ns_inclusive: Distribution::from_u64(&a.dev_inc)?,
-                event_device_ns: Distribution::from_u64(&a.event),
-                launches: Distribution::from_u64(&a.launches)?,
-                host_ns_mean_per_iteration: per_iter(&a.host),
-                device_ns_inclusive_mean_per_iteration: per_iter(&a.dev_inc),
-                launches_mean_per_iteration: per_iter(&a.launches),
-                path,
-            })
-        })
-        .collect()
-}
-
 /// Distributions of one kernel family across iterations (over the iterations where it ran).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FamilyStats {
@@ -488,48 +348,6 @@ pub struct FamilyStats {
     pub total_ns_mean_per_iteration: f64,
     /// Launches summed over all iterations divided by `iterations`.
     pub launches_mean_per_iteration: f64,
-}
-
-/// Per-family distributions across `rows` (all devices together), largest mean time per
-/// iteration first.
-pub fn family_distributions<'a>(
-    rows: impl IntoIterator<Item = &'a IterationRow>,
-    rules: &FamilyRules,
-) -> Vec<FamilyStats> {
-    let mut namer = rules.namer();
-    let mut iterations = 0usize;
-    let mut by_family: BTreeMap<String, (Vec<u64>, Vec<u64>)> = BTreeMap::new();
-    for row in rows {
-        iterations += 1;
-        let mut this: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for k in &row.kernels {
-            let e = this.entry(namer.family_of(&k.name)).or_default();
-            e.0 = e.0.saturating_add(k.total_ns);
-            e.1 = e.1.saturating_add(k.count);
-        }
-        for (fam, (ns, count)) in this {
-            let acc = by_family.entry(fam).or_default();
-            acc.0.push(ns);
-            acc.1.push(count);
-        }
-    }
-    let per_iter = |v: &[u64]| v.iter().map(|&x| x as f64).sum::<f64>() / iterations.max(1) as f64;
-    let mut out: Vec<FamilyStats> = by_family
-        .into_iter()
-        .filter_map(|(family, (ns, counts))| {
-            Some(FamilyStats {
-                iterations,
-                present_in: ns.len(),
-                total_ns: Distribution::from_u64(&ns)?,
-                launches: Distribution::from_u64(&counts)?,
-                total_ns_mean_per_iteration: per_iter(&ns),
-                launches_mean_per_iteration: per_iter(&counts),
-                family,
-            })
-        })
-        .collect();
-    sort_families(&mut out);
-    out
 }
 
 /// Families by mean time per iteration, largest first; ties by name.

@@ -9,11 +9,10 @@ use serde::Serialize;
 
 use super::stalls::{StallAccumulator, StallSummary};
 use super::text::{fmt_ns, IndexRuns};
+use crate::analysis::distributions::scope_distributions;
 use crate::analysis::families::{family_table, FamilyRules, FamilySummary, FamilyTable};
-use crate::analysis::stats::{
-    idle_share, scope_distributions, select_rows, Distribution, RowFilter, ScopeStats,
-    FEW_ITERATIONS,
-};
+use crate::analysis::selection::select_rows;
+use crate::analysis::stats::{idle_share, Distribution, RowFilter, ScopeStats, FEW_ITERATIONS};
 use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, RankInfo, Trailer};
 use gpu_ledger_format::{run_energy, NvmlIterationSummary, RunEnergy};

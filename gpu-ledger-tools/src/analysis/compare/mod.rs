@@ -1,6 +1,6 @@
 //! A/B comparison of two ledgers of the same workload: the speed-up `S = median(A) / median(B)`
 //! of the per-iteration metric (host wall time by default) over the rows each side keeps
-//! ([`select_rows`]), with its bootstrap interval ([`bootstrap_speedup`]); the per-scope and
+//! ([`select_rows`](super::selection::select_rows)), with its bootstrap interval ([`bootstrap_speedup`]); the per-scope and
 //! per-family changes; and the warnings that say when the two runs are not comparable.
 //!
 //! `Δt = 1 - 1/S` is the fraction of iteration time saved.
@@ -9,12 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::distributions::{family_distributions, scope_distributions};
 use super::families::FamilyRules;
 use super::indices::IndexRuns;
-use super::stats::{
-    family_distributions, scope_distributions, select_rows, Distribution, FamilyStats,
-    IterationMetric, RowFilter, ScopeStats,
-};
+use super::selection::select_rows;
+use super::stats::{Distribution, FamilyStats, IterationMetric, RowFilter, ScopeStats};
 use gpu_ledger_format::schema::{Header, IterationRow};
 
 mod bootstrap;

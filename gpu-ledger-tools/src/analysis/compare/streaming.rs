@@ -15,8 +15,9 @@ use super::{
     check_options, combine, kernel_launches, memcpy_ops, memset_ops, CompareError, CompareOptions,
     Comparison, SideFigures,
 };
+use crate::analysis::distributions::{FamilySeries, ScopeSeries};
+use crate::analysis::selection::RowSelector;
 use crate::analysis::series::{Budget, Series, EXACT_VALUES};
-use crate::analysis::streaming::{FamilySeries, RowSelector, ScopeSeries};
 use gpu_ledger_format::schema::{Header, IterationRow};
 
 /// Most metric values of one side the bootstrap resamples.

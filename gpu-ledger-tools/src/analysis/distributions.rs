@@ -1,142 +1,46 @@
-//! The statistics of [`super::stats`] over rows that stream past, in memory independent of the
-//! number of rows: [`RowSelector`] is [`select_rows`](super::stats::select_rows) one row at a
-//! time, [`ScopeSeries`] and [`FamilySeries`] are
-//! [`scope_distributions`](super::stats::scope_distributions) and
-//! [`family_distributions`](super::stats::family_distributions) over [`Series`].
+//! Per-scope and per-family distributions across iterations, one row at a time in memory
+//! independent of the number of rows: [`ScopeSeries`] and [`FamilySeries`] keep each figure as a
+//! [`Series`], exact up to a [`Budget`] and a quantile sketch beyond. [`scope_distributions`] and
+//! [`family_distributions`] are the same series over rows already in memory, with a budget that
+//! keeps them exact.
 //!
-//! Warm-up is decided at the end of the stream, since its threshold is taken over the whole
-//! series: the selector holds back the first `max_warmup` candidate rows (10 by default) and hands
-//! on the used ones when it finishes, after every later row.
+//! # Scopes and families that do not run every iteration
+//! A scope or family absent from an iteration did not run in it. Its distributions are taken over
+//! the iterations where it is present (what it costs when it runs), and
+//! [`mean_per_iteration`](ScopeStats::host_ns_mean_per_iteration) figures divide by every
+//! iteration looked at (what it contributes to an average iteration).
 
 use std::collections::BTreeMap;
 
-use super::families::FamilyRules;
-use super::indices::IndexRuns;
+use super::families::{FamilyNamer, FamilyRules};
 use super::series::{Budget, Series};
-use super::stats::{
-    detect_warmup, median, FamilyStats, RowFilter, ScopeStats, Warmup, MAD_TO_SIGMA,
-};
+use super::stats::{sort_families, FamilyStats, ScopeStats};
 use gpu_ledger_format::schema::IterationRow;
 
-/// The rows left out of a streamed selection, by reason, and how many were used.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StreamedSelection {
-    /// Rows seen.
-    pub rows: usize,
-    /// Rows used.
-    pub used: usize,
-    /// Iteration indices left out as warm-up.
-    pub warmup: IndexRuns,
-    /// Iteration indices left out because they were perturbed.
-    pub perturbed: IndexRuns,
-    /// Iteration indices left out because they were incomplete.
-    pub incomplete: IndexRuns,
-    /// Iteration indices left out because a sampled timeline did not trace them.
-    pub untraced: IndexRuns,
+/// Per-scope distributions across `rows`, sorted by path, every figure exact whatever the number
+/// of rows. A scope listed twice in one row has its entries added.
+pub fn scope_distributions<'a>(
+    rows: impl IntoIterator<Item = &'a IterationRow>,
+) -> Vec<ScopeStats> {
+    let rows: Vec<&IterationRow> = rows.into_iter().collect();
+    let mut s = ScopeSeries::with_budget(Budget::exact(rows.len()));
+    rows.into_iter().for_each(|r| s.push(r));
+    s.finish()
 }
 
-/// [`select_rows`](super::stats::select_rows) over a stream: [`RowSelector::push`] each row in
-/// ledger order, then [`RowSelector::finish`]. Used rows go to the `used` callback: at once, or
-/// at `finish` for the held-back candidates that are not warm-up.
-#[derive(Debug)]
-pub struct RowSelector {
-    filter: RowFilter,
-    sel: StreamedSelection,
-    candidates: usize,
-    /// The first candidates, held until warm-up is known (detection only).
-    held: Vec<IterationRow>,
-    /// Host wall time of the candidates after the held ones: the warm-up reference.
-    reference: Series,
+/// Per-family distributions across `rows` (all devices together), largest mean time per
+/// iteration first, every figure exact whatever the number of rows.
+pub fn family_distributions<'a>(
+    rows: impl IntoIterator<Item = &'a IterationRow>,
+    rules: &FamilyRules,
+) -> Vec<FamilyStats> {
+    let rows: Vec<&IterationRow> = rows.into_iter().collect();
+    let mut f = FamilySeries::with_budget(rules, Budget::exact(rows.len()));
+    rows.into_iter().for_each(|r| f.push(r));
+    f.finish()
 }
 
-impl RowSelector {
-    /// A selector for `filter`.
-    pub fn new(filter: RowFilter) -> Self {
-        Self {
-            filter,
-            sel: StreamedSelection::default(),
-            candidates: 0,
-            held: Vec::new(),
-            reference: Series::sampled(super::series::EXACT_VALUES),
-        }
-    }
-
-    /// Takes the next row (in ledger order).
-    pub fn push(&mut self, row: IterationRow, mut used: impl FnMut(&IterationRow)) {
-        let pos = self.sel.rows;
-        self.sel.rows += 1;
-        if !row.complete && !self.filter.include_incomplete {
-            self.sel.incomplete.push(row.index);
-            return;
-        }
-        if row.perturbed && !self.filter.include_perturbed {
-            self.sel.perturbed.push(row.index);
-            return;
-        }
-        if row.untraced && !self.filter.include_untraced {
-            self.sel.untraced.push(row.index);
-            return;
-        }
-        self.candidates += 1;
-        match self.filter.warmup {
-            Warmup::None => self.use_row(&row, &mut used),
-            Warmup::Fixed(n) if pos < n => self.sel.warmup.push(row.index),
-            Warmup::Fixed(_) => self.use_row(&row, &mut used),
-            Warmup::Detect(p) if self.held.len() < p.max_warmup => self.held.push(row),
-            Warmup::Detect(_) => {
-                self.reference.push(row.host_wall_ns as f64);
-                self.use_row(&row, &mut used);
-            }
-        }
-    }
-
-    fn use_row(&mut self, row: &IterationRow, used: &mut impl FnMut(&IterationRow)) {
-        self.sel.used += 1;
-        used(row);
-    }
-
-    /// Decides warm-up, hands on the held-back rows that are used, and returns the selection.
-    pub fn finish(mut self, mut used: impl FnMut(&IterationRow)) -> StreamedSelection {
-        let Warmup::Detect(params) = self.filter.warmup else {
-            return self.sel;
-        };
-        let held = std::mem::take(&mut self.held);
-        let held_wall: Vec<f64> = held.iter().map(|r| r.host_wall_ns as f64).collect();
-        let skip = if self.reference.is_sketched() {
-            // Past the exact bound: n/2 exceeds the held rows, so all of them are the window;
-            // the threshold takes the sketch's median and the spread of the sample around it.
-            let c = held_wall.len();
-            let m = self.reference.median().unwrap_or(0.0);
-            let dev: Vec<f64> = self
-                .reference
-                .sample()
-                .iter()
-                .map(|x| (x - m).abs())
-                .collect();
-            let d = median(&dev).unwrap_or(0.0);
-            let t = m + (params.k * MAD_TO_SIGMA * d).max(params.min_relative_excess * m.abs());
-            held_wall[..c]
-                .iter()
-                .rposition(|&x| x > t)
-                .map_or(0, |i| i + 1)
-        } else {
-            let mut wall = held_wall;
-            wall.extend_from_slice(self.reference.sample());
-            detect_warmup(&wall, &params)
-        };
-        for (i, row) in held.iter().enumerate() {
-            if i < skip {
-                self.sel.warmup.push(row.index);
-            } else {
-                self.sel.used += 1;
-                used(row);
-            }
-        }
-        self.sel
-    }
-}
-
-/// Per-scope series over streamed rows: [`super::stats::scope_distributions`] in bounded memory.
+/// Per-scope series over rows pushed one at a time: [`scope_distributions`] in bounded memory.
 #[derive(Debug, Default)]
 pub struct ScopeSeries {
     iterations: usize,
@@ -245,11 +149,10 @@ impl ScopeSeries {
     }
 }
 
-/// Per-family series over streamed rows: [`super::stats::family_distributions`] in bounded
-/// memory.
+/// Per-family series over rows pushed one at a time: [`family_distributions`] in bounded memory.
 #[derive(Debug)]
 pub struct FamilySeries<'r> {
-    namer: super::families::FamilyNamer<'r>,
+    namer: FamilyNamer<'r>,
     iterations: usize,
     by_family: BTreeMap<String, (Series, Series)>,
     budget: Budget,
@@ -317,7 +220,7 @@ impl<'r> FamilySeries<'r> {
                 })
             })
             .collect();
-        super::stats::sort_families(&mut out);
+        sort_families(&mut out);
         out
     }
 }
@@ -325,9 +228,8 @@ impl<'r> FamilySeries<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::stats::{
-        family_distributions, scope_distributions, select_rows, WarmupDetect,
-    };
+    use crate::analysis::selection::{select_rows, RowSelector};
+    use crate::analysis::stats::{RowFilter, Warmup, WarmupDetect};
     use gpu_ledger_format::reader::parse_ledger;
 
     fn golden() -> Vec<Vec<IterationRow>> {
