@@ -1,7 +1,12 @@
 //! A/B comparison of two ledgers of the same workload: the speed-up `S = median(A) / median(B)`
 //! of the per-iteration metric (host wall time by default) over the rows each side keeps
-//! ([`select_rows`](super::selection::select_rows)), with its bootstrap interval ([`bootstrap_speedup`]); the per-scope and
-//! per-family changes; and the warnings that say when the two runs are not comparable.
+//! ([`crate::analysis::selection`]), with its bootstrap interval ([`bootstrap_speedup`]); the
+//! per-scope and per-family changes; and the warnings that say when the two runs are not
+//! comparable.
+//!
+//! Each side is a [`CompareSide`] that takes the ledger's rows one at a time ([`compare_streamed`]);
+//! [`compare`] pushes the rows of two ledgers in memory through the same sides, exact whatever
+//! their length.
 //!
 //! `Δt = 1 - 1/S` is the fraction of iteration time saved.
 
@@ -9,15 +14,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::distributions::{family_distributions, scope_distributions};
 use super::families::FamilyRules;
 use super::indices::IndexRuns;
-use super::selection::select_rows;
 use super::stats::{Distribution, FamilyStats, IterationMetric, RowFilter, ScopeStats};
 use gpu_ledger_format::schema::{Header, IterationRow};
 
 mod bootstrap;
-mod streaming;
+mod side;
 mod warnings;
 
 use warnings::{
@@ -27,7 +30,7 @@ use warnings::{
 
 pub use super::stats::FEW_ITERATIONS;
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
-pub use streaming::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
+pub use side::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 
 /// One ledger: its header and its iteration rows.
 #[derive(Debug, Clone, Copy)]
@@ -192,13 +195,6 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
     (a > 0.0 && b > 0.0 && a.is_finite() && b.is_finite()).then(|| a / b)
 }
 
-fn mean_of(rows: &[&IterationRow], f: impl Fn(&IterationRow) -> u64) -> f64 {
-    if rows.is_empty() {
-        return 0.0;
-    }
-    rows.iter().map(|r| f(r) as f64).sum::<f64>() / rows.len() as f64
-}
-
 fn kernel_launches(r: &IterationRow) -> u64 {
     r.kernels
         .iter()
@@ -220,7 +216,7 @@ fn memset_ops(r: &IterationRow) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// What one side brings to a comparison, from its rows read whole or as a stream.
+/// What one side brings to a comparison, from its [`CompareSide`].
 #[derive(Debug)]
 struct SideFigures {
     rows: usize,
@@ -241,40 +237,6 @@ struct SideFigures {
 }
 
 impl SideFigures {
-    fn of_rows(rows: &[IterationRow], opts: &CompareOptions) -> Self {
-        let sel = select_rows(rows, &opts.filter);
-        let values: Vec<f64> = opts
-            .metric
-            .values(sel.used.iter().copied())
-            .into_iter()
-            .filter(|v| *v > 0.0)
-            .collect();
-        let mut records = RecordCounts::default();
-        let mut nvml = OperatingPoints::default();
-        for r in &sel.used {
-            records.push(r);
-            nvml.push(r);
-        }
-        Self {
-            rows: rows.len(),
-            used: sel.used.len(),
-            distribution: Distribution::from_samples(&values),
-            values,
-            scopes: scope_distributions(sel.used.iter().copied()),
-            families: family_distributions(sel.used.iter().copied(), &opts.family_rules),
-            ops: [
-                mean_of(&sel.used, kernel_launches),
-                mean_of(&sel.used, memcpy_ops),
-                mean_of(&sel.used, memset_ops),
-            ],
-            records,
-            nvml,
-            warmup: sel.warmup.into_iter().collect(),
-            perturbed: sel.perturbed.into_iter().collect(),
-            incomplete: sel.incomplete.into_iter().collect(),
-        }
-    }
-
     /// The side as the comparison reports it; fails, naming the side (`name`) and the metric,
     /// when it kept no row with a positive value of the metric.
     fn run_side(&self, name: &'static str, metric_name: &str) -> Result<RunSide, CompareError> {
@@ -338,9 +300,18 @@ pub fn compare(
     opts: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
     check_options(opts)?;
-    let fa = SideFigures::of_rows(a.rows, opts);
-    let fb = SideFigures::of_rows(b.rows, opts);
-    combine(a.header, fa, b.header, fb, opts)
+    compare_streamed(a.header, a.side(opts), b.header, b.side(opts), opts)
+}
+
+impl<'a> LedgerView<'a> {
+    /// The ledger's rows pushed into a [`CompareSide`] that keeps every figure exact, its
+    /// bootstrap resampling every kept value: a ledger in memory is the streamed comparison's
+    /// small case.
+    fn side<'o>(&self, opts: &'o CompareOptions) -> CompareSide<'o, &'a IterationRow> {
+        let mut side = CompareSide::for_rows(opts, self.rows.len());
+        self.rows.iter().for_each(|r| side.push(r));
+        side
+    }
 }
 
 /// The comparison of two sides' figures.

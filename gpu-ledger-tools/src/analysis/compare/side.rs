@@ -1,14 +1,16 @@
-//! [`compare`](super::compare) of two ledgers read as streams, in memory independent of their
-//! number of rows: [`CompareSide::push`] each row of a ledger in order, then
-//! [`compare_streamed`].
+//! One side of a comparison, its ledger's rows pushed one at a time in memory independent of their
+//! number ([`CompareSide::push`]), then [`compare_streamed`]; [`compare`](super::compare) pushes
+//! a ledger in memory through the same side.
 //!
 //! The bootstrap resamples the metric's values of every kept iteration while a side keeps at most
-//! [`BOOTSTRAP_SAMPLE`] of them, in ledger order, so that its interval is the one
-//! [`compare`](super::compare) gives; beyond, it resamples a uniform sample of that many (the
-//! comparison's warnings say how many of how many), and the speed-up is the ratio of the
-//! samples' medians. Scopes, families and NVML figures share one
-//! [`Budget`](crate::analysis::series::Budget) of exact values per side; past it their
-//! percentiles come from a sketch, which the warnings say.
+//! its budget's [`series_limit`](Budget::series_limit) of them ([`BOOTSTRAP_SAMPLE`] by default),
+//! in ledger order; beyond, it resamples a uniform sample of that many (the comparison's warnings
+//! say how many of how many), and the speed-up is the ratio of the samples' medians. Scopes,
+//! families and NVML figures share the side's [`Budget`] of exact values; past it their
+//! percentiles come from a sketch, which the warnings say. A side made with [`Budget::exact`]
+//! for the ledger's rows keeps every value.
+
+use std::borrow::Borrow;
 
 use super::warnings::{OperatingPoints, RecordCounts};
 use super::{
@@ -20,14 +22,16 @@ use crate::analysis::selection::RowSelector;
 use crate::analysis::series::{Budget, Series, EXACT_VALUES};
 use gpu_ledger_format::schema::{Header, IterationRow};
 
-/// Most metric values of one side the bootstrap resamples.
+/// Most metric values of one side the bootstrap resamples, by default.
 pub const BOOTSTRAP_SAMPLE: usize = EXACT_VALUES;
 
 /// The figures of the kept rows of one side.
 #[derive(Debug)]
 struct Kept<'o> {
     opts: &'o CompareOptions,
+    /// The metric's values, exact up to `limit` and a uniform sample of `limit` beyond.
     metric: Series,
+    limit: usize,
     scopes: ScopeSeries,
     families: FamilySeries<'o>,
     ops: [u64; 3],
@@ -59,25 +63,40 @@ impl Kept<'_> {
     }
 }
 
-/// One side of a streamed comparison (see the module doc).
+/// One side of a comparison (see the module doc). `R` is how a row is handed over: the row itself
+/// (read from a stream) or a reference (a ledger in memory).
 #[derive(Debug)]
-pub struct CompareSide<'o> {
+pub struct CompareSide<'o, R = IterationRow> {
     rows: usize,
-    selector: RowSelector,
+    selector: RowSelector<R>,
     kept: Kept<'o>,
 }
 
 impl<'o> CompareSide<'o> {
-    /// A side compared with `opts`.
+    /// A side compared with `opts`, in bounded memory.
     pub fn new(opts: &'o CompareOptions) -> Self {
-        // Scopes, families and NVML figures share one budget of exact values.
-        let budget = Budget::default();
+        Self::with_budget(opts, Budget::default())
+    }
+}
+
+impl<'o, R: Borrow<IterationRow>> CompareSide<'o, R> {
+    /// A side compared with `opts` over a ledger of `rows` rows (one in memory): every figure
+    /// exact ([`Budget::exact`]), the bootstrap resampling every kept value.
+    pub fn for_rows(opts: &'o CompareOptions, rows: usize) -> Self {
+        Self::with_budget(opts, Budget::exact(rows))
+    }
+
+    /// A side compared with `opts` whose figures share `budget` of exact values and whose
+    /// bootstrap resamples at most its [`series_limit`](Budget::series_limit) values:
+    /// [`Budget::exact`] of the ledger's rows keeps every figure exact.
+    pub fn with_budget(opts: &'o CompareOptions, budget: Budget) -> Self {
         Self {
             rows: 0,
-            selector: RowSelector::new(opts.filter),
+            selector: RowSelector::with_budget(opts.filter, &budget),
             kept: Kept {
                 opts,
-                metric: Series::sampled(BOOTSTRAP_SAMPLE),
+                metric: budget.sampled(),
+                limit: budget.series_limit(),
                 scopes: ScopeSeries::with_budget(budget.clone()),
                 families: FamilySeries::with_budget(&opts.family_rules, budget.clone()),
                 ops: [0; 3],
@@ -88,10 +107,10 @@ impl<'o> CompareSide<'o> {
     }
 
     /// Takes the next row of the ledger, in ledger order.
-    pub fn push(&mut self, row: IterationRow) {
+    pub fn push(&mut self, row: R) {
         self.rows += 1;
         let kept = &mut self.kept;
-        self.selector.push(row, |r| kept.push(r, None));
+        self.selector.push(row, |r| kept.push(r.borrow(), None));
     }
 
     fn finish(self) -> SideFigures {
@@ -101,11 +120,12 @@ impl<'o> CompareSide<'o> {
             mut kept,
         } = self;
         let mut held = Vec::new();
-        let sel = selector.finish(|r| kept.push(r, Some(&mut held)));
-        let values = if kept.metric.len() as usize + held.len() <= BOOTSTRAP_SAMPLE {
-            // Below the bound: every value, in ledger order, as the whole-ledger comparison.
+        let sel = selector.finish(|r| kept.push(r.borrow(), Some(&mut held)));
+        let limit = kept.limit;
+        let values = if kept.metric.len() as usize + held.len() <= limit {
+            // Below the bound: every value, in ledger order.
             held.extend_from_slice(kept.metric.sample());
-            let mut exact = Series::sampled(BOOTSTRAP_SAMPLE);
+            let mut exact = Series::sampled(limit);
             held.iter().for_each(|&v| exact.push(v));
             kept.metric = exact;
             held
@@ -133,15 +153,16 @@ impl<'o> CompareSide<'o> {
     }
 }
 
-/// Compares the streamed ledger `a` (baseline, with header `ha`) with `b` (the change).
+/// Compares the ledger `a` (baseline, with header `ha`) with `b` (the change), each pushed into
+/// its side.
 ///
 /// # Errors
 /// As [`compare`](super::compare).
-pub fn compare_streamed(
+pub fn compare_streamed<Ra: Borrow<IterationRow>, Rb: Borrow<IterationRow>>(
     ha: &Header,
-    a: CompareSide<'_>,
+    a: CompareSide<'_, Ra>,
     hb: &Header,
-    b: CompareSide<'_>,
+    b: CompareSide<'_, Rb>,
     opts: &CompareOptions,
 ) -> Result<Comparison, CompareError> {
     check_options(opts)?;
