@@ -7,9 +7,10 @@
 //! - [`trace`]: the Trace Event Format JSON that ui.perfetto.dev and `chrome://tracing` open,
 //!   written as a stream ([`TraceWriter`]);
 //! - [`mod@csv`]: one CSV line per iteration row ([`CsvLayout`]);
-//! - [`streamed`]: the summary of a ledger read as a stream, in bounded memory
-//!   ([`SummaryBuilder`]);
-//! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]);
+//! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]),
+//!   built row by row by the one summary engine ([`SummaryBuilder`]), in bounded memory for a
+//!   stream and exact for a ledger in memory;
+//! - [`streamed`]: the HTML report of a ledger read as a stream ([`ReportBuilder`]);
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
 //! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
@@ -58,8 +59,10 @@ pub use html::{write_html_report, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
 pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
 pub use stalls::{StallAccumulator, StallSummary};
-pub use streamed::{ReportBuilder, SummaryBuilder};
-pub use summary::{DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryOptions};
+pub use streamed::ReportBuilder;
+pub use summary::{
+    DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryBuilder, SummaryOptions,
+};
 pub use svg::{roofline_svg, Roofline, RooflinePoint};
 pub use trace::{
     write_trace, IterationRange, RangeParseError, TraceOptions, TraceStats, TraceWriter,

@@ -1,0 +1,273 @@
+//! Every warning of a summary, the reasons to doubt its figures: what the run said went wrong,
+//! why fewer rows count than the ledger has, what the rows themselves carried (gathered one row at
+//! a time by [`RowWarnings`]), NVML's operating point, and the distributions' own limits.
+
+use std::collections::BTreeMap;
+
+use super::LedgerSummary;
+use crate::analysis::indices::IndexRuns;
+use crate::analysis::stats::FEW_ITERATIONS;
+use crate::export::text::fmt_ns;
+use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
+
+/// The words of the collector's row warning when most kernel time is in no scope.
+const UNSCOPED_ROW_WARNING: &str = "in no scope although scopes were open";
+
+/// What the warnings take from every row (used or not), gathered one row at a time.
+#[derive(Debug, Default)]
+pub(super) struct RowWarnings {
+    unscoped: u64,
+    busy: u64,
+    threads: BTreeMap<String, u64>,
+    row_warnings: BTreeMap<String, IndexRuns>,
+    dropped: u64,
+    dropped_at: IndexRuns,
+    missing: u64,
+    missing_at: IndexRuns,
+}
+
+impl RowWarnings {
+    /// Adds one row.
+    pub(super) fn push(&mut self, r: &IterationRow) {
+        self.push_unscoped(r);
+        // Said once for the run by the unscoped warning, not once per share.
+        for x in r
+            .warnings
+            .iter()
+            .filter(|x| !x.contains(UNSCOPED_ROW_WARNING))
+        {
+            if !self.row_warnings.contains_key(x.as_str()) {
+                self.row_warnings.insert(x.clone(), IndexRuns::default());
+            }
+            if let Some(at) = self.row_warnings.get_mut(x.as_str()) {
+                at.push(r.index);
+            }
+        }
+        if r.dropped_records > 0 {
+            self.dropped = self.dropped.saturating_add(r.dropped_records);
+            self.dropped_at.push(r.index);
+        }
+        if r.missing_records > 0 {
+            self.missing = self.missing.saturating_add(r.missing_records);
+            self.missing_at.push(r.index);
+        }
+    }
+
+    /// The device time of the rows that had scopes, and what of it is in `(unscoped)`.
+    fn push_unscoped(&mut self, r: &IterationRow) {
+        if !r
+            .scopes
+            .iter()
+            .any(|s| s.path != gpu_ledger_format::UNSCOPED && s.calls > 0)
+        {
+            return;
+        }
+        self.busy = self.busy.saturating_add(
+            r.devices
+                .iter()
+                .fold(0u64, |a, d| a.saturating_add(d.busy_ns)),
+        );
+        let u = r
+            .scopes
+            .iter()
+            .filter(|s| s.path == gpu_ledger_format::UNSCOPED)
+            .fold(0u64, |a, s| a.saturating_add(s.device_ns));
+        self.unscoped = self.unscoped.saturating_add(u);
+        for t in r
+            .launch_threads
+            .iter()
+            .filter(|t| t.attribution.unscoped > 0)
+        {
+            let name = match &t.name {
+                Some(n) => format!("\"{n}\" (tid {})", t.tid),
+                None => format!("tid {}", t.tid),
+            };
+            *self.threads.entry(name).or_default() += t.attribution.unscoped;
+        }
+    }
+
+    /// When most device time of the rows that had scopes is in `(unscoped)`: the share, the
+    /// threads that launched it, and the fix.
+    fn unscoped_warning(&self) -> Option<String> {
+        let (unscoped, busy) = (self.unscoped, self.busy);
+        if busy == 0 || unscoped.saturating_mul(2) <= busy {
+            return None;
+        }
+        let from = if self.threads.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = self
+                .threads
+                .iter()
+                .map(|(n, k)| format!("{n}: {k} kernels"))
+                .collect();
+            format!(
+                ", launched on threads with no scope open ({})",
+                names.join(", ")
+            )
+        };
+        Some(format!(
+            "{:.0} % of the device time of the iterations that had scopes is in {}{from}: hand the \
+             scope to the launching thread (Profiler::context(), ScopeContext::enter) or follow the \
+             thread that opens the scopes (Config::follow)",
+            100.0 * unscoped as f64 / busy as f64,
+            gpu_ledger_format::UNSCOPED
+        ))
+    }
+
+    /// The rows' warnings: most device time unscoped, each warning a row carried with the
+    /// iterations that carried it, records CUPTI dropped and launches left without a record.
+    fn warnings(&self, w: &mut Vec<String>) {
+        w.extend(self.unscoped_warning());
+        for (x, at) in &self.row_warnings {
+            w.push(format!("iterations {at}: {x}"));
+        }
+        if self.dropped > 0 {
+            w.push(format!(
+                "{} activity records dropped by CUPTI (iterations {}): device times of those \
+                 iterations are undercounted; raise the buffer count or size",
+                self.dropped, self.dropped_at
+            ));
+        }
+        if self.missing > 0 {
+            w.push(format!(
+                "{} launches without a GPU record within the settle time (iterations {}); \
+                 raise settle_ms",
+                self.missing, self.missing_at
+            ));
+        }
+    }
+}
+
+/// Every warning of a summary: the header's and trailer's, the selection's, the rows' (`rows`),
+/// NVML's (`lacks_nvml`: no used row has NVML figures) and the distributions'.
+pub(super) fn summary_warnings(
+    header: &Header,
+    trailer: Option<&Trailer>,
+    s: &LedgerSummary,
+    rows: &RowWarnings,
+    lacks_nvml: bool,
+) -> Vec<String> {
+    let mut w = run_warnings(header, trailer);
+    selection_warnings(header, s, &mut w);
+    rows.warnings(&mut w);
+    nvml_warnings(s, lacks_nvml, &mut w);
+    distribution_warnings(s, &mut w);
+    w
+}
+
+/// What the run itself said went wrong: the header's and the trailer's warnings, lines not
+/// written, records outside the rows, or no trailer at all (the run did not finish).
+fn run_warnings(header: &Header, trailer: Option<&Trailer>) -> Vec<String> {
+    let mut w: Vec<String> = header
+        .warnings
+        .iter()
+        .map(|x| format!("header: {x}"))
+        .collect();
+    match trailer {
+        None => w.push(
+            "no trailer: the run did not finish (crash or kill); the rows present are valid, \
+             the run totals are unknown"
+                .into(),
+        ),
+        Some(t) => {
+            w.extend(t.warnings.iter().map(|x| format!("run: {x}")));
+            if t.lines_not_written > 0 {
+                w.push(format!(
+                    "{} ledger lines could not be written during the run",
+                    t.lines_not_written
+                ));
+            }
+            if t.late_records > 0 || t.unplaced_records > 0 {
+                w.push(format!(
+                    "{} records arrived after their iteration was written and {} fell outside \
+                     every iteration: they are counted in the trailer, not in the rows",
+                    t.late_records, t.unplaced_records
+                ));
+            }
+        }
+    }
+    w
+}
+
+/// Why the statistics cover fewer rows than the ledger has: a sampled timeline, no usable
+/// row, or too few for the tail percentiles to mean much.
+fn selection_warnings(header: &Header, s: &LedgerSummary, w: &mut Vec<String>) {
+    if !s.untraced.is_empty() {
+        let sampled = header
+            .config
+            .timeline_sampling
+            .as_deref()
+            .unwrap_or("sampled");
+        w.push(format!(
+            "the timeline traced {sampled}: statistics are over the traced rows; the untraced \
+             ones ({}) carry host times, scopes' host times and NVML only",
+            s.untraced
+        ));
+    }
+    if s.rows == 0 {
+        w.push("the ledger has no iteration row".into());
+    } else if s.used.is_empty() {
+        w.push(format!(
+            "no iteration is usable for statistics ({} rows: warm-up {}, perturbed {}, incomplete {})",
+            s.rows,
+            s.warmup,
+            s.perturbed,
+            s.incomplete
+        ));
+    } else if s.used.len() < FEW_ITERATIONS {
+        w.push(format!(
+            "only {} iterations used: p90 and p99 are interpolated between few samples",
+            s.used.len()
+        ));
+    }
+}
+
+/// What NVML says about the operating point: no figures at all, throttling, or an SM clock
+/// that moved enough between iterations to make their times incomparable.
+fn nvml_warnings(s: &LedgerSummary, lacks_nvml: bool, w: &mut Vec<String>) {
+    if lacks_nvml {
+        w.push("no NVML figures: clocks, power, throttling and energy are unknown".into());
+    }
+    for n in &s.nvml {
+        for (reason, at) in &n.throttle_reasons {
+            w.push(format!(
+                "GPU {}: clock event (throttle) reason {reason} in iterations {}",
+                n.device_id, at
+            ));
+        }
+        if let Some(c) = &n.sm_clock_mhz {
+            if c.min > 0.0 && (c.max - c.min) / c.max > 0.05 {
+                w.push(format!(
+                    "GPU {}: SM clock varied from {:.0} to {:.0} MHz between iterations: times are \
+                     not comparable across them",
+                    n.device_id, c.min, c.max
+                ));
+            }
+        }
+    }
+}
+
+/// What the distributions themselves show: a long tail of host wall time, or percentiles
+/// that come from a sketch rather than every value.
+fn distribution_warnings(s: &LedgerSummary, w: &mut Vec<String>) {
+    if let Some(d) = &s.host_wall_ns {
+        if d.median > 0.0 && d.p99 > 2.0 * d.median {
+            w.push(format!(
+                "long tail: p99 host wall time {} is more than twice the median {}",
+                fmt_ns(d.p99),
+                fmt_ns(d.median)
+            ));
+        }
+    }
+    if s.sketched {
+        w.push(format!(
+            "percentiles from a quantile sketch: a series passed {} values, or all of them {} \
+             together; each median, p90 and p99 is within {} % of the exact one (count, mean, \
+             min and max are exact)",
+            crate::analysis::series::EXACT_VALUES,
+            crate::analysis::series::EXACT_BUDGET,
+            crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
+    }
+}
