@@ -10,9 +10,9 @@
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]),
 //!   built row by row by the one summary engine ([`SummaryBuilder`]), in bounded memory for a
 //!   stream and exact for a ledger in memory;
-//! - [`streamed`]: the HTML report of a ledger read as a stream ([`ReportBuilder`]);
 //! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
-//! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network);
+//! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network),
+//!   built row by row ([`ReportBuilder`]);
 //! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
 //!   row by row for the summary and the report ([`StallAccumulator`]);
 //! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
@@ -35,7 +35,6 @@
 
 #![forbid(unsafe_code)]
 
-mod chart_buckets;
 mod csp;
 pub mod csv;
 pub mod experiment;
@@ -46,7 +45,6 @@ pub mod merge;
 pub mod parquet;
 pub mod stalls;
 mod stalls_view;
-pub mod streamed;
 pub mod summary;
 pub mod svg;
 pub mod text;
@@ -55,11 +53,10 @@ pub mod trace;
 pub use self::csv::{write_csv, CsvLayout};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use gpu_ledger_format::stream::{LedgerStream, StreamItem};
-pub use html::{write_html_report, ReportOptions};
+pub use html::{write_html_report, ReportBuilder, ReportOptions};
 pub use markdown::{markdown_comparison, markdown_summary};
 pub use merge::{merge_ranks, MergeError, MergeStream, MergedIteration, MergedView, RankSeries};
 pub use stalls::{StallAccumulator, StallSummary};
-pub use streamed::ReportBuilder;
 pub use summary::{
     DeviceSummary, LedgerSummary, NvmlDeviceSummary, SummaryBuilder, SummaryOptions,
 };

@@ -16,13 +16,16 @@
 //!   with its hottest source lines below.
 //!
 //! Long runs are bucketed: at most [`ReportOptions::max_points`] bars or points per chart, each the
-//! mean of consecutive iterations.
+//! mean of consecutive iterations. [`ReportBuilder`] builds the report one row at a time;
+//! [`write_html_report`] pushes a ledger in memory through it.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use std::borrow::Borrow;
+
 use super::csp;
-use super::summary::{ceiling_text, LedgerSummary, SummaryOptions};
+use super::summary::{ceiling_text, LedgerSummary, SummaryBuilder, SummaryOptions};
 use super::svg::{
     hbar_chart, line_chart, placeholder, roofline_svg, stacked_bar_chart, AxisFormat, HBar,
     Roofline, Shade,
@@ -30,12 +33,11 @@ use super::svg::{
 use super::text::{fmt_count, fmt_ns, fmt_pct, html_escape, sig3};
 use crate::analysis::stats::Distribution;
 use gpu_ledger_format::reader::Ledger;
-use gpu_ledger_format::schema::Header;
+use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
 
 mod charts;
 
-use charts::charts_from_rows;
-pub(crate) use charts::{self_host_times, Charts};
+use charts::{ChartBuckets, Charts};
 
 /// How to build the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +135,9 @@ fn dist_cells(d: &Distribution) -> String {
     )
 }
 
-/// Writes the report of `ledger` (read from `source`) to `out`.
+/// Writes the report of `ledger` (read from `source`) to `out`: its rows pushed through a
+/// [`ReportBuilder`] made for their number, so that every figure is exact and the charts split
+/// the rows evenly.
 ///
 /// # Errors
 /// Any error of `out`.
@@ -143,17 +147,85 @@ pub fn write_html_report<W: Write>(
     opts: &ReportOptions,
     out: W,
 ) -> io::Result<()> {
-    let s = LedgerSummary::compute(ledger, &opts.summary);
-    let charts = charts_from_rows(&ledger.iterations, &s, opts);
-    write_report(&ledger.header, &s, &charts, source, opts, out)
+    let mut b = ReportBuilder::for_rows(opts, ledger.iterations.len());
+    ledger.iterations.iter().for_each(|r| b.push(r));
+    b.finish(&ledger.header, ledger.trailer.as_ref(), source, out)
+}
+
+/// The report built one row at a time: the summary of a [`SummaryBuilder`] and charts of at most
+/// [`ReportOptions::max_points`] bars, each the mean of a stated number of consecutive rows, so
+/// that neither memory nor the report's size grows with the rows of a stream. `R` is how a row is
+/// handed over: the row itself (read from a stream) or a reference (a ledger in memory).
+#[derive(Debug)]
+pub struct ReportBuilder<'o, R = IterationRow> {
+    opts: &'o ReportOptions,
+    summary: SummaryBuilder<'o, R>,
+    charts: ChartBuckets,
+}
+
+impl<'o> ReportBuilder<'o> {
+    /// A builder for `opts` over a stream of rows, in bounded memory; its bars hold a power of
+    /// two of rows.
+    pub fn new(opts: &'o ReportOptions) -> Self {
+        Self {
+            opts,
+            summary: SummaryBuilder::new(&opts.summary),
+            charts: ChartBuckets::new(opts),
+        }
+    }
+}
+
+impl<'o, R: Borrow<IterationRow>> ReportBuilder<'o, R> {
+    /// A builder for `opts` over a ledger of `rows` rows (one in memory): every figure exact
+    /// ([`Budget::exact`](crate::analysis::series::Budget::exact)) and the rows split evenly between
+    /// the bars.
+    pub fn for_rows(opts: &'o ReportOptions, rows: usize) -> Self {
+        Self {
+            opts,
+            summary: SummaryBuilder::for_rows(&opts.summary, rows),
+            charts: ChartBuckets::for_rows(opts, rows),
+        }
+    }
+
+    /// Takes the next row, in ledger order.
+    pub fn push(&mut self, row: R) {
+        self.charts.push(row.borrow(), &self.opts.summary.filter);
+        self.summary.push(row);
+    }
+
+    /// Rows per bar of the per-iteration charts so far.
+    pub fn bucket_width(&self) -> usize {
+        self.charts.width()
+    }
+
+    /// Bars of the per-iteration charts so far.
+    pub fn buckets(&self) -> usize {
+        self.charts.len()
+    }
+
+    /// Writes the report of the ledger with `header` and `trailer`, read from `source`.
+    ///
+    /// # Errors
+    /// Any error of `out`.
+    pub fn finish<W: Write>(
+        self,
+        header: &Header,
+        trailer: Option<&Trailer>,
+        source: &str,
+        out: W,
+    ) -> io::Result<()> {
+        let s = self.summary.finish(header, trailer);
+        let charts = self.charts.finish(&s);
+        write_report(header, &s, &charts, source, self.opts, out)
+    }
 }
 
 /// Writes the report of a ledger whose summary is `s` and whose per-iteration charts are
-/// `charts` (built from its rows, or as they stream past by [`ChartBuckets`]).
+/// `charts`.
 ///
 /// # Errors
 /// Any error of `out`.
-pub(crate) fn write_report<W: Write>(
+fn write_report<W: Write>(
     header: &Header,
     s: &LedgerSummary,
     charts: &Charts,
