@@ -1,12 +1,12 @@
-//! Opening a ledger with its progress display, and reading it for an analysis: whole while its
-//! rows fit in the bytes held, streamed through a builder past them.
+//! Opening a ledger with its progress display, and reading it for an analysis into a builder:
+//! one made for a ledger in memory while its rows fit in the bytes held, one in bounded memory
+//! past them.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 use std::time::Instant;
 
-use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
 use gpu_ledger_tools::export::{LedgerStream, StreamItem};
 
@@ -45,31 +45,29 @@ pub(crate) fn open(path: &Path, ctx: Ctx) -> Result<(Stream, Progress), gpu_ledg
     Ok((stream, progress))
 }
 
-/// A ledger read for an analysis: whole when its rows fit in [`Ctx::hold_bytes`], else streamed
-/// through a builder.
-pub(crate) enum Read<B> {
-    Whole(Ledger),
-    Streamed {
-        header: Header,
-        trailer: Option<Trailer>,
-        builder: B,
-    },
+/// A ledger read for an analysis: its header, its trailer (`None`: the run did not finish) and
+/// the builder its rows went into.
+pub(crate) struct Read<B> {
+    pub(crate) header: Header,
+    pub(crate) trailer: Option<Trailer>,
+    pub(crate) builder: B,
 }
 
-/// Reads `path` whole, or, once its rows pass the bytes held, into the builder `make` gives,
-/// with `push` for each row in order (the rows held so far first). Per-activity records and
-/// scope spans (only the trace uses them) are dropped row by row.
+/// Reads `path` into the builder `make` gives, with `push` for each row in order. The rows are
+/// held while they fit in [`Ctx::hold_bytes`]: a ledger that fits is a ledger in memory, whose
+/// builder `make` is given its number of rows for (exact figures, charts split evenly); past the
+/// bound `make` is given `None` for a builder in bounded memory, and the rows held so far go in
+/// first. Per-activity records and scope spans (only the trace uses them) are dropped row by row.
 pub(crate) fn read_bounded<B>(
     path: &Path,
     ctx: Ctx,
-    make: impl FnOnce() -> B,
+    mut make: impl FnMut(Option<usize>) -> B,
     mut push: impl FnMut(&mut B, IterationRow),
 ) -> Result<Read<B>, CliError> {
     let (mut stream, mut p) = open(path, ctx)?;
     let header_bytes = stream_bytes(&p);
     let mut held = Vec::new();
     let mut builder = None;
-    let mut make = Some(make);
     let mut trailer = None;
     let mut rows = 0u64;
     let result = loop {
@@ -84,11 +82,9 @@ pub(crate) fn read_bounded<B>(
                     None => {
                         held.push(*row);
                         if stream_bytes(&p).saturating_sub(header_bytes) > ctx.hold_bytes {
-                            if let Some(make) = make.take() {
-                                let mut b = make();
-                                held.drain(..).for_each(|r| push(&mut b, r));
-                                builder = Some(b);
-                            }
+                            let mut b = make(None);
+                            held.drain(..).for_each(|r| push(&mut b, r));
+                            builder = Some(b);
                         }
                     }
                 }
@@ -101,19 +97,18 @@ pub(crate) fn read_bounded<B>(
     p.done(rows);
     result?;
     warn_truncated(path, stream.truncated_last_line());
-    let header = stream.header().clone();
-    Ok(match builder {
-        Some(builder) => Read::Streamed {
-            header,
-            trailer,
-            builder,
-        },
-        None => Read::Whole(Ledger {
-            header,
-            iterations: held,
-            trailer,
-            truncated_last_line: stream.truncated_last_line(),
-        }),
+    let builder = match builder {
+        Some(b) => b,
+        None => {
+            let mut b = make(Some(held.len()));
+            held.into_iter().for_each(|r| push(&mut b, r));
+            b
+        }
+    };
+    Ok(Read {
+        header: stream.header().clone(),
+        trailer,
+        builder,
     })
 }
 

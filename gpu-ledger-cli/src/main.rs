@@ -27,17 +27,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use gpu_ledger_format::schema::{Header, IterationRow};
 use gpu_ledger_format::{check_ledger, truncation_warning};
-use gpu_ledger_tools::analysis::compare::{
-    compare, compare_streamed, CompareOptions, CompareSide, LedgerView,
-};
+use gpu_ledger_tools::analysis::compare::{compare_streamed, CompareOptions, CompareSide};
 use gpu_ledger_tools::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger_tools::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
 use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger_tools::export::text::md_cell;
 use gpu_ledger_tools::export::{
-    markdown_comparison, markdown_summary, write_html_report, CsvLayout, IterationRange,
-    LedgerSummary, ReportBuilder, ReportOptions, StreamItem, SummaryBuilder, SummaryOptions,
-    TraceOptions, TraceWriter,
+    markdown_comparison, markdown_summary, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
+    StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
 
 mod input;
@@ -48,7 +45,7 @@ mod progress;
 #[cfg(feature = "sql")]
 mod sql;
 mod trace_ranks;
-use input::{open, read_bounded, Ctx, Read};
+use input::{open, read_bounded, Ctx};
 use output::Output;
 
 /// Bytes of rows that summary, report and compare hold to analyse a ledger whole; a longer ledger
@@ -339,41 +336,27 @@ fn print(text: &str) -> Result<(), CliError> {
 
 fn summary(path: &Path, stats: &StatsArgs, ctx: Ctx) -> Result<(), CliError> {
     let opts = stats.summary();
-    let s = match read_bounded(path, ctx, || SummaryBuilder::new(&opts), |b, r| b.push(r))? {
-        Read::Whole(ledger) => LedgerSummary::compute(&ledger, &opts),
-        Read::Streamed {
-            header,
-            trailer,
-            builder,
-        } => builder.finish(&header, trailer.as_ref()),
+    let make = |held: Option<usize>| match held {
+        Some(rows) => SummaryBuilder::for_rows(&opts, rows),
+        None => SummaryBuilder::new(&opts),
     };
+    let read = read_bounded(path, ctx, make, |b, r| b.push(r))?;
+    let s = read.builder.finish(&read.header, read.trailer.as_ref());
     print(&markdown_summary(&s, &display(path)))
 }
 
-/// One side of a comparison: whole, or streamed into a [`CompareSide`].
+/// One side of a comparison: its header and the rows it kept.
 fn compare_side<'o>(
     path: &Path,
     opts: &'o CompareOptions,
     ctx: Ctx,
-) -> Result<Read<CompareSide<'o>>, CliError> {
-    read_bounded(path, ctx, || CompareSide::new(opts), |s, r| s.push(r))
-}
-
-/// A side read whole, streamed into a [`CompareSide`] (to be compared with a streamed one).
-fn into_side<'o>(
-    side: Read<CompareSide<'o>>,
-    opts: &'o CompareOptions,
-) -> (Header, CompareSide<'o>) {
-    match side {
-        Read::Whole(l) => {
-            let mut s = CompareSide::new(opts);
-            l.iterations.into_iter().for_each(|r| s.push(r));
-            (l.header, s)
-        }
-        Read::Streamed {
-            header, builder, ..
-        } => (header, builder),
-    }
+) -> Result<(Header, CompareSide<'o>), CliError> {
+    let make = |held: Option<usize>| match held {
+        Some(rows) => CompareSide::for_rows(opts, rows),
+        None => CompareSide::new(opts),
+    };
+    let read = read_bounded(path, ctx, make, |s, r| s.push(r))?;
+    Ok((read.header, read.builder))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -408,26 +391,8 @@ fn compare_cmd(
         };
         (sa, sb)
     });
-    let (sa, sb) = (sa?, sb?);
-    let c = match (sa, sb) {
-        (Read::Whole(la), Read::Whole(lb)) => {
-            let view_a = LedgerView {
-                header: &la.header,
-                rows: &la.iterations,
-            };
-            let view_b = LedgerView {
-                header: &lb.header,
-                rows: &lb.iterations,
-            };
-            compare(view_a, view_b, &opts)
-        }
-        (sa, sb) => {
-            let (ha, sa) = into_side(sa, &opts);
-            let (hb, sb) = into_side(sb, &opts);
-            compare_streamed(&ha, sa, &hb, sb, &opts)
-        }
-    }
-    .map_err(|e| {
+    let ((ha, sa), (hb, sb)) = (sa?, sb?);
+    let c = compare_streamed(&ha, sa, &hb, sb, &opts).map_err(|e| {
         CliError::Other(format!(
             "cannot compare {} with {}: {e}",
             display(a),
@@ -541,19 +506,22 @@ fn report(
         summary: stats.summary(),
         ..ReportOptions::default()
     };
-    let read = read_bounded(path, ctx, || ReportBuilder::new(&opts), |b, r| b.push(r))?;
+    let make = |held: Option<usize>| match held {
+        Some(rows) => ReportBuilder::for_rows(&opts, rows),
+        None => ReportBuilder::new(&opts),
+    };
+    let read = read_bounded(path, ctx, make, |b, r| b.push(r))?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
     let werr = io_err(format!("cannot write {out_name}"));
-    match read {
-        Read::Whole(ledger) => write_html_report(&ledger, &display(path), &opts, &mut out.writer),
-        Read::Streamed {
-            header,
-            trailer,
-            builder,
-        } => builder.finish(&header, trailer.as_ref(), &display(path), &mut out.writer),
-    }
-    .map_err(werr)?;
+    read.builder
+        .finish(
+            &read.header,
+            read.trailer.as_ref(),
+            &display(path),
+            &mut out.writer,
+        )
+        .map_err(werr)?;
     out.commit()?;
     eprintln!("gpu-ledger: report written to {out_name}");
     Ok(())
