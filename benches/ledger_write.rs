@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::{verdict, KERNEL_NAMES, SAMPLES};
 use criterion::{criterion_group, BatchSize, Criterion, Throughput};
-use gpu_ledger::analysis::median;
+use gpu_ledger::analysis::stats::median;
 use gpu_ledger::internals::LedgerWriter;
 use gpu_ledger::ledger::schema::{
     CopyGroup, DeviceIteration, IterationRow, KernelGroup, LaunchShape, LedgerLine, ScopeRow,

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
-use gpu_ledger::analysis::{family_table, FamilyRules};
+use gpu_ledger::analysis::families::{family_table, FamilyRules};
 use gpu_ledger::kernels::suite::experiment::{device_line, open_device};
 use gpu_ledger::{read_ledger, Level, Profiler};
 
@@ -294,5 +294,5 @@ fn print_scopes(rows: &[&gpu_ledger::ledger::IterationRow]) {
 }
 
 fn median(v: &[f64]) -> f64 {
-    gpu_ledger::analysis::Distribution::from_samples(v).map_or(f64::NAN, |d| d.median)
+    gpu_ledger::analysis::stats::Distribution::from_samples(v).map_or(f64::NAN, |d| d.median)
 }

@@ -2,7 +2,7 @@
 //! launch shapes and analytic work follow their formulas (bytes, FLOPs, waves, padding), the CPU
 //! references are right on cases with known answers, and ledger checks catch wrong launches.
 
-use gpu_ledger::analysis::{occupancy, wave_efficiency, DeviceLimits, LaunchResources};
+use gpu_ledger::analysis::occupancy::{occupancy, wave_efficiency, DeviceLimits, LaunchResources};
 use gpu_ledger::kernels::suite::attention::{self, AttentionSpec, AttentionVariant, VARIANTS};
 use gpu_ledger::kernels::suite::experiment::{ExperimentPage, KernelCounters, SideResult};
 use gpu_ledger::kernels::suite::gemm::{self, CublasGemmSpec, GemmKernel, GemmSpec};

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gpu_ledger::analysis::median;
+use gpu_ledger::analysis::stats::median;
 
 /// Kernel names as CUPTI reports them: mangled, of typical length for templated C++ kernels.
 pub const KERNEL_NAMES: [&str; 20] = [

@@ -77,7 +77,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use cupti_sys as sys;
-use gpu_ledger::analysis::{
+use gpu_ledger::analysis::stats::{
     median, median_interval, percentile_sorted, Distribution, MedianInterval,
 };
 use gpu_ledger::internals::thread_cpu_ns;

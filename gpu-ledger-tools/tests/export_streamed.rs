@@ -9,10 +9,10 @@ use export_common::{data, read};
 use gpu_ledger_format::reader::{read_ledger, Ledger};
 use gpu_ledger_format::schema::IterationRow;
 use gpu_ledger_tools::analysis::compare::{
-    compare, compare_streamed, CompareSide, BOOTSTRAP_SAMPLE,
+    compare, compare_streamed, CompareOptions, CompareSide, LedgerView, BOOTSTRAP_SAMPLE,
 };
-use gpu_ledger_tools::analysis::stats::{percentile_sorted, Distribution, Warmup};
-use gpu_ledger_tools::analysis::{CompareOptions, LedgerView, RowFilter, SKETCH_RELATIVE_ERROR};
+use gpu_ledger_tools::analysis::series::SKETCH_RELATIVE_ERROR;
+use gpu_ledger_tools::analysis::stats::{percentile_sorted, Distribution, RowFilter, Warmup};
 use gpu_ledger_tools::export::{
     merge_ranks, write_html_report, LedgerSummary, MergeStream, RankSeries, ReportBuilder,
     ReportOptions, SummaryBuilder, SummaryOptions,
@@ -168,7 +168,7 @@ fn long_run(n: u64, slower: f64) -> (Ledger, Vec<f64>) {
 
 #[test]
 fn past_the_bound_summary_percentiles_come_from_a_sketch_within_its_error() {
-    let n = gpu_ledger_tools::analysis::EXACT_VALUES as u64 + 20_000;
+    let n = gpu_ledger_tools::analysis::series::EXACT_VALUES as u64 + 20_000;
     let (l, walls) = long_run(n, 1.0);
     let opts = SummaryOptions {
         filter: RowFilter {
@@ -331,7 +331,7 @@ fn a_streamed_merge_writes_what_the_whole_merge_writes() {
 #[test]
 fn many_scopes_share_one_budget_of_exact_values() {
     use gpu_ledger_tools::analysis::distributions::ScopeSeries;
-    use gpu_ledger_tools::analysis::Budget;
+    use gpu_ledger_tools::analysis::series::Budget;
     let mut l = read("v1-nested-scopes.jsonl");
     let template = l.iterations[3].clone();
     let scope = template.scopes[0].clone();

@@ -1,8 +1,8 @@
 //! CSV, Markdown, merge and experiment-ledger exports on the golden ledgers.
 
 use gpu_ledger_format::reader::Ledger;
+use gpu_ledger_tools::analysis::compare::Verdict;
 use gpu_ledger_tools::analysis::compare::{compare, CompareOptions, LedgerView};
-use gpu_ledger_tools::analysis::Verdict;
 use gpu_ledger_tools::export::experiment::{ExperimentEntry, ExperimentLog, CSV_COLUMNS};
 use gpu_ledger_tools::export::{
     markdown_comparison, markdown_summary, merge_ranks, write_csv, CsvLayout, LedgerSummary,

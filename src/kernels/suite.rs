@@ -165,9 +165,9 @@ pub struct Padding {
 }
 
 impl Padding {
-    /// `∏ useful / ∏ padded` ([`gpu_ledger_tools::analysis::padding_efficiency`]).
+    /// `∏ useful / ∏ padded` ([`gpu_ledger_tools::analysis::occupancy::padding_efficiency`]).
     pub fn efficiency(&self) -> Option<f64> {
-        gpu_ledger_tools::analysis::padding_efficiency(&self.useful, &self.padded)
+        gpu_ledger_tools::analysis::occupancy::padding_efficiency(&self.useful, &self.padded)
     }
 }
 

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use cudarc::driver::sys::CUdevice_attribute;
-use gpu_ledger::analysis::{analyze_kernel, wave_efficiency, DeviceLimits};
+use gpu_ledger::analysis::occupancy::{analyze_kernel, wave_efficiency, DeviceLimits};
 use gpu_ledger::counters::metrics::names;
 use gpu_ledger::counters::{derive, Collected, DeriveOptions, RangeMode, RangeValues, ReplayMode};
 use gpu_ledger::kernels::suite::attention::{

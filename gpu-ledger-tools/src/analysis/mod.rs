@@ -1,23 +1,34 @@
 //! From ledger rows to the decisions of the profiling funnel: pure functions on data, no GPU.
+//! Each item has one path, through the module that holds it (`analysis::stats::Distribution`).
 //!
-//! - [`intervals`]: device busy time as the union of intervals, idle gaps;
+//! - [`intervals`]: device busy time as the union of intervals, idle gaps (the ledger format's
+//!   own module);
 //! - [`stats`]: distributions, percentiles, warm-up detection, the row filter and the figures'
-//!   types; [`selection`]: which rows count; [`distributions`]: per-scope and per-family
-//!   distributions;
+//!   types;
+//! - [`selection`]: which rows count (warm-up, perturbed, incomplete, untraced);
+//! - [`distributions`]: per-scope and per-family distributions across iterations;
 //! - [`families`]: kernel families from demangled names, shares, contribution rank and Amdahl
 //!   ceilings `1/(1-p)`;
 //! - [`mod@occupancy`]: theoretical occupancy ported from CUDA's occupancy calculator, waves and
 //!   padding;
-//! - [`series`]: one figure streamed in bounded memory, exact up to a bound and a quantile
-//!   sketch beyond;
+//! - [`series`]: one figure in bounded memory, exact up to a bound and a quantile sketch beyond;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
-//!   runs are not comparable.
+//!   runs are not comparable;
+//! - [`indices`]: iteration lists as runs; [`rng`]: the one random number generator.
+//!
+//! One engine does the work: rows are pushed one at a time into builders ([`selection::RowSelector`],
+//! [`distributions::ScopeSeries`], [`compare::CompareSide`], ...) whose memory does not grow with
+//! the rows; the functions over rows in memory ([`selection::select_rows`],
+//! [`compare::compare`], ...) push through the same builders with a
+//! [`Budget::exact`](series::Budget::exact) that keeps every figure exact.
 //!
 //! Analysis reads ledger types only; the exports in [`crate::export`] build on it, never the other
 //! way round.
 //!
 //! ```
-//! use gpu_ledger_tools::analysis::{amdahl_speedup, union_busy, Distribution};
+//! use gpu_ledger_tools::analysis::families::amdahl_speedup;
+//! use gpu_ledger_tools::analysis::intervals::union_busy;
+//! use gpu_ledger_tools::analysis::stats::Distribution;
 //!
 //! // Two overlapping streams: busy 150 ns of a 200 ns window.
 //! let busy = union_busy(&mut vec![(0, 100), (50, 150), (180, 200)]).unwrap();
@@ -36,38 +47,9 @@ pub mod compare;
 pub mod distributions;
 pub mod families;
 pub mod indices;
-/// Device busy time as the union of intervals, and idle gaps.
-pub mod intervals {
-    pub use gpu_ledger_format::intervals::{
-        gaps, label_gaps, union_busy, BusySummary, LabelledSpan,
-    };
-}
+pub use gpu_ledger_format::intervals;
 pub mod occupancy;
 pub mod rng;
 pub mod selection;
 pub mod series;
 pub mod stats;
-
-pub use compare::{
-    bootstrap_speedup, compare, compare_streamed, CompareError, CompareOptions, CompareSide,
-    Comparison, FamilyChange, LaunchChange, LedgerView, RunSide, ScopeChange, SpeedupEstimate,
-    Verdict,
-};
-pub use distributions::{family_distributions, scope_distributions};
-pub use families::{
-    amdahl_ceiling, amdahl_speedup, base_name, demangle, display_name, family_table,
-    qualified_name, strip_name, FamilyNamer, FamilyRules, FamilySummary, FamilyTable,
-    FamilyTableBuilder, GroupingRule, KernelShape, RuleMatch, RuleParseError, ShapeSummary,
-};
-pub use indices::IndexRuns;
-pub use intervals::{gaps, label_gaps, union_busy, BusySummary, LabelledSpan};
-pub use occupancy::{
-    analyze_kernel, occupancy, padding_efficiency, wave_efficiency, waves, DeviceLimits,
-    KernelLaunchAnalysis, LaunchResources, Limiter, Occupancy, OccupancyError, Waves,
-};
-pub use selection::{select_rows, RowSelection};
-pub use series::{Budget, Series, EXACT_BUDGET, EXACT_VALUES, SKETCH_RELATIVE_ERROR};
-pub use stats::{
-    detect_warmup, idle_share, mad, median, median_interval, percentile_sorted, Distribution,
-    FamilyStats, IterationMetric, MedianInterval, RowFilter, ScopeStats, Warmup, WarmupDetect,
-};

@@ -9,7 +9,7 @@
 //! interval ([`Verdict`]). The files are created with their header the first time.
 //!
 //! ```
-//! use gpu_ledger_tools::analysis::Verdict;
+//! use gpu_ledger_tools::analysis::compare::Verdict;
 //! use gpu_ledger_tools::export::experiment::{ExperimentEntry, ExperimentLog};
 //!
 //! let dir = tempfile::tempdir().unwrap();

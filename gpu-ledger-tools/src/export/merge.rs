@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::text::{csv_field, fmt_ns, fmt_pct, md_cell, IndexRuns};
+use super::text::{csv_field, fmt_ns, fmt_pct, md_cell};
+use crate::analysis::indices::IndexRuns;
 use crate::analysis::series::Series;
 use crate::analysis::stats::{median, Distribution};
 use gpu_ledger_format::schema::{Header, IterationRow};

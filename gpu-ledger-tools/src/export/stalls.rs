@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::text::IndexRuns;
+use crate::analysis::indices::IndexRuns;
 use gpu_ledger_format::schema::IterationRow;
 use gpu_ledger_format::stalls::{reason_shares, IterationStalls, KernelStalls, LineStalls};
 

@@ -2,8 +2,6 @@
 //! durations and quantities. Only [`md_cell`] is public, for callers that put their own text
 //! next to an export's Markdown (the command line tool's hypothesis and change lines).
 
-pub(crate) use crate::analysis::IndexRuns;
-
 /// Most characters of one name, path or warning an export shows: a ledger line may hold a name
 /// of many megabytes, which would otherwise be copied into every table and chart that names it.
 pub(crate) const MAX_SHOWN_CHARS: usize = 2000;
@@ -171,6 +169,7 @@ pub(crate) fn fmt_indices(indices: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::indices::IndexRuns;
 
     #[test]
     fn index_runs_write_what_fmt_indices_writes() {

@@ -23,7 +23,8 @@ use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
 use crate::{read_ledger, Ledger, Level, Profiler};
-use gpu_ledger_tools::analysis::{analyze_kernel, DeviceLimits, Distribution};
+use gpu_ledger_tools::analysis::occupancy::{analyze_kernel, DeviceLimits};
+use gpu_ledger_tools::analysis::stats::Distribution;
 
 /// One side of an experiment: a label and the workload it runs.
 pub struct Side<'a> {

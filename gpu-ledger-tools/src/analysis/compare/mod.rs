@@ -28,7 +28,6 @@ use warnings::{
     RecordCounts,
 };
 
-pub use super::stats::FEW_ITERATIONS;
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
 pub use side::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 
