@@ -124,6 +124,7 @@ impl ScopeSeries {
     }
 
     /// The distributions, sorted by path.
+    #[must_use]
     pub fn finish(self) -> Vec<ScopeStats> {
         let iterations = self.iterations;
         let per_iter = |s: &Series| s.sum() / iterations.max(1) as f64;
@@ -202,6 +203,7 @@ impl<'r> FamilySeries<'r> {
     }
 
     /// The distributions, largest mean time per iteration first.
+    #[must_use]
     pub fn finish(self) -> Vec<FamilyStats> {
         let iterations = self.iterations;
         let per_iter = |s: &Series| s.sum() / iterations.max(1) as f64;

@@ -359,6 +359,7 @@ impl FamilyRules {
     }
 
     /// Adds a rule after the existing ones.
+    #[must_use]
     pub fn with(mut self, rule: GroupingRule) -> Self {
         self.rules.push(rule);
         self
@@ -607,6 +608,7 @@ impl<'r> FamilyTableBuilder<'r> {
     }
 
     /// The ranked table.
+    #[must_use]
     pub fn finish(self) -> FamilyTable {
         let Self {
             fams,

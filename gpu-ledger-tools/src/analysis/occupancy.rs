@@ -112,6 +112,7 @@ impl DeviceLimits {
     }
 
     /// The same limits with another SM count (an H100 PCIe has 114).
+    #[must_use]
     pub fn with_sm_count(mut self, sm_count: u32) -> Self {
         self.sm_count = sm_count;
         self

@@ -516,6 +516,7 @@ impl MergeStream {
     }
 
     /// What follows the Markdown table: per-rank totals, the spread and the notes.
+    #[must_use]
     pub fn finish_markdown(mut self) -> String {
         self.notes.extend(partial_note(&self.partial));
         let medians: Vec<Option<f64>> = self.walls.iter().map(Series::median).collect();

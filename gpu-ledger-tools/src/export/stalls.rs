@@ -282,6 +282,7 @@ impl StallAccumulator {
     }
 
     /// The summary; `None` when no row carried PC samples.
+    #[must_use]
     pub fn finish(mut self) -> Option<StallSummary> {
         if self.iterations.is_empty() {
             return None;

@@ -258,6 +258,7 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
     }
 
     /// The summary of the ledger with `header` and `trailer` (`None`: the run did not finish).
+    #[must_use]
     pub fn finish(self, header: &Header, trailer: Option<&Trailer>) -> LedgerSummary {
         let Self {
             opts,
