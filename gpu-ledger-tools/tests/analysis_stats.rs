@@ -173,3 +173,44 @@ fn family_distributions_per_iteration() {
     assert_eq!(f[1].present_in, 1);
     assert!((f[1].total_ns_mean_per_iteration - 12_500.0).abs() < 1e-9);
 }
+
+/// Rows in memory go through the same selector and series as a stream, with a budget sized to
+/// them: past the bound where a stream's series move to a sketch, every figure is still exact.
+#[test]
+fn the_functions_over_rows_in_memory_stay_exact_past_the_streaming_bound() {
+    use gpu_ledger_tools::analysis::distributions::ScopeSeries;
+    use gpu_ledger_tools::analysis::series::EXACT_VALUES;
+    use gpu_ledger_tools::analysis::stats::detect_warmup;
+    let n = EXACT_VALUES as u64 + 5_000;
+    let rows: Vec<IterationRow> = (0..n)
+        .map(|i| {
+            let wall = if i < 3 {
+                50_000_000
+            } else {
+                10_000_000 + (i * 7919) % 400_000
+            };
+            let mut r = row(i, wall);
+            r.scopes = vec![scope("step", wall - 1000 - (i * 104_729) % 5000, 0, 1)];
+            r
+        })
+        .collect();
+    let walls: Vec<f64> = rows.iter().map(|r| r.host_wall_ns as f64).collect();
+    let s = select_rows(&rows, &RowFilter::default());
+    let warm = detect_warmup(&walls, &WarmupDetect::default());
+    assert_eq!(warm, 3);
+    assert_eq!(s.warmup, [0, 1, 2]);
+    assert_eq!(s.used.len() as u64, n - 3);
+    assert!(
+        s.used.windows(2).all(|w| w[0].index < w[1].index),
+        "ledger order"
+    );
+    let hosts: Vec<u64> = s.used.iter().map(|r| r.scopes[0].host_ns).collect();
+    let exact = Distribution::from_u64(&hosts).unwrap();
+    let step = &scope_distributions(s.used.iter().copied())[0];
+    assert_eq!(step.host_ns, exact);
+    assert!(!step.host_ns.sketched);
+    // The same rows as a stream, in bounded memory: the sketch.
+    let mut streamed = ScopeSeries::default();
+    s.used.iter().for_each(|r| streamed.push(r));
+    assert!(streamed.sketched());
+}

@@ -370,3 +370,92 @@ fn many_scopes_share_one_budget_of_exact_values() {
     assert!((d.p90 - exact).abs() <= SKETCH_RELATIVE_ERROR * exact * 1.001);
     assert_eq!(d.n, 2_000);
 }
+
+/// A ledger in memory is the streamed engine's small case: the whole-ledger functions push its
+/// rows through the builders with a budget sized to it, so that past the bounds where a stream
+/// moves to a sketch and a sample, their figures stay exact and equal a direct build.
+#[test]
+fn a_ledger_in_memory_stays_exact_past_the_streaming_bounds() {
+    use gpu_ledger_tools::analysis::series::{Budget, EXACT_VALUES};
+    let n = EXACT_VALUES as u64 + 20_000;
+    let (l, walls) = long_run(n, 1.0);
+    let opts = SummaryOptions {
+        filter: RowFilter {
+            warmup: Warmup::None,
+            ..RowFilter::default()
+        },
+        ..SummaryOptions::default()
+    };
+    let whole = LedgerSummary::compute(&l, &opts);
+    let mut b = SummaryBuilder::with_budget(&opts, Budget::exact(l.iterations.len()));
+    l.iterations.iter().for_each(|r| b.push(r));
+    assert_eq!(whole, b.finish(&l.header, l.trailer.as_ref()));
+    assert!(!whole.sketched);
+    assert!(!whole.warnings.iter().any(|w| w.contains("quantile sketch")));
+    assert_eq!(whole.host_wall_ns, Distribution::from_samples(&walls));
+    assert!(
+        streamed_summary(&l, &opts).sketched,
+        "a stream of the same rows"
+    );
+
+    let (b_ledger, _) = long_run(n, 0.9);
+    let copts = CompareOptions {
+        resamples: 20,
+        filter: opts.filter,
+        ..CompareOptions::default()
+    };
+    fn view(l: &Ledger) -> LedgerView<'_> {
+        LedgerView {
+            header: &l.header,
+            rows: &l.iterations,
+        }
+    }
+    fn exact_side<'a>(l: &'a Ledger, o: &'a CompareOptions) -> CompareSide<'a, &'a IterationRow> {
+        let mut s = CompareSide::with_budget(o, Budget::exact(l.iterations.len()));
+        l.iterations.iter().for_each(|r| s.push(r));
+        s
+    }
+    let c = compare(view(&l), view(&b_ledger), &copts).unwrap();
+    let direct = compare_streamed(
+        &l.header,
+        exact_side(&l, &copts),
+        &b_ledger.header,
+        exact_side(&b_ledger, &copts),
+        &copts,
+    );
+    assert_eq!(Ok(&c), direct.as_ref());
+    assert_eq!(
+        (c.speedup.sample_a, c.speedup.sample_b),
+        (n as usize, n as usize)
+    );
+    assert_eq!(Some(c.a.distribution), Distribution::from_samples(&walls));
+    assert!(
+        !c.warnings
+            .iter()
+            .any(|w| w.contains("sketch") || w.contains("sample")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+/// The report of a ledger in memory splits its rows evenly between the bars, as it did before it
+/// was built row by row, and is the direct build of a report made for its rows.
+#[test]
+fn a_report_of_a_ledger_in_memory_splits_its_rows_evenly() {
+    let (l, _) = long_run(1_000, 1.0);
+    let opts = ReportOptions::default();
+    let mut whole = Vec::new();
+    write_html_report(&l, "long", &opts, &mut whole).unwrap();
+    let mut b = ReportBuilder::for_rows(&opts, l.iterations.len());
+    l.iterations.iter().for_each(|r| b.push(r));
+    assert_eq!((b.buckets(), b.bucket_width()), (400, 3));
+    let mut direct = Vec::new();
+    b.finish(&l.header, l.trailer.as_ref(), "long", &mut direct)
+        .unwrap();
+    assert!(whole == direct, "the wrapper is the direct build");
+    let whole = String::from_utf8(whole).unwrap();
+    assert!(whole.contains("Each bar is the mean of about 3 consecutive iterations."));
+    let host = &whole[whole.find("id=\"chart-scopes-host\"").unwrap()..];
+    let host = &host[..host.find("</svg>").unwrap()];
+    assert_eq!(host.matches("<g class=\"stack\"").count(), 400);
+}
