@@ -30,12 +30,55 @@ fn the_timeline_without_a_driver_is_a_clear_error_and_fail_open_runs_unprofiled(
     {
         let _s = Profiler::scope("runs anyway");
     }
-    p.step();
+    for _ in 0..5 {
+        p.step();
+    }
     let summary = p.finish().unwrap();
-    assert_eq!(summary.trailer.iterations, 0);
+    // The iterations ran, unprofiled: the trailer counts them and says they have no rows.
+    assert_eq!(summary.trailer.iterations, 5);
+    assert_eq!(summary.ledger_path.as_deref(), Some(path.as_path()));
     let ledger = read_ledger(&path).unwrap();
     assert!(ledger.header.warnings[0].contains("profiling disabled (fail_open)"));
-    assert!(ledger.trailer.is_some());
+    let trailer = ledger.trailer.expect("the trailer is written at finish");
+    assert_eq!(trailer.iterations, 5);
+    assert!(
+        trailer.warnings[0]
+            .ends_with("the application ran 5 iterations unprofiled, which have no rows"),
+        "{:?}",
+        trailer.warnings
+    );
+    assert!(ledger.iterations.is_empty());
+    // Every null item of the environment has its reason, each reason said once.
+    let missing = &ledger.header.environment.missing;
+    assert!(
+        missing.iter().all(|m| !m.contains("no reason recorded")),
+        "{missing:#?}"
+    );
+    let reasons: Vec<&str> = missing
+        .iter()
+        .filter_map(|m| m.split_once(": ").map(|x| x.1))
+        .collect();
+    let distinct: std::collections::BTreeSet<&&str> = reasons.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        reasons.len(),
+        "a reason repeated: {missing:#?}"
+    );
+}
+
+#[test]
+fn preflight_asks_only_what_the_level_needs() {
+    // The scopes level runs anywhere: host times, and NVML where there is one.
+    assert!(Profiler::preflight(Level::Scopes).is_ok());
+    if device::driver_present() {
+        assert!(Profiler::require_gpu().is_ok());
+        return;
+    }
+    assert!(matches!(Profiler::require_gpu(), Err(Error::NoDriver)));
+    assert!(matches!(
+        Profiler::preflight(Level::Timeline),
+        Err(Error::NoDriver)
+    ));
 }
 
 #[test]
