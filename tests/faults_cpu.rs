@@ -100,3 +100,49 @@ fn the_demo_without_a_gpu_prints_one_line_and_exits_non_zero() {
     );
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
 }
+
+/// The README's first program, between its `rust,no_run` fence and the closing one.
+fn readme_first_program() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("```rust,no_run\n")
+        .expect("the README has a Rust program")
+        + 15;
+    let len = readme[start..].find("```\n").expect("its fence closes");
+    readme[start..start + len].to_string()
+}
+
+#[test]
+fn the_readme_first_program_is_the_first_example() {
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/first.rs")).unwrap();
+    // The example is the README's program under a one-line doc comment and a blank line.
+    let body = example.splitn(3, '\n').nth(2).unwrap_or_default();
+    assert_eq!(
+        body,
+        readme_first_program(),
+        "copy the README's program into examples/first.rs"
+    );
+}
+
+#[test]
+fn the_readme_first_program_without_a_gpu_prints_the_cause_and_the_fix_in_one_line() {
+    if device::driver_present() {
+        return; // on a GPU host the program runs (scripts/gpu-bundle.sh runs the examples)
+    }
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "first"])
+        .output()
+        .expect("cargo runs the example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("Error: no NVIDIA driver: libcuda.so.1 could not be loaded."),
+        "{stderr}"
+    );
+    assert!(lines[0].contains("Install the NVIDIA driver"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
