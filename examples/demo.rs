@@ -14,7 +14,7 @@ use cudarc::driver::CudaContext;
 use gpu_ledger::counters::metrics::names;
 use gpu_ledger::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, ReplayMode};
 use gpu_ledger::kernels::VectorAdd;
-use gpu_ledger::{read_ledger, Profiler};
+use gpu_ledger::Profiler;
 
 /// Kernel launches per iteration in the `compute` scope.
 const LAUNCHES: u64 = 10;
@@ -47,11 +47,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // which would panic without a driver.
     // With --fail-open only the driver and GPU are required: the profiler's own start then
     // decides, and runs inert with the reason in the ledger.
-    Profiler::preflight(if fail_open {
-        gpu_ledger::Level::Scopes
+    if fail_open {
+        Profiler::require_gpu()?;
     } else {
-        gpu_ledger::Level::Counters
-    })?;
+        Profiler::preflight(gpu_ledger::Level::Counters)?;
+    }
 
     let n: u64 = 1 << 24; // 64 MiB per array
     let ctx = CudaContext::new(0)?;
@@ -97,7 +97,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "gpu-ledger demo: {}, {iterations} iterations of vector_add over {n} floats",
         ctx.name()?
     );
-    println!("ledger: {}", profiler.ledger_path().display());
+    if let Some(path) = profiler.ledger_path() {
+        println!("ledger: {}", path.display());
+    }
     for _ in 0..iterations {
         {
             let _step = Profiler::scope_on("step", &stream);
@@ -123,7 +125,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let summary = profiler.finish()?;
     check_result(&a_host, &b_host, &c_host)?;
 
-    let ledger = read_ledger(&summary.ledger_path)?;
+    let ledger = summary.read_ledger()?;
     print_table(&ledger, ctx.name().unwrap_or_default());
     print_counters(&ledger, n);
     let t = &summary.trailer;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use cudarc::driver::CudaContext;
 use gpu_ledger::kernels::{TrainOp, TrainOps};
-use gpu_ledger::{read_ledger, Level, NvtxImport, Profiler};
+use gpu_ledger::{Level, NvtxImport, Profiler};
 
 /// Launches of each phase per iteration: forward (two of them inside `attention`), backward,
 /// optimizer.
@@ -99,7 +99,7 @@ fn run(iterations: u64, ledger: &str) -> Result<(), Box<dyn std::error::Error>> 
         println!("{why}");
         return Ok(());
     }
-    let ledger = read_ledger(&summary.ledger_path)?;
+    let ledger = summary.read_ledger()?;
     println!(
         "nvtx: {}",
         ledger.header.config.nvtx.as_deref().unwrap_or("-")

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gpu_ledger::kernels::{TrainOp, TrainOps};
-use gpu_ledger::{read_ledger, Level, Profiler};
+use gpu_ledger::{Level, Profiler};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// How the step is instrumented.
@@ -123,7 +123,7 @@ fn profile(
     }
     let summary = profiler.finish()?;
     let mut table = Table::new();
-    for row in read_ledger(&summary.ledger_path)?.iterations {
+    for row in summary.read_ledger()?.iterations {
         for s in row.scopes {
             let e = table.entry(s.path).or_default();
             e.0 += s.calls;

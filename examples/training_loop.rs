@@ -29,7 +29,7 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 use gpu_ledger::analysis::families::{family_table, FamilyRules};
 use gpu_ledger::kernels::suite::experiment::{device_line, open_device};
-use gpu_ledger::{read_ledger, Level, Profiler};
+use gpu_ledger::{Level, Profiler};
 
 #[path = "common/training_model.rs"]
 mod training_model;
@@ -189,7 +189,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let summary = profiler.finish()?;
     println!("loss: first {first_loss:.4e}, last {loss:.4e}");
 
-    let ledger = read_ledger(&summary.ledger_path)?;
+    let ledger = summary.read_ledger()?;
     // Iteration 0 carries CUPTI's first-launch cost: leave it out.
     let rows: Vec<_> = ledger
         .iterations
@@ -251,7 +251,10 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "\ndevice idle inside iterations: {:.1} µs per step ({:.2}% of the busy time); ledger {}",
         idle.iter().sum::<f64>() / rows.len().max(1) as f64 / 1e3,
         100.0 * idle.iter().sum::<f64>() / busy.max(1.0),
-        summary.ledger_path.display()
+        summary
+            .ledger_path
+            .as_deref()
+            .map_or("not written".into(), |p| p.display().to_string())
     );
     let t = &summary.trailer;
     println!(

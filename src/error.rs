@@ -6,7 +6,11 @@ use std::path::PathBuf;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in gpu-ledger.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints what `Display` does, the cause and the fix: Rust prints an error returned from
+/// `main` with `Debug` (`Error: no NVIDIA driver: ... Install the NVIDIA driver, ...`), and that is
+/// where a new user meets it first. `{:#?}` adds the variant's name.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The CUDA driver library (libcuda.so.1) could not be loaded: no NVIDIA driver or no GPU.
@@ -205,5 +209,58 @@ impl Error {
             },
             other => Error::Config(other.to_string()),
         }
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if f.alternate() {
+            write!(f, "{}: ", self.variant())?;
+        }
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl Error {
+    /// The variant's name, for `{:#?}`.
+    fn variant(&self) -> &'static str {
+        match self {
+            Error::NoDriver => "NoDriver",
+            Error::NoDevice(_) => "NoDevice",
+            Error::Cuda(_) => "Cuda",
+            Error::CuptiNotFound { .. } => "CuptiNotFound",
+            Error::CuptiPathUnusable { .. } => "CuptiPathUnusable",
+            Error::CuptiVersionMismatch { .. } => "CuptiVersionMismatch",
+            Error::CuptiNeedsNewerDriver { .. } => "CuptiNeedsNewerDriver",
+            Error::CuptiLacks { .. } => "CuptiLacks",
+            Error::Cupti { .. } => "Cupti",
+            Error::CuptiBusy(_) => "CuptiBusy",
+            Error::AlreadyRunning => "AlreadyRunning",
+            Error::LedgerWrite { .. } => "LedgerWrite",
+            Error::Ledger(_) => "Ledger",
+            Error::Nvrtc { .. } => "Nvrtc",
+            Error::Config(_) => "Config",
+            Error::Thread(_) => "Thread",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn debug_says_the_cause_and_the_fix_as_main_prints_it() {
+        let shown = format!("Error: {:?}", Error::NoDriver);
+        assert!(shown.starts_with("Error: no NVIDIA driver: libcuda.so.1 could not be loaded."));
+        assert!(shown.contains("Install the NVIDIA driver"), "{shown}");
+        assert!(!shown.contains('\n'), "one line: {shown}");
+        // A configuration error is its message, not a quoted string.
+        let shown = format!("{:?}", Error::Config("level \"fast\" is no level".into()));
+        assert_eq!(shown, "invalid configuration: level \"fast\" is no level");
+        assert_eq!(
+            format!("{:#?}", Error::AlreadyRunning),
+            format!("AlreadyRunning: {}", Error::AlreadyRunning)
+        );
     }
 }

@@ -16,7 +16,7 @@
 //!     profiler.step();
 //! }
 //! let summary = profiler.finish()?;
-//! println!("{} iterations in {}", summary.trailer.iterations, summary.ledger_path.display());
+//! println!("{} iterations", summary.trailer.iterations);
 //! # Ok::<(), gpu_ledger::Error>(())
 //! ```
 
@@ -71,7 +71,7 @@ pub use gpu_ledger_tools::{analysis, export};
 pub use ledger::{read_ledger, Ledger};
 pub use ledger::{COUNTERS_SCOPE, UNSCOPED};
 pub use profiler::{Profiler, RunSummary};
-pub use scope::{ContextGuard, ScopeContext, ScopeGuard};
+pub use scope::{ContextGuard, InScope, ScopeContext, ScopeGuard, Scoped};
 #[cfg(feature = "tracing")]
 pub use tracing_layer::ScopeLayer;
 

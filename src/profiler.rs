@@ -29,10 +29,26 @@ mod start;
 /// What a finished run produced.
 #[derive(Debug, Clone)]
 pub struct RunSummary {
-    /// Where the ledger was written.
-    pub ledger_path: PathBuf,
+    /// Where the ledger was written; `None` when none was (`GPU_LEDGER_LEVEL=off`).
+    pub ledger_path: Option<PathBuf>,
     /// The trailer that closes the ledger.
     pub trailer: Trailer,
+}
+
+impl RunSummary {
+    /// Reads the ledger the run wrote.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no ledger was written (`GPU_LEDGER_LEVEL=off`); [`Error::Ledger`]
+    /// when it does not read.
+    pub fn read_ledger(&self) -> Result<crate::Ledger> {
+        let path = self.ledger_path.as_deref().ok_or_else(|| {
+            Error::Config(format!(
+                "no ledger was written ({LEVEL_ENV}=off): unset {LEVEL_ENV} to profile the run"
+            ))
+        })?;
+        Ok(crate::read_ledger(path)?)
+    }
 }
 
 /// An in-process GPU profiler. One runs per process at a time.
@@ -50,7 +66,9 @@ pub struct RunSummary {
 ///     profiler.step();
 /// }
 /// let summary = profiler.finish()?;
-/// println!("ledger at {}", summary.ledger_path.display());
+/// if let Some(path) = &summary.ledger_path {
+///     println!("ledger at {}", path.display());
+/// }
 /// # Ok::<(), gpu_ledger::Error>(())
 /// ```
 #[must_use = "a Profiler records until finish() or drop: bind it (let profiler = ...)"]
@@ -61,9 +79,55 @@ pub struct Profiler {
     slot: Arc<Lifecycle>,
     /// SIGINT/SIGTERM handling (`flush_on_signal`), stopped after shutdown.
     signals: Option<crate::signals::Watch>,
-    ledger_path: PathBuf,
+    /// Where the ledger goes; `None` when profiling is off and none is written.
+    ledger_path: Option<PathBuf>,
     /// Why profiling is off, when `fail_open` kept the application running.
     disabled_reason: Option<String>,
+    /// The ledger of a run that `fail_open` kept going unprofiled: its `step()` calls are
+    /// counted, so that the trailer says how many iterations ran without rows.
+    unprofiled: Option<Unprofiled>,
+}
+
+/// A run that `fail_open` kept going without the profiler: the ledger's header is written at
+/// start, the trailer at the end with the iterations that ran.
+struct Unprofiled {
+    writer: parking_lot::Mutex<Option<LedgerWriter>>,
+    reason: String,
+    steps: std::sync::atomic::AtomicU64,
+}
+
+impl Unprofiled {
+    /// Writes the trailer: the iterations `step()` ended, none of which has a row.
+    fn close(&self) -> Result<()> {
+        let Some(writer) = self.writer.lock().take() else {
+            return Ok(());
+        };
+        let steps = self.steps.load(std::sync::atomic::Ordering::Relaxed);
+        writer.send(LedgerLine::Trailer(Trailer {
+            iterations: steps,
+            warnings: vec![format!(
+                "{}; the application ran {steps} {} unprofiled, which {} no {}",
+                self.reason,
+                if steps == 1 {
+                    "iteration"
+                } else {
+                    "iterations"
+                },
+                if steps == 1 { "has" } else { "have" },
+                if steps == 1 { "row" } else { "rows" },
+            )],
+            ..Trailer::default()
+        }));
+        let path = writer.path().to_path_buf();
+        let report = writer.close();
+        if report.lines_not_written > 0 {
+            return Err(Error::LedgerWrite {
+                path,
+                source: std::io::Error::other("write failed"),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Profiler {
@@ -214,21 +278,34 @@ impl Profiler {
         ScopeGuard::enter(name.into(), stream)
     }
 
-    /// Checks, without starting anything, that this machine has what `level` needs: the CUDA
-    /// driver and a GPU, and at the timeline and counters levels a CUPTI gpu-ledger can use.
+    /// Checks, without starting anything, that this machine has what `level` needs: nothing at
+    /// the scopes level; the CUDA driver, a GPU and a CUPTI gpu-ledger can use at the timeline
+    /// and counters levels.
     /// Call it before the first CUDA call of an application that should fail with one clear
     /// line rather than a panic (cudarc panics when the driver library is missing).
     ///
     /// # Errors
-    /// [`Error::NoDriver`], [`Error::NoDevice`], and at the timeline and counters levels
+    /// At the timeline and counters levels: [`Error::NoDriver`], [`Error::NoDevice`],
     /// [`Error::CuptiNotFound`], [`Error::CuptiPathUnusable`], [`Error::CuptiVersionMismatch`]
     /// or [`Error::CuptiNeedsNewerDriver`].
     pub fn preflight(level: Level) -> Result<()> {
-        crate::driver::device::require_driver()?;
+        // Host times and NVML (which is optional) need no driver: the scopes level runs anywhere.
         if level >= Level::Timeline {
+            Self::require_gpu()?;
             cupti_for_driver()?;
         }
         Ok(())
+    }
+
+    /// Checks that the CUDA driver loads and reports a GPU: what the application's own cudarc
+    /// calls need. Call it before the first of them (`CudaContext::new`), which panics when the
+    /// driver library is missing, so that such a machine gets one line naming the cause and the
+    /// fix instead.
+    ///
+    /// # Errors
+    /// [`Error::NoDriver`], [`Error::NoDevice`].
+    pub fn require_gpu() -> Result<()> {
+        crate::driver::device::require_driver()
     }
 
     /// Starts profiling with `config`, at the level `GPU_LEDGER_LEVEL` names when it is set
@@ -254,8 +331,9 @@ impl Profiler {
                 running: None,
                 slot,
                 signals: None,
-                ledger_path: path,
+                ledger_path: None,
                 disabled_reason: Some(reason),
+                unprofiled: None,
             });
         };
         match start::start_inner(&config, &path, &slot, level_source) {
@@ -273,8 +351,9 @@ impl Profiler {
                     running: Some(running),
                     slot,
                     signals,
-                    ledger_path: path,
+                    ledger_path: Some(path),
                     disabled_reason: None,
+                    unprofiled: None,
                 })
             }
             // Not the environment's fault but the caller's: fail_open does not hide these.
@@ -284,22 +363,27 @@ impl Profiler {
             Err(e) if config.fail_open => {
                 let reason = format!("profiling disabled (fail_open): {e}");
                 eprintln!("gpu-ledger: {reason}");
-                write_disabled_ledger(&config, &path, &reason, level_source)?;
+                let writer = write_disabled_header(&config, &path, &reason, level_source)?;
                 Ok(Profiler {
                     running: None,
                     slot,
                     signals: None,
-                    ledger_path: path,
-                    disabled_reason: Some(reason),
+                    ledger_path: Some(path),
+                    disabled_reason: Some(reason.clone()),
+                    unprofiled: Some(Unprofiled {
+                        writer: parking_lot::Mutex::new(Some(writer)),
+                        reason,
+                        steps: std::sync::atomic::AtomicU64::new(0),
+                    }),
                 })
             }
             Err(e) => Err(e),
         }
     }
 
-    /// Where the ledger is being written.
-    pub fn ledger_path(&self) -> &Path {
-        &self.ledger_path
+    /// Where the ledger is being written; `None` when profiling is off and none is.
+    pub fn ledger_path(&self) -> Option<&Path> {
+        self.ledger_path.as_deref()
     }
 
     /// Why the profiler is inert, when `fail_open` kept the application running without it.
@@ -325,6 +409,8 @@ impl Profiler {
     pub fn step(&self) {
         if let Some(running) = &self.running {
             running.step(|| scope::on_step(running));
+        } else if let Some(u) = &self.unprofiled {
+            u.steps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -337,6 +423,16 @@ impl Profiler {
     pub fn finish(mut self) -> Result<RunSummary> {
         let path = self.ledger_path.clone();
         let was_running = self.running.is_some();
+        if let Some(u) = self.unprofiled.take() {
+            u.close()?;
+            return Ok(RunSummary {
+                ledger_path: path,
+                trailer: Trailer {
+                    iterations: u.steps.into_inner(),
+                    ..Trailer::default()
+                },
+            });
+        }
         match self.end() {
             Some((trailer, None)) => Ok(RunSummary {
                 ledger_path: path,
@@ -368,6 +464,9 @@ impl Profiler {
 
 impl Drop for Profiler {
     fn drop(&mut self) {
+        if let Some(u) = self.unprofiled.take() {
+            let _ = u.close();
+        }
         let _ = self.end();
     }
 }
@@ -405,12 +504,14 @@ fn shutdown(mut inner: RunParts, end_warning: Option<String>) -> (Trailer, Optio
     (trailer, first_err)
 }
 
-fn write_disabled_ledger(
+/// Writes the header of a run that `fail_open` keeps going unprofiled; the writer stays open for
+/// the trailer.
+fn write_disabled_header(
     config: &Config,
     path: &Path,
     reason: &str,
     level_source: &str,
-) -> Result<()> {
+) -> Result<LedgerWriter> {
     let writer = LedgerWriter::create(path)?;
     let header = Header {
         schema_version: SCHEMA_VERSION,
@@ -428,18 +529,7 @@ fn write_disabled_ledger(
         tracing_calibration: None,
     };
     writer.send(LedgerLine::Header(header));
-    writer.send(LedgerLine::Trailer(Trailer {
-        warnings: vec![reason.to_string()],
-        ..Trailer::default()
-    }));
-    let report = writer.close();
-    if report.lines_not_written > 0 {
-        return Err(Error::LedgerWrite {
-            path: path.to_path_buf(),
-            source: std::io::Error::other("write failed"),
-        });
-    }
-    Ok(())
+    Ok(writer)
 }
 
 /// What a run does with NVTX, decided at start.

@@ -30,12 +30,55 @@ fn the_timeline_without_a_driver_is_a_clear_error_and_fail_open_runs_unprofiled(
     {
         let _s = Profiler::scope("runs anyway");
     }
-    p.step();
+    for _ in 0..5 {
+        p.step();
+    }
     let summary = p.finish().unwrap();
-    assert_eq!(summary.trailer.iterations, 0);
+    // The iterations ran, unprofiled: the trailer counts them and says they have no rows.
+    assert_eq!(summary.trailer.iterations, 5);
+    assert_eq!(summary.ledger_path.as_deref(), Some(path.as_path()));
     let ledger = read_ledger(&path).unwrap();
     assert!(ledger.header.warnings[0].contains("profiling disabled (fail_open)"));
-    assert!(ledger.trailer.is_some());
+    let trailer = ledger.trailer.expect("the trailer is written at finish");
+    assert_eq!(trailer.iterations, 5);
+    assert!(
+        trailer.warnings[0]
+            .ends_with("the application ran 5 iterations unprofiled, which have no rows"),
+        "{:?}",
+        trailer.warnings
+    );
+    assert!(ledger.iterations.is_empty());
+    // Every null item of the environment has its reason, each reason said once.
+    let missing = &ledger.header.environment.missing;
+    assert!(
+        missing.iter().all(|m| !m.contains("no reason recorded")),
+        "{missing:#?}"
+    );
+    let reasons: Vec<&str> = missing
+        .iter()
+        .filter_map(|m| m.split_once(": ").map(|x| x.1))
+        .collect();
+    let distinct: std::collections::BTreeSet<&&str> = reasons.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        reasons.len(),
+        "a reason repeated: {missing:#?}"
+    );
+}
+
+#[test]
+fn preflight_asks_only_what_the_level_needs() {
+    // The scopes level runs anywhere: host times, and NVML where there is one.
+    assert!(Profiler::preflight(Level::Scopes).is_ok());
+    if device::driver_present() {
+        assert!(Profiler::require_gpu().is_ok());
+        return;
+    }
+    assert!(matches!(Profiler::require_gpu(), Err(Error::NoDriver)));
+    assert!(matches!(
+        Profiler::preflight(Level::Timeline),
+        Err(Error::NoDriver)
+    ));
 }
 
 #[test]
@@ -56,4 +99,50 @@ fn the_demo_without_a_gpu_prints_one_line_and_exits_non_zero() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+}
+
+/// The README's first program, between its `rust,no_run` fence and the closing one.
+fn readme_first_program() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("```rust,no_run\n")
+        .expect("the README has a Rust program")
+        + 15;
+    let len = readme[start..].find("```\n").expect("its fence closes");
+    readme[start..start + len].to_string()
+}
+
+#[test]
+fn the_readme_first_program_is_the_first_example() {
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/first.rs")).unwrap();
+    // The example is the README's program under a one-line doc comment and a blank line.
+    let body = example.splitn(3, '\n').nth(2).unwrap_or_default();
+    assert_eq!(
+        body,
+        readme_first_program(),
+        "copy the README's program into examples/first.rs"
+    );
+}
+
+#[test]
+fn the_readme_first_program_without_a_gpu_prints_the_cause_and_the_fix_in_one_line() {
+    if device::driver_present() {
+        return; // on a GPU host the program runs (scripts/gpu-bundle.sh runs the examples)
+    }
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--example", "first"])
+        .output()
+        .expect("cargo runs the example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("Error: no NVIDIA driver: libcuda.so.1 could not be loaded."),
+        "{stderr}"
+    );
+    assert!(lines[0].contains("Install the NVIDIA driver"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

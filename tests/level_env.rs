@@ -27,8 +27,14 @@ fn the_level_variable_overrides_the_builder_names_bad_values_and_off_writes_noth
         let _s = Profiler::scope("step");
     }
     profiler.step();
-    profiler.finish().unwrap();
+    let summary = profiler.finish().unwrap();
     assert!(!path.exists(), "off writes no ledger");
+    assert_eq!(summary.ledger_path, None, "and says none was written");
+    assert!(summary
+        .read_ledger()
+        .unwrap_err()
+        .to_string()
+        .contains("no ledger was written"));
 
     // scopes (any case): the timeline builder runs at the scopes level, no GPU needed, and the
     // header says where the level came from.

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What can go wrong reading a ledger.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints what `Display` does (the file, the line and what is wrong), since Rust prints an
+/// error returned from `main` with `Debug`.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A ledger file could not be read or parsed.
@@ -27,5 +30,11 @@ fn line_suffix(line: usize) -> String {
         String::new()
     } else {
         format!(":{line}")
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
     }
 }

@@ -29,13 +29,16 @@ pub(crate) fn explain_nulls(env: &mut Environment) {
     }
 }
 
-/// Whether a `missing` line explains the item at `path` (its key is the path or a parent of it).
+/// Whether a `missing` line explains the item at `path`: one of its keys (a line may name
+/// several items that share a reason, `a, b: reason`) is the path or a parent of it.
 fn covers(line: &str, path: &str) -> bool {
-    let key = line.split(": ").next().unwrap_or(line);
-    path == key
-        || path
-            .strip_prefix(key)
-            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    let keys = line.split(": ").next().unwrap_or(line);
+    keys.split(", ").any(|key| {
+        path == key
+            || path
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    })
 }
 
 /// Appends the path of every `null` below `value` (outside the top-level `missing`) to `out`.
@@ -74,5 +77,18 @@ mod tests {
         assert!(covers("host.os: x", "host.os"));
         assert!(!covers("host.os: x", "host.os_type"));
         assert!(!covers("nvml_gpus[1]: gone", "nvml_gpus[10].name"));
+        // One line for several items that share a reason.
+        assert!(covers(
+            "driver_version, nvml_gpus: no NVML",
+            "nvml_gpus[0].name"
+        ));
+        assert!(covers(
+            "driver_version, nvml_gpus: no NVML",
+            "driver_version"
+        ));
+        assert!(!covers(
+            "driver_version, nvml_gpus: no NVML",
+            "nvml_version"
+        ));
     }
 }

@@ -45,15 +45,19 @@ pub fn environment(cupti: Option<&LoadedCupti>, start: std::time::SystemTime) ->
             .map_or_else(|| lib.release.cuda_major(), |v| v / 1000);
         env.cupti_features = lib.release.features(driver_major);
     } else {
-        env.missing.push("cupti: not loaded at this level".into());
+        env.missing.push(
+            "cupti_api_version, cupti_path, cupti_release: CUPTI is not loaded at this level"
+                .into(),
+        );
     }
     if !device::driver_present() {
         env.missing
-            .push("gpus: no CUDA driver (libcuda.so.1 not found)".into());
+            .push("gpus, cuda_driver_version: no CUDA driver (libcuda.so.1 not found)".into());
         return env;
     }
     if let Err(e) = cudarc::driver::result::init() {
-        env.missing.push(format!("gpus: cuInit failed: {e}"));
+        env.missing
+            .push(format!("gpus, cuda_driver_version: cuInit failed: {e}"));
         return env;
     }
     match device::driver_version() {
@@ -129,9 +133,9 @@ pub(crate) fn nvml_unavailable(env: &mut Environment, reason: &str) {
     env.driver_version = None;
     env.nvml_version = None;
     env.nvml_gpus.clear();
-    for key in ["driver_version", "nvml_version", "nvml_gpus"] {
-        env.missing.push(format!("{key}: {reason}"));
-    }
+    // One reason, said once for the three items it empties.
+    env.missing
+        .push(format!("driver_version, nvml_version, nvml_gpus: {reason}"));
 }
 
 /// Sets `nvml_index` of each GPU by matching its UUID (or, without one, its PCI bus id) with

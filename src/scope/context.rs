@@ -68,6 +68,27 @@ impl ScopeContext {
             .unwrap_or(ScopeContext::NONE)
     }
 
+    /// The context of a scope `name` nested below this one (or at the top when this is
+    /// [`NONE`](Self::NONE)), for work that has no thread of its own to open a scope on, such as
+    /// an `async` task: entered around the task's polls ([`crate::InScope`]), its CUDA calls are
+    /// attributed to `parent/name`. It records no host time (nothing opens or closes it); a scope
+    /// opened inside an entered context is timed as any other. `NONE` when no profiler runs.
+    pub fn child(self, name: &str) -> ScopeContext {
+        let Some(running) = crate::run::current() else {
+            return ScopeContext::NONE;
+        };
+        let generation = GENERATION.load(Ordering::Acquire);
+        let parent = if self.generation == generation {
+            self.path_id
+        } else {
+            0
+        };
+        ScopeContext {
+            generation,
+            path_id: running.paths.intern(parent, name),
+        }
+    }
+
     /// Whether it holds no scope.
     pub fn is_none(&self) -> bool {
         self.path_id == 0

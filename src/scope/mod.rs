@@ -743,8 +743,10 @@ pub(crate) fn on_step(running: &RunState) -> Vec<u32> {
 }
 
 mod context;
+mod future;
 mod imported;
 pub use context::{ContextGuard, ScopeContext};
+pub use future::{InScope, Scoped};
 pub(crate) use imported::on_nvtx;
 
 #[cfg(test)]

@@ -46,8 +46,7 @@ pub struct Gpu {
 }
 
 pub fn gpu() -> Gpu {
-    gpu_ledger::Profiler::preflight(gpu_ledger::Level::Scopes)
-        .expect("this test needs an NVIDIA GPU and driver");
+    gpu_ledger::Profiler::require_gpu().expect("this test needs an NVIDIA GPU and driver");
     let ctx = CudaContext::new(0).expect("CUDA context on device 0");
     // Like a minimal probe: no extra event records around each launch from cudarc's
     // multi-stream tracking. The tests synchronize explicitly.

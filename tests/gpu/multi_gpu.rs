@@ -10,8 +10,7 @@ use gpu_ledger::{read_ledger, Profiler};
 use crate::SERIAL;
 
 fn contexts() -> (std::sync::Arc<CudaContext>, std::sync::Arc<CudaContext>) {
-    gpu_ledger::Profiler::preflight(gpu_ledger::Level::Scopes)
-        .expect("this test needs NVIDIA GPUs");
+    gpu_ledger::Profiler::require_gpu().expect("this test needs NVIDIA GPUs");
     let n = CudaContext::device_count().unwrap();
     assert!(n >= 2, "this test needs two GPUs, the host shows {n}");
     (CudaContext::new(0).unwrap(), CudaContext::new(1).unwrap())

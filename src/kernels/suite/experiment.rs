@@ -22,7 +22,7 @@ use crate::counters::{CounterConfig, CounterWindow, CountersSetup, RangeMode, Re
 use crate::kernels::Work;
 use crate::ledger::schema::{IterationRow, KernelGroup, LaunchShape};
 use crate::ledger::GpuRecord;
-use crate::{read_ledger, Ledger, Level, Profiler};
+use crate::{Ledger, Level, Profiler};
 use gpu_ledger_tools::analysis::occupancy::{analyze_kernel, DeviceLimits};
 use gpu_ledger_tools::analysis::stats::Distribution;
 
@@ -200,7 +200,7 @@ pub fn measure(sides: &mut [Side<'_>], cfg: &ExperimentConfig) -> SuiteResult<Ve
     let profiler = profiler_for(sides, cfg)?;
     run_sides(&profiler, sides, cfg)?;
     let summary = profiler.finish()?;
-    let ledger = read_ledger(&summary.ledger_path).map_err(crate::Error::from)?;
+    let ledger = summary.read_ledger()?;
     Ok(side_results(sides, checks, &ledger, cfg))
 }
 
