@@ -16,9 +16,12 @@
 //! Only one client can PC-sample a GPU at a time: another profiler sampling it makes
 //! [`PcSampler::new`] fail with an error that says so.
 
+mod duty;
 pub mod reasons;
+mod tally;
 pub mod window;
 
+pub use duty::DutyCycle;
 pub use window::{PcSamplingSetup, PcSamplingWindow};
 
 use std::collections::{BTreeMap, HashMap};
