@@ -26,6 +26,8 @@ mod trailer;
 mod window;
 
 #[cfg(test)]
+mod duty_tests;
+#[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,8 @@
 //! the device time (those covering `coverage` of it) until each has `target_samples`, and opens
 //! no window after that unless the ranking changes. The figures come from the written rows (the
 //! collector feeds them back): a window's cost is its row's wall time above the median of the
-//! unperturbed rows before it, and the estimate of the next is the launches an iteration makes
-//! times the cost per launch measured so far.
+//! unperturbed rows before it, and the estimate of the next is the most launches a recent
+//! iteration made times the cost per launch measured so far.
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -60,7 +60,7 @@ pub(crate) struct RunTally {
     recent: VecDeque<(u64, u64)>,
     /// End of the last row, host ns since the start.
     pub(crate) last_end_ns: u64,
-    /// The top kernels and the recent rows' medians, as of the last row: computed on the
+    /// The top kernels and the recent rows' baseline, as of the last row: computed on the
     /// collector, so that the stepping thread only reads them.
     top: Vec<String>,
     medians: Option<(u64, u64)>,
@@ -133,12 +133,13 @@ impl RunTally {
         }
         self.top = self.rank();
         let mut walls: Vec<u64> = self.recent.iter().map(|r| r.0).collect();
-        let mut launches: Vec<u64> = self.recent.iter().map(|r| r.1).collect();
-        self.medians = (!walls.is_empty()).then(|| (median(&mut walls), median(&mut launches)));
+        let most = self.recent.iter().map(|r| r.1).max().unwrap_or(0);
+        self.medians = (!walls.is_empty()).then(|| (median(&mut walls), most));
     }
 
-    /// The median wall time and median launches of the recent unperturbed rows; `None` before
-    /// `at_least` of them.
+    /// The median wall time and the most launches of the recent unperturbed rows (a window's
+    /// cost is estimated from the launches of the longest iteration, so that it is not
+    /// underestimated for the iterations that launch more); `None` before `at_least` of them.
     pub(crate) fn baseline(&self, at_least: usize) -> Option<(u64, u64)> {
         self.medians
             .filter(|_| self.recent.len() >= at_least.max(1))

@@ -467,6 +467,7 @@ mod tests {
                 untraced: sampled
                     .and_then(|(d, traces)| Some((first_untraced(w.range().end, traces)?, d))),
                 counters,
+                sampled_timeline: None,
             };
         let scopes = validate(&w, 5, &shape(false, None, None)).unwrap_err();
         assert!(scopes.to_string().contains("Level::Timeline"), "{scopes}");
@@ -491,6 +492,40 @@ mod tests {
         assert!(overlap.to_string().contains("overlaps"), "{overlap}");
         validate(&w, 5, &shape(true, None, Some(6..8))).unwrap();
         assert!(validate(&w, 0, &shape(true, None, None)).is_err());
+    }
+
+    #[test]
+    fn a_duty_cycle_is_refused_beside_a_sampled_timeline_and_with_settings_out_of_range() {
+        let shape = |sampled: Option<&str>| RunShape {
+            timeline: true,
+            untraced: None,
+            counters: Some(10..12),
+            sampled_timeline: sampled.map(str::to_string),
+        };
+        let ok = DutyCycle::default();
+        validate_duty(&ok, &shape(None)).unwrap();
+        let e = validate_duty(&ok, &shape(Some("1 in 100"))).unwrap_err();
+        assert!(e.to_string().contains("no TimelineSampling"), "{e}");
+        for bad in [
+            DutyCycle { budget: 0.0, ..ok },
+            DutyCycle { budget: 1.5, ..ok },
+            DutyCycle {
+                coverage: 0.0,
+                ..ok
+            },
+            DutyCycle {
+                target_samples: 0,
+                ..ok
+            },
+        ] {
+            let e = validate_duty(&bad, &shape(None)).unwrap_err().to_string();
+            assert!(e.contains("DutyCycle::"), "{e}");
+        }
+        assert!(
+            ok.describe().contains("at most 1 % of the run"),
+            "{}",
+            ok.describe()
+        );
     }
 
     #[test]
