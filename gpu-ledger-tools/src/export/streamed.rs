@@ -243,6 +243,7 @@ impl<'o> SummaryBuilder<'o> {
             run_complete: trailer.is_some(),
             warnings: Vec::new(),
             stalls: stalls.finish(),
+            run_stalls: trailer.and_then(|t| t.stalls.clone()),
             sketched,
         };
         let lacks_nvml = used.any_row && used.with_nvml == 0;

@@ -120,6 +120,10 @@ pub struct LedgerSummary {
     /// sampling perturbs the rows it ran in); `None` when no row has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stalls: Option<StallSummary>,
+    /// PC sampling summed over the run's windows per kernel and per scope, from the trailer;
+    /// `None` when the trailer has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_stalls: Option<gpu_ledger_format::stalls::RunStalls>,
     /// Whether some percentile comes from a quantile sketch (a series longer than
     /// [`crate::analysis::series::EXACT_VALUES`]); the warnings say so.
     pub sketched: bool,
@@ -218,6 +222,7 @@ impl LedgerSummary {
             run_complete: ledger.trailer.is_some(),
             warnings: Vec::new(),
             stalls: stalls.finish(),
+            run_stalls: ledger.trailer.as_ref().and_then(|t| t.stalls.clone()),
             sketched: false,
         };
         s.warnings = warnings(ledger, &s, &used);
