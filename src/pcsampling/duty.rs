@@ -172,11 +172,9 @@ impl DutyScheduler {
 
     /// The cost per launch measured so far, or the assumed one before any window.
     fn per_launch_ns(&self) -> u64 {
-        if self.window_launches == 0 {
-            self.cfg.assumed_launch_cost_ns
-        } else {
-            self.cost_ns / self.window_launches
-        }
+        self.cost_ns
+            .checked_div(self.window_launches)
+            .unwrap_or(self.cfg.assumed_launch_cost_ns)
     }
 
     /// The top kernel short of samples whose turn it is in the rotation (the one after the
