@@ -34,6 +34,13 @@ strip "$out"/* 2>/dev/null || true
 # The comparison with Nsight Compute runs beside the ncu_compare example.
 cp scripts/ncu-compare.sh "$out/ncu-compare.sh"
 cp scripts/pc-sampling-ncu.sh "$out/pc-sampling-ncu.sh"
+# Where PC sampling's cost goes, with strace for hosts that have none (scripts/fetch-strace.sh).
+cp scripts/pc-sampling-diagnose.sh "$out/pc-sampling-diagnose.sh"
+if [[ -x gpu-tools/strace/usr/bin/strace ]]; then
+  cp -r gpu-tools/strace "$out/strace"
+else
+  echo "gpu-bundle: no gpu-tools/strace (run scripts/fetch-strace.sh): pc-sampling-diagnose.sh will skip strace" >&2
+fi
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default

@@ -518,6 +518,10 @@ pub struct Trailer {
     /// Problems over the whole run.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// PC samples summed over the run's sampled iterations, per kernel and per scope, and with
+    /// a duty cycle what its windows cost; absent when PC sampling read no window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalls: Option<crate::stalls::RunStalls>,
 }
 
 /// The profiler's own measured cost during the run.

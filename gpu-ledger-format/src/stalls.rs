@@ -98,6 +98,101 @@ pub struct ScopeStalls {
     pub split_by_time: bool,
 }
 
+/// PC samples summed over a run's sampled iterations (its windows), per kernel and per scope,
+/// with how many windows and samples back each profile: the trailer's view of what PC sampling
+/// found over the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunStalls {
+    /// Sampled iterations whose samples were read (windows).
+    pub windows: u64,
+    /// Samples with a PC over those windows.
+    pub samples: u64,
+    /// Samples the hardware dropped over those windows.
+    pub dropped_samples: u64,
+    /// Samples of functions no kernel record of their iteration named: in no scope.
+    pub unattributed_samples: u64,
+    /// The share of all kernels' device time that the kernels flagged `top` hold together: the
+    /// top kernels are the fewest, most device time first, that reach it.
+    pub coverage: f64,
+    /// Per kernel, by function name (a sample names a function, not a launch shape): those with
+    /// samples or among the top ones, most device time first.
+    pub kernels: Vec<KernelProfile>,
+    /// Kernels left out of `kernels` past its bound (the least device time).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernels_left_out: u64,
+    /// Per scope path, most samples first.
+    pub scopes: Vec<ScopeProfile>,
+    /// Scopes left out of `scopes` past its bound (the fewest samples).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scopes_left_out: u64,
+    /// What the windows cost against the budget, when they were duty-cycled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duty_cycle: Option<DutyCycleCost>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One kernel's samples over the run's windows, beside the device time that ranks it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelProfile {
+    /// The function's name as the module spells it (mangled for C++).
+    pub name: String,
+    /// Device time of its launches on the sampled GPU over the rows not perturbed, ns.
+    pub device_ns: u64,
+    /// Its share of the device time of every kernel over those rows (0..1).
+    pub device_share: f64,
+    /// Among the kernels that hold `RunStalls::coverage` of the device time together.
+    pub top: bool,
+    /// Windows it had samples in.
+    pub windows: u64,
+    /// Its samples over those windows.
+    pub samples: u64,
+    /// By stall reason key; they add up to `samples`.
+    pub by_reason: BTreeMap<String, u64>,
+}
+
+/// One scope path's samples over the run's windows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeProfile {
+    /// Scope path (`step/backward`), `(unscoped)` included.
+    pub scope: String,
+    /// Windows it had samples in.
+    pub windows: u64,
+    /// Samples of its kernels over those windows.
+    pub samples: u64,
+    /// By stall reason key; they add up to `samples`.
+    pub by_reason: BTreeMap<String, u64>,
+}
+
+/// A duty-cycled run's windows against the cost it was allowed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DutyCycleCost {
+    /// The most of the run's wall time the windows were allowed, as a fraction (0.01: 1 %).
+    pub budget: f64,
+    /// Samples each top kernel was to reach.
+    pub target_samples: u64,
+    /// Windows opened.
+    pub windows_opened: u64,
+    /// Windows whose rows were written, so that their cost was measured.
+    pub windows_measured: u64,
+    /// Their cost: each window's wall time above the median wall time of the unperturbed
+    /// iterations before it, summed, ns.
+    pub cost_ns: u64,
+    /// The run's wall time, from the profiler's start to the last row's end, ns.
+    pub run_ns: u64,
+    /// Whether every top kernel reached `target_samples`.
+    pub covered: bool,
+}
+
+impl DutyCycleCost {
+    /// The measured cost as a fraction of the run's wall time.
+    pub fn cost_fraction(&self) -> f64 {
+        self.cost_ns as f64 / self.run_ns.max(1) as f64
+    }
+}
+
 /// Each reason's share of a count map, largest first (ties by key).
 pub fn reason_shares(counts: &BTreeMap<String, u64>) -> Vec<(String, f64)> {
     let total: u64 = counts.values().sum();

@@ -350,3 +350,65 @@ fn a_ledger_without_pc_samples_has_no_stall_section() {
     assert!(!page.contains("chart-stalls") && !page.contains("id=\"stalls\""));
     assert!(!page.contains("Warp stalls"));
 }
+
+#[test]
+fn the_run_s_profile_from_the_trailer_is_in_the_summary_whole_and_streamed() {
+    use gpu_ledger_format::schema::Trailer;
+    use gpu_ledger_format::stalls::{DutyCycleCost, KernelProfile, RunStalls, ScopeProfile};
+    let mut l = ledger(true);
+    let plain = markdown_summary(
+        &LedgerSummary::compute(&l, &SummaryOptions::default()),
+        "stalls.jsonl",
+    );
+    assert!(!plain.contains("PC sampling over the run"), "{plain}");
+    l.trailer = Some(Trailer {
+        iterations: 8,
+        stalls: Some(RunStalls {
+            windows: 2,
+            samples: 2_800,
+            coverage: 0.9,
+            kernels: vec![KernelProfile {
+                name: "gemm".into(),
+                device_ns: 6_000_000,
+                device_share: 1.0,
+                top: true,
+                windows: 2,
+                samples: 2_200,
+                by_reason: counts(&[("long_scoreboard", 2_000), ("wait", 200)]),
+            }],
+            scopes: vec![ScopeProfile {
+                scope: "step/forward".into(),
+                windows: 2,
+                samples: 2_200,
+                by_reason: counts(&[("long_scoreboard", 2_000), ("wait", 200)]),
+            }],
+            duty_cycle: Some(DutyCycleCost {
+                budget: 0.01,
+                target_samples: 2_000,
+                windows_opened: 2,
+                windows_measured: 2,
+                cost_ns: 50_000,
+                run_ns: 10_000_000,
+                covered: true,
+            }),
+            ..RunStalls::default()
+        }),
+        ..Trailer::default()
+    });
+    let opts = SummaryOptions::default();
+    let whole = markdown_summary(&LedgerSummary::compute(&l, &opts), "stalls.jsonl");
+    let stream = markdown_summary(&streamed(&l, &opts), "stalls.jsonl");
+    assert_eq!(whole, stream);
+    assert!(
+        whole.contains("### PC sampling over the run (2 windows, 2800 samples)"),
+        "{whole}"
+    );
+    assert!(whole.contains("cost 0.5 % of the run's 10.0 ms wall time, against a budget of 1.0 %"));
+    assert!(whole.contains(
+        "| gemm | 6.00 ms | 100.0 % | yes | 2 | 2200 | long_scoreboard 90.9 %, wait 9.1 % |"
+    ));
+    assert!(whole.contains("| step/forward | 2 | 2200 | long_scoreboard 90.9 %, wait 9.1 % |"));
+    // The section follows the per-iteration stall section and comes before the devices.
+    let at = |s: &str| whole.find(s).unwrap_or_else(|| panic!("{s}: {whole}"));
+    assert!(at("### Warp stall reasons") < at("### PC sampling over the run"));
+}

@@ -26,6 +26,8 @@ mod trailer;
 mod window;
 
 #[cfg(test)]
+mod duty_tests;
+#[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
 mod tests;
@@ -80,9 +82,9 @@ pub(crate) struct CollectorSetup {
     pub(crate) auto_ranges: bool,
     /// What tracing adds per kernel, for the rows' estimate, when calibrated at start.
     pub(crate) tracing_calibration: Option<crate::ledger::schema::TracingCalibration>,
-    /// The cubins and sources PC samples are mapped through, and the lines kept per function,
-    /// when PC sampling was set up.
-    pub(crate) pc_sources: Option<(crate::pcsampling::Sources, usize)>,
+    /// The cubins and sources PC samples are mapped through, the lines kept per function, and
+    /// the planner written rows go to, when PC sampling was set up.
+    pub(crate) pc_sources: Option<crate::pcsampling::window::CollectorSide>,
 }
 
 /// Starts the collector thread.

@@ -41,6 +41,24 @@ impl OfflineCollector {
         start_cupti_ns: u64,
         calibration: Option<crate::ledger::schema::TracingCalibration>,
     ) -> Self {
+        Self::with_parts(start_cupti_ns, calibration, None)
+    }
+
+    /// [`new`](Self::new), with PC sampling's sources and planner: rows carry what a sampled
+    /// iteration read, and the trailer the run's profile.
+    #[cfg(test)]
+    pub(crate) fn with_pc_sampling(
+        start_cupti_ns: u64,
+        side: crate::pcsampling::window::CollectorSide,
+    ) -> Self {
+        Self::with_parts(start_cupti_ns, None, Some(side))
+    }
+
+    fn with_parts(
+        start_cupti_ns: u64,
+        calibration: Option<crate::ledger::schema::TracingCalibration>,
+        pc_sources: Option<crate::pcsampling::window::CollectorSide>,
+    ) -> Self {
         let (line_tx, line_rx) = crossbeam_channel::unbounded();
         let (trailer_tx, _) = crossbeam_channel::bounded(1);
         let (_, buffer_rx) = crossbeam_channel::unbounded();
@@ -71,7 +89,7 @@ impl OfflineCollector {
             record_activities: false,
             auto_ranges: false,
             tracing_calibration: calibration,
-            pc_sources: None,
+            pc_sources,
         });
         OfflineCollector {
             collector,
@@ -134,6 +152,27 @@ impl OfflineCollector {
             launches,
             traced,
             extras: None,
+        });
+    }
+
+    /// `end_iteration` for an iteration PC sampling read `stalls` of.
+    #[cfg(test)]
+    pub(crate) fn end_sampled_iteration(
+        &mut self,
+        host_end_ns: u64,
+        cupti_end_ns: u64,
+        launches: u64,
+        stalls: Option<crate::pcsampling::window::SampledIteration>,
+    ) {
+        let index = self.open_index;
+        self.open_index += 1;
+        self.collector.handle(IterationEnd {
+            index,
+            host_end: host_end_ns,
+            cupti_end: Some(cupti_end_ns),
+            launches,
+            traced: true,
+            extras: crate::run::IterationExtras::boxed(Vec::new(), None, stalls, None),
         });
     }
 

@@ -70,6 +70,25 @@ impl RowBuilder {
         }
     }
 
+    /// Hands a written row to PC sampling's planner, when PC sampling was set up.
+    pub(super) fn observe_stalls(&self, row: &IterationRow) {
+        if let Some(s) = &self.stall_rows {
+            s.observe(row);
+        }
+    }
+
+    /// PC sampling's profile of the run for the trailer, when it read a window or was
+    /// duty-cycled, and the warning of top kernels a duty cycle left short of samples;
+    /// `run_ns` is the run's wall time.
+    pub(super) fn stall_trailer(
+        &self,
+        run_ns: u64,
+    ) -> (Option<crate::ledger::stalls::RunStalls>, Option<String>) {
+        self.stall_rows
+            .as_ref()
+            .map_or((None, None), |s| s.trailer(run_ns))
+    }
+
     /// Rows carry PC samples through `stall_rows`, when PC sampling was set up.
     pub(super) fn with_stalls(mut self, stall_rows: Option<super::stalls::StallRows>) -> Self {
         self.stall_rows = stall_rows;

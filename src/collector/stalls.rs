@@ -6,27 +6,44 @@
 //! its samples shared out in proportion to its GPU time in each (the scope says so).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::attribution::{Activity, Placed};
-use crate::ledger::stalls::{IterationStalls, KernelStalls, LineStalls, ScopeStalls};
-use crate::pcsampling::window::SampledIteration;
+use crate::ledger::schema::IterationRow;
+use crate::ledger::stalls::{IterationStalls, KernelStalls, LineStalls, RunStalls, ScopeStalls};
+use crate::pcsampling::window::{CollectorSide, Planner, SampledIteration};
 use crate::pcsampling::{Sources, StallProfile};
 use crate::run::PathTable;
 
-/// The sources PCs are mapped through, kept from row to row.
+/// The sources PCs are mapped through, kept from row to row, and the planner that tallies the
+/// written rows (and with a duty cycle opens windows from them).
 pub(super) struct StallRows {
     sources: Sources,
     lines_per_kernel: usize,
+    planner: Arc<Mutex<Planner>>,
 }
 
 impl StallRows {
-    pub(super) fn new((sources, lines_per_kernel): (Sources, usize)) -> Self {
+    pub(super) fn new(side: CollectorSide) -> Self {
         StallRows {
-            sources,
-            lines_per_kernel,
+            sources: side.sources,
+            lines_per_kernel: side.lines_per_kernel,
+            planner: side.planner,
         }
+    }
+
+    /// Hands a written row to the planner.
+    pub(super) fn observe(&self, row: &IterationRow) {
+        self.planner.lock().observe(row);
+    }
+
+    /// The run's profile over its windows for the trailer, and a warning when a duty cycle
+    /// left top kernels short of samples; `run_ns` is its wall time.
+    pub(super) fn trailer(&self, run_ns: u64) -> (Option<RunStalls>, Option<String>) {
+        self.planner.lock().trailer(run_ns)
     }
 
     /// The row's stalls for `sampled`, warnings for what was lost added to `warnings`.

@@ -41,6 +41,9 @@ impl Collector {
             self.finalize_front(false);
         }
         self.write_partial_row(open, counters, stalls);
+        let (stalls, shortfall) = self.rows.stall_trailer(host_end_ns);
+        self.trailer.stalls = stalls;
+        self.trailer.warnings.extend(shortfall);
         self.warn_of_unplaced();
         self.count_cupti_buffers();
         self.warn_of_lost_captures();

@@ -448,6 +448,7 @@ impl Collector {
         }
         self.trailer.iterations += 1;
         self.trailer.dropped_records = dropped_now;
+        self.rows.observe_stalls(&row);
         let _ = self.lines.send(LedgerLine::Iteration(row));
     }
 }

@@ -16,9 +16,12 @@
 //! Only one client can PC-sample a GPU at a time: another profiler sampling it makes
 //! [`PcSampler::new`] fail with an error that says so.
 
+mod duty;
 pub mod reasons;
+mod tally;
 pub mod window;
 
+pub use duty::DutyCycle;
 pub use window::{PcSamplingSetup, PcSamplingWindow};
 
 use std::collections::{BTreeMap, HashMap};
@@ -166,6 +169,39 @@ pub(crate) struct RawRange {
 }
 
 impl RawRange {
+    /// A range as a fake sampler reads it in the tests: per function, its samples by reason
+    /// key, all at one PC.
+    #[cfg(test)]
+    pub(crate) fn fake(functions: &[(String, Vec<(&str, u64)>)]) -> RawRange {
+        let mut keys = ReasonKeys::new();
+        let mut index_of = |key: &str| -> u32 {
+            if let Some((i, _)) = keys.iter().find(|(_, k)| k.0 == key) {
+                return *i;
+            }
+            let i = keys.len() as u32;
+            keys.insert(i, (key.to_string(), false));
+            i
+        };
+        let mut range = ffi::SampledRange::default();
+        for (function, reasons) in functions {
+            let stalls: Vec<(u32, u32)> = reasons
+                .iter()
+                .map(|(k, n)| (index_of(k), *n as u32))
+                .collect();
+            range.total_samples += reasons.iter().map(|r| r.1).sum::<u64>();
+            range.pcs.push(ffi::SampledPc {
+                cubin_crc: 1,
+                pc_offset: 0,
+                function: function.clone(),
+                stalls,
+            });
+        }
+        RawRange {
+            range,
+            keys: Arc::new(keys),
+        }
+    }
+
     /// The profile by function and PC.
     pub(crate) fn profile(self) -> StallProfile {
         profile_of(self.range, &self.keys)

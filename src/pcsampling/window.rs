@@ -4,14 +4,19 @@
 //!
 //! A sampled iteration is one range: sampling starts after `step()`'s boundary timestamp and is
 //! stopped and read (after synchronizing the context) before the next one, so that the cost of
-//! reading falls inside the iteration, which is flagged `perturbed`.
+//! reading falls inside the iteration, which is flagged `perturbed`. The iterations sampled are
+//! a fixed window, or with a duty cycle those its scheduler opens (`duty.rs`), fed back the
+//! written rows by the collector.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use super::duty::DutyCycle;
+pub(crate) use super::duty::Planner;
 use super::{PcSampler, PcSamplingConfig, RawRange, Sources};
 use crate::error::{Error, Result};
 
@@ -66,6 +71,8 @@ pub struct PcSamplingSetup {
     pub texts: Vec<(String, &'static str)>,
     /// Source lines kept per sampled function and iteration, most samples first.
     pub lines_per_kernel: usize,
+    /// Windows of one iteration spread over the run at a set cost, instead of `window`.
+    pub duty: Option<DutyCycle>,
 }
 
 impl PcSamplingSetup {
@@ -78,11 +85,33 @@ impl PcSamplingSetup {
             cubins: Vec::new(),
             texts: Vec::new(),
             lines_per_kernel: 5,
+            duty: None,
         }
+    }
+
+    /// Samples windows of one iteration spread over the run instead of the fixed `window`, at
+    /// most `duty.budget` of the run's wall time, until the kernels that hold most of the
+    /// device time have `duty.target_samples` each:
+    ///
+    /// ```rust,no_run
+    /// use gpu_ledger::pcsampling::{DutyCycle, PcSamplingSetup};
+    /// # fn f(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
+    /// let setup = PcSamplingSetup::new(ctx).duty_cycle(DutyCycle {
+    ///     budget: 0.01,
+    ///     ..DutyCycle::default()
+    /// });
+    /// # }
+    /// ```
+    pub fn duty_cycle(mut self, duty: DutyCycle) -> Self {
+        self.duty = Some(duty);
+        self
     }
 
     /// How the header states it.
     fn describe(&self) -> String {
+        if let Some(d) = &self.duty {
+            return format!("{}; {}", d.describe(), self.config.describe());
+        }
         let r = self.window.range();
         format!(
             "iterations {}..{} ({} from iteration {}), one range per iteration; {}",
@@ -105,11 +134,28 @@ pub(crate) struct RunShape {
     pub(crate) untraced: Option<(u64, String)>,
     /// The iterations hardware counters are collected in.
     pub(crate) counters: Option<Range<u64>>,
+    /// The timeline's sampling, described, when it samples.
+    pub(crate) sampled_timeline: Option<String>,
 }
 
 /// The first iteration before `end` that `traces` leaves untraced.
 pub(crate) fn first_untraced(end: u64, traces: impl Fn(u64) -> bool) -> Option<u64> {
     (0..end).find(|i| !traces(*i))
+}
+
+/// Refuses a duty cycle the run cannot honour: its windows may fall anywhere, so every
+/// iteration must be traced.
+fn validate_duty(duty: &DutyCycle, run: &RunShape) -> Result<()> {
+    duty.validate()?;
+    if let Some(described) = &run.sampled_timeline {
+        return Err(Error::Config(format!(
+            "duty-cycled PC sampling opens its windows anywhere in the run, but the timeline \
+             samples ({described}): once tracing has been switched off and on, CUPTI's PC \
+             samples carry no function and cannot be attributed. Trace every iteration (no \
+             TimelineSampling), or sample a fixed PcSamplingWindow"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a window the run cannot honour.
@@ -170,9 +216,17 @@ fn refuse_free_running(config: &PcSamplingConfig) -> Result<()> {
 /// the header says.
 pub(crate) struct Started {
     pub(crate) state: Option<PcSamplingState>,
-    pub(crate) sources: Option<(Sources, usize)>,
+    pub(crate) collector: Option<CollectorSide>,
     pub(crate) describe: String,
     pub(crate) warning: Option<String>,
+}
+
+/// What the collector needs of PC sampling: the sources PCs are mapped through, the lines kept
+/// per function, and the planner it hands each written row to.
+pub(crate) struct CollectorSide {
+    pub(crate) sources: Sources,
+    pub(crate) lines_per_kernel: usize,
+    pub(crate) planner: Arc<Mutex<Planner>>,
 }
 
 /// Refuses a setup a run of this shape cannot honour, and turns on the keeping of loaded
@@ -181,7 +235,18 @@ pub(crate) struct Started {
 /// # Errors
 /// [`Error::Config`] for a setup the run cannot honour.
 pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape) -> Result<()> {
-    validate(&setup.window, setup.lines_per_kernel, run)?;
+    match &setup.duty {
+        Some(d) => {
+            validate_duty(d, run)?;
+            // The fixed window is not used: only its checks of the level and the lines.
+            let none = PcSamplingWindow {
+                skip: 0,
+                iterations: 0,
+            };
+            validate(&none, setup.lines_per_kernel, run)?;
+        }
+        None => validate(&setup.window, setup.lines_per_kernel, run)?,
+    }
     refuse_free_running(&setup.config)?;
     crate::cupti::pc_sampling::capture_cubins(true);
     Ok(())
@@ -191,11 +256,12 @@ pub(crate) fn prepare(setup: &PcSamplingSetup, run: &RunShape) -> Result<()> {
 /// disabling it once: a GPU that cannot be sampled (another client samples it, an unsupported
 /// device) leaves the timeline running with the reason in the header. Sampling is enabled again
 /// only for the window: while it is enabled CUPTI refuses to enable kernel tracing
-/// (`CUPTI_ERROR_NOT_COMPATIBLE`), which a sampled timeline does between iterations.
+/// (`CUPTI_ERROR_NOT_COMPATIBLE`), which a sampled timeline does between iterations. A duty
+/// cycle leaves the iterations in `blocked` (the counters window) alone.
 ///
 /// # Errors
 /// [`Error::Config`] for settings CUPTI cannot take (a period out of range).
-pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
+pub(crate) fn start(setup: &PcSamplingSetup, blocked: Option<Range<u64>>) -> Result<Started> {
     match PcSampler::new(&setup.context, setup.config) {
         Ok(s) => drop(s),
         Err(e @ Error::Config(_)) => {
@@ -207,7 +273,7 @@ pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
             let why = format!("PC sampling is not collected (the timeline runs): {e}");
             return Ok(Started {
                 state: None,
-                sources: None,
+                collector: None,
                 describe: format!("not collected: {e}"),
                 warning: Some(why),
             });
@@ -226,17 +292,23 @@ pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
     for (file, text) in &setup.texts {
         sources.add_text(file, text);
     }
+    let (context, config) = (setup.context.clone(), setup.config);
+    let enable: EnableSampler = Box::new(move || {
+        PcSampler::new(&context, config).map(|s| Box::new(s) as Box<dyn WindowSampler>)
+    });
+    let (state, planner) = PcSamplingState::new(
+        enable,
+        setup.window,
+        setup.context.ordinal() as u32,
+        setup.duty.map(|d| (d, blocked)),
+    );
     Ok(Started {
-        state: Some(PcSamplingState {
-            context: setup.context.clone(),
-            config: setup.config,
-            sampler: None,
-            window: setup.window,
-            running: false,
-            stopped: false,
-            begin_error: None,
+        state: Some(state),
+        collector: Some(CollectorSide {
+            sources,
+            lines_per_kernel: setup.lines_per_kernel,
+            planner,
         }),
-        sources: Some((sources, setup.lines_per_kernel)),
         describe: setup.describe(),
         warning,
     })
@@ -246,13 +318,37 @@ pub(crate) fn start(setup: &PcSamplingSetup) -> Result<Started> {
 /// none.
 pub(crate) type SampledIteration = std::result::Result<RawRange, String>;
 
+/// Sampling enabled on the run's context, as a window uses it: CUPTI's [`PcSampler`], or a fake
+/// in the tests. Dropping it disables sampling.
+pub(crate) trait WindowSampler: Send {
+    /// Starts a range.
+    fn start(&mut self) -> Result<()>;
+    /// Synchronizes, stops the range and reads what it sampled.
+    fn stop_and_read(&mut self) -> Result<RawRange>;
+}
+
+impl WindowSampler for PcSampler {
+    fn start(&mut self) -> Result<()> {
+        self.inner.start()
+    }
+    fn stop_and_read(&mut self) -> Result<RawRange> {
+        self.stop_and_read_raw()
+    }
+}
+
+/// Enables sampling for a window.
+pub(crate) type EnableSampler = Box<dyn FnMut() -> Result<Box<dyn WindowSampler>> + Send>;
+
 /// The PC sampling state of a running profiler, behind the profiler's lock.
 pub(crate) struct PcSamplingState {
-    context: Arc<CudaContext>,
-    config: PcSamplingConfig,
-    /// Enabled from the first iteration of a run of window iterations to the last.
-    sampler: Option<PcSampler>,
+    enable: EnableSampler,
+    /// Enabled from the first iteration of a run of window iterations to the last; with a duty
+    /// cycle, for each window alone.
+    sampler: Option<Box<dyn WindowSampler>>,
     window: PcSamplingWindow,
+    /// The tally of the written rows and, with a duty cycle, the scheduler that opens windows.
+    planner: Arc<Mutex<Planner>>,
+    duty_cycled: bool,
     running: bool,
     /// After an error, sampling does not start again (the error is in the row).
     stopped: bool,
@@ -260,14 +356,46 @@ pub(crate) struct PcSamplingState {
 }
 
 impl PcSamplingState {
-    /// Iteration `index` begins: enables sampling at the window's first iteration and starts
-    /// a range when the window holds it.
-    pub(crate) fn begin_iteration(&mut self, index: u64) {
-        if self.stopped || !self.window.contains(index) {
+    /// The state of a run sampling `window`, or duty-cycled windows when `duty` is given, on
+    /// the GPU of CUDA ordinal `device`; and the planner the collector feeds rows to.
+    pub(crate) fn new(
+        enable: EnableSampler,
+        window: PcSamplingWindow,
+        device: u32,
+        duty: Option<(DutyCycle, Option<Range<u64>>)>,
+    ) -> (Self, Arc<Mutex<Planner>>) {
+        let planner = Arc::new(Mutex::new(Planner::new(device, duty)));
+        let duty_cycled = planner.lock().is_duty_cycled();
+        let state = PcSamplingState {
+            enable,
+            sampler: None,
+            window,
+            planner: planner.clone(),
+            duty_cycled,
+            running: false,
+            stopped: false,
+            begin_error: None,
+        };
+        (state, planner)
+    }
+
+    /// Whether iteration `index`, `elapsed_ns` into the run, is sampled.
+    fn sampled(&self, index: u64, elapsed_ns: u64) -> bool {
+        if self.duty_cycled {
+            self.planner.lock().open_at(index, elapsed_ns)
+        } else {
+            self.window.contains(index)
+        }
+    }
+
+    /// Iteration `index` begins, `elapsed_ns` into the run: enables sampling at a window's
+    /// first iteration and starts a range when the window holds it.
+    pub(crate) fn begin_iteration(&mut self, index: u64, elapsed_ns: u64) {
+        if self.stopped || !self.sampled(index, elapsed_ns) {
             return;
         }
         if self.sampler.is_none() {
-            match PcSampler::new(&self.context, self.config) {
+            match (self.enable)() {
                 Ok(s) => self.sampler = Some(s),
                 Err(e) => {
                     self.begin_error =
@@ -279,7 +407,7 @@ impl PcSamplingState {
         let Some(sampler) = self.sampler.as_mut() else {
             return;
         };
-        if let Err(e) = sampler.inner.start() {
+        if let Err(e) = sampler.start() {
             self.sampler = None;
             self.begin_error = Some(self.stop(format!("PC sampling could not start: {e}")));
             return;
@@ -289,7 +417,8 @@ impl PcSamplingState {
 
     /// Iteration `index` ends, before its boundary timestamp: synchronizes the context, stops
     /// sampling and reads what it sampled, and disables sampling when the next iteration is
-    /// not in the window (`last`: the run ends). `None` when it was not sampled.
+    /// not in the window (a duty cycle's windows are one iteration each; `last`: the run ends).
+    /// `None` when it was not sampled.
     pub(crate) fn end_iteration(&mut self, index: u64, last: bool) -> Option<SampledIteration> {
         if let Some(e) = self.begin_error.take() {
             return Some(Err(e));
@@ -302,9 +431,9 @@ impl PcSamplingState {
         // The profile is made on the collector thread: here only CUPTI's read, which must
         // happen before the iteration's boundary.
         let read = sampler
-            .stop_and_read_raw()
+            .stop_and_read()
             .map_err(|e| format!("PC sampling: stopping and reading failed: {e}"));
-        if last || read.is_err() || !self.window.contains(index + 1) {
+        if last || read.is_err() || self.duty_cycled || !self.window.contains(index + 1) {
             self.sampler = None;
         }
         Some(read.map_err(|e| self.stop(e)))
@@ -338,6 +467,7 @@ mod tests {
                 untraced: sampled
                     .and_then(|(d, traces)| Some((first_untraced(w.range().end, traces)?, d))),
                 counters,
+                sampled_timeline: None,
             };
         let scopes = validate(&w, 5, &shape(false, None, None)).unwrap_err();
         assert!(scopes.to_string().contains("Level::Timeline"), "{scopes}");
@@ -362,6 +492,40 @@ mod tests {
         assert!(overlap.to_string().contains("overlaps"), "{overlap}");
         validate(&w, 5, &shape(true, None, Some(6..8))).unwrap();
         assert!(validate(&w, 0, &shape(true, None, None)).is_err());
+    }
+
+    #[test]
+    fn a_duty_cycle_is_refused_beside_a_sampled_timeline_and_with_settings_out_of_range() {
+        let shape = |sampled: Option<&str>| RunShape {
+            timeline: true,
+            untraced: None,
+            counters: Some(10..12),
+            sampled_timeline: sampled.map(str::to_string),
+        };
+        let ok = DutyCycle::default();
+        validate_duty(&ok, &shape(None)).unwrap();
+        let e = validate_duty(&ok, &shape(Some("1 in 100"))).unwrap_err();
+        assert!(e.to_string().contains("no TimelineSampling"), "{e}");
+        for bad in [
+            DutyCycle { budget: 0.0, ..ok },
+            DutyCycle { budget: 1.5, ..ok },
+            DutyCycle {
+                coverage: 0.0,
+                ..ok
+            },
+            DutyCycle {
+                target_samples: 0,
+                ..ok
+            },
+        ] {
+            let e = validate_duty(&bad, &shape(None)).unwrap_err().to_string();
+            assert!(e.contains("DutyCycle::"), "{e}");
+        }
+        assert!(
+            ok.describe().contains("at most 1 % of the run"),
+            "{}",
+            ok.describe()
+        );
     }
 
     #[test]

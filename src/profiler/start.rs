@@ -57,6 +57,7 @@ pub(super) fn start_inner(
     let mut notes = HeaderNotes::default();
     let plan = Plan::decide(config, &mut notes)?;
     let cupti = plan.cupti;
+    let pc_blocked = plan.pc_blocked.clone();
     let writer = LedgerWriter::create(path)?;
     let origin = Instant::now();
     let start_time = SystemTime::now();
@@ -69,7 +70,7 @@ pub(super) fn start_inner(
     };
     // After the timeline's activity kinds are on and the calibration has toggled them:
     // CUPTI refuses to enable a kind while PC sampling is enabled.
-    let pc_sources = start_pc_sampling(config, &running, &mut notes)?;
+    let pc_sources = start_pc_sampling(config, pc_blocked, &running, &mut notes)?;
     let start_cupti_ns = running.cupti_now();
     let (environment, nvml) = environment_record(
         config,
@@ -200,6 +201,8 @@ struct Plan {
     cupti: Option<&'static cupti::LoadedCupti>,
     counters: Option<CounterState>,
     nvtx: NvtxState,
+    /// The counters window, which duty-cycled PC sampling leaves alone.
+    pc_blocked: Option<Range<u64>>,
 }
 
 impl Plan {
@@ -223,7 +226,7 @@ impl Plan {
             }
         };
         let (counters, counter_range) = set_up_counters(config, notes)?;
-        prepare_pc_sampling(config, counter_range)?;
+        prepare_pc_sampling(config, counter_range.clone())?;
         let nvtx = NvtxState::decide(config, cupti)?;
         if let Some(w) = nvtx.warning() {
             notes.warnings.push(w);
@@ -234,6 +237,7 @@ impl Plan {
             cupti,
             counters,
             nvtx,
+            pc_blocked: counter_range,
         })
     }
 
@@ -350,6 +354,7 @@ fn prepare_pc_sampling(config: &Config, counter_range: Option<Range<u64>>) -> Re
                 Some((i, s.describe()))
             }),
             counters: counter_range,
+            sampled_timeline: config.timeline_sampling.as_ref().map(|s| s.describe()),
         },
     )
 }
@@ -427,19 +432,20 @@ fn calibrate_tracing(
 /// through.
 fn start_pc_sampling(
     config: &Config,
+    blocked: Option<Range<u64>>,
     running: &RunState,
     notes: &mut HeaderNotes,
-) -> Result<Option<(crate::pcsampling::Sources, usize)>> {
+) -> Result<Option<crate::pcsampling::window::CollectorSide>> {
     let Some(setup) = &config.pc_sampling else {
         return Ok(None);
     };
-    let p = crate::pcsampling::window::start(setup)?;
+    let p = crate::pcsampling::window::start(setup, blocked)?;
     notes.warnings.extend(p.warning);
     if let Some(state) = p.state {
         running.install_pc_sampling(state);
     }
     notes.pc_sampling = Some(p.describe);
-    Ok(p.sources)
+    Ok(p.collector)
 }
 
 /// The header's environment record, with the callbacks CUPTI refused and NVML's items, and the
@@ -536,7 +542,7 @@ struct CollectorParts {
     timeline_rules: bool,
     nvml: Option<NvmlSampler>,
     tracing_calibration: Option<TracingCalibration>,
-    pc_sources: Option<(crate::pcsampling::Sources, usize)>,
+    pc_sources: Option<crate::pcsampling::window::CollectorSide>,
 }
 
 /// Starts the collector thread on `parts` with the configuration's timing and row contents;

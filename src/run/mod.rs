@@ -363,7 +363,7 @@ impl RunState {
             extras: IterationExtras::boxed(open_scopes, counters, stalls, warning),
         });
         self.with_counters(|c| c.begin_iteration(index + 1));
-        self.with_pc_sampling(|p| p.begin_iteration(index + 1));
+        self.with_pc_sampling(|p| p.begin_iteration(index + 1, self.now_ns()));
         self.step_raw.fetch_add(
             self.clock.raw_now().saturating_sub(entered),
             Ordering::Relaxed,
@@ -447,7 +447,7 @@ impl Claim {
         GENERATION.fetch_add(1, Ordering::SeqCst);
         ENABLED.store(true, Ordering::SeqCst);
         running.with_counters(|c| c.begin_iteration(0));
-        running.with_pc_sampling(|p| p.begin_iteration(0));
+        running.with_pc_sampling(|p| p.begin_iteration(0, running.now_ns()));
     }
 }
 

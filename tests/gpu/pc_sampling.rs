@@ -413,3 +413,134 @@ fn samples_lost_to_a_small_hardware_buffer_are_reported() {
         );
     }
 }
+
+/// A duty-cycled profiled run: the window opens within the budget of the expected run, its row
+/// is the only perturbed one, and the trailer sums it per kernel and per scope with the chase's
+/// and the FMA chain's dominant reasons; the target reached in one window, no second opens.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_duty_cycled_run_samples_one_window_and_sums_it_in_the_trailer() {
+    use gpu_ledger::pcsampling::{DutyCycle, PcSamplingSetup};
+    use gpu_ledger::{read_ledger, Level, Profiler};
+    const ITERATIONS: u64 = 200;
+    let _serial = SERIAL.lock();
+    let g = gpu();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("duty.jsonl");
+    let mut cases = StallCases::new(&g.ctx).expect("the stall kernels compile and load");
+    let mut setup = PcSamplingSetup::new(&g.ctx).duty_cycle(DutyCycle {
+        // Half the expected run: the first window's real cost is not known before it runs.
+        budget: 0.5,
+        target_samples: 1_000,
+        expected_iterations: Some(ITERATIONS),
+        ..DutyCycle::default()
+    });
+    setup.cubins.extend(
+        gpu_ledger::kernels::compiled_cubins()
+            .into_iter()
+            .map(|c| c.1),
+    );
+    setup.texts.extend(gpu_ledger::kernels::source_files());
+    let profiler = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(&path)
+        .settle(std::time::Duration::from_secs(10))
+        // Rows come back within milliseconds, so that the scheduler has its baseline and the
+        // window's cost early in a short run.
+        .flush_interval(std::time::Duration::from_millis(5))
+        .pc_sampling(setup)
+        .start()
+        .expect("the timeline with duty-cycled PC sampling starts");
+    for _ in 0..ITERATIONS {
+        for (scope, case) in [
+            ("chase", StallCase::PointerChase),
+            ("fma", StallCase::FmaChain),
+        ] {
+            let _s = Profiler::scope(scope);
+            cases.run(case, 2).unwrap();
+        }
+        g.ctx.synchronize().unwrap();
+        profiler.step();
+    }
+    profiler.finish().unwrap();
+    let ledger = read_ledger(&path).unwrap();
+    let described = ledger.header.config.pc_sampling.clone().unwrap_or_default();
+    println!("header: {described}");
+    assert!(described.starts_with("duty-cycled"), "{described}");
+    let windows: Vec<_> = ledger
+        .iterations
+        .iter()
+        .filter(|r| r.stalls.is_some())
+        .collect();
+    for r in &ledger.iterations {
+        assert_eq!(r.perturbed, r.stalls.is_some(), "row {}", r.index);
+        if r.stalls.is_some() {
+            println!(
+                "window at iteration {}: wall {:.1} ms",
+                r.index,
+                r.host_wall_ns as f64 / 1e6
+            );
+        }
+    }
+    let trailer = ledger.trailer.expect("trailer");
+    let st = trailer.stalls.expect("the trailer sums the windows");
+    let d = st.duty_cycle.clone().expect("the duty cycle's cost");
+    println!(
+        "{} window(s), {} samples, cost {:.3} % of {:.1} ms, covered {}; warnings {:?}",
+        d.windows_opened,
+        st.samples,
+        d.cost_fraction() * 100.0,
+        d.run_ns as f64 / 1e6,
+        d.covered,
+        trailer.warnings
+    );
+    assert_eq!(
+        windows.len(),
+        1,
+        "one window reaches 1 000 samples of each kernel"
+    );
+    assert_eq!(
+        (d.windows_opened, d.windows_measured, st.windows),
+        (1, 1, 1)
+    );
+    assert!(windows[0].index >= 5, "no window in the warm-up");
+    assert!(d.covered && d.cost_ns > 0);
+    let dominant = |counts: &std::collections::BTreeMap<String, u64>| {
+        gpu_ledger::ledger::stalls::reason_shares(counts)[0]
+            .0
+            .clone()
+    };
+    for (kernel, scope, reason) in [
+        (StallCase::PointerChase.kernel(), "chase", "long_scoreboard"),
+        (StallCase::FmaChain.kernel(), "fma", "wait"),
+    ] {
+        let k = st
+            .kernels
+            .iter()
+            .find(|k| k.name == kernel)
+            .expect("kernel profiled");
+        assert!(
+            k.top && k.windows == 1 && k.samples >= 1_000,
+            "{kernel}: {k:?}"
+        );
+        assert_eq!(dominant(&k.by_reason), reason, "{kernel}");
+        let s = st
+            .scopes
+            .iter()
+            .find(|s| s.scope == scope)
+            .expect("scope profiled");
+        assert_eq!(dominant(&s.by_reason), reason, "{scope}");
+        let in_row = windows[0]
+            .stalls
+            .as_ref()
+            .unwrap()
+            .kernels
+            .iter()
+            .find(|x| x.name == kernel);
+        assert_eq!(
+            in_row.map(|x| x.samples),
+            Some(k.samples),
+            "{kernel}: trailer = row"
+        );
+    }
+}

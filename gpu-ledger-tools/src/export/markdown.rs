@@ -42,6 +42,9 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
     if let Some(st) = &s.stalls {
         o.push_str(&super::stalls_view::markdown_section(st));
     }
+    if let Some(p) = &s.run_stalls {
+        o.push_str(&super::stall_profile::markdown_section(p));
+    }
     devices_table(&mut o, s);
     nvml_table(&mut o, s);
     energy_line(&mut o, s);

@@ -15,6 +15,8 @@
 //!   built row by row ([`ReportBuilder`]);
 //! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
 //!   row by row for the summary and the report ([`StallAccumulator`]);
+//! - [`stall_profile`]: PC sampling summed over a run's windows per kernel and per scope, and a
+//!   duty cycle's cost, from the trailer, for the summary;
 //! - [`merge`]: ledgers of several ranks aligned by iteration, with the slowest rank of each;
 //! - [`experiment`]: the experiment log, one Markdown and one CSV row per A/B comparison;
 //! - `parquet` (feature `parquet`): ledgers as a Hive-partitioned Parquet dataset for query
@@ -43,6 +45,7 @@ pub mod markdown;
 pub mod merge;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod stall_profile;
 pub mod stalls;
 mod stalls_view;
 pub mod summary;

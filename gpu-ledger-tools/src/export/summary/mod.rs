@@ -138,6 +138,10 @@ pub struct LedgerSummary {
     /// sampling perturbs the rows it ran in); `None` when no row has any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stalls: Option<StallSummary>,
+    /// PC sampling summed over the run's windows per kernel and per scope, from the trailer;
+    /// `None` when the trailer has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_stalls: Option<gpu_ledger_format::stalls::RunStalls>,
     /// Whether some percentile comes from a quantile sketch (a series longer than
     /// [`crate::analysis::series::EXACT_VALUES`]); the warnings say so.
     pub sketched: bool,
@@ -297,6 +301,7 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
             run_complete: trailer.is_some(),
             warnings: Vec::new(),
             stalls: stalls.finish(),
+            run_stalls: trailer.and_then(|t| t.stalls.clone()),
         };
         s.warnings = summary_warnings(header, trailer, &s, &warnings, lacks_nvml);
         s
