@@ -42,11 +42,16 @@ for pkg in gpu-ledger-tools gpu-ledger-cli; do
   done
 done
 # One real build, as `cargo install --path gpu-ledger-cli` makes it: no cudarc compiled.
-compiled=$(cargo build -p gpu-ledger-cli --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
+# Cargo's progress goes to a log, not /dev/null: where the CI sandbox has /dev/null as a regular
+# file, text written there is read back by the next cargo's rustc probe and fails it.
+mkdir -p target
+build_log=target/check-deps-cli-build.log
+json=$(cargo build -p gpu-ledger-cli --message-format=json 2>"$build_log") ||
+  { tail -n 30 "$build_log" >&2; fail "cargo build -p gpu-ledger-cli failed (its log above, in full in $build_log)"; }
+compiled=$(python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact": print(m["target"]["name"])' | sort -u)
+    if m.get("reason")=="compiler-artifact": print(m["target"]["name"])' <<<"$json" | sort -u)
 grep -qx gpu-ledger <<<"$compiled" || fail "the build of gpu-ledger-cli made no gpu-ledger binary: the check is broken"
 grep -qx cudarc <<<"$compiled" && fail "a build of gpu-ledger-cli compiled cudarc"
 
