@@ -285,9 +285,9 @@ impl Collector {
         // A graph node's record: its call is the whole graph's launch (one branch otherwise).
         let (path_id, by) = match a.graph_node_id() {
             0 => (path_id, by),
-            node => self.graph_scope(node, path_id, by),
+            node => self.graphs.scope(node, path_id, by, &self.running),
         };
-        self.iterations[pos].placed.push(Placed {
+        it.placed.push(Placed {
             path_id,
             activity: a,
             by,

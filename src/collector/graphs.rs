@@ -25,7 +25,7 @@ use super::Collector;
 use crate::cupti::calls::graphs::{GraphEvent, Owner};
 use crate::cupti::calls::Attribution;
 use crate::ledger::schema::GraphCounts;
-use crate::run::PathTable;
+use crate::run::{PathTable, RunState};
 
 /// Node entries the map holds at most (captured graphs' and executable graphs' nodes together):
 /// about 40 MiB. Nodes past it are counted and their records stay in their launch's scope.
@@ -214,6 +214,38 @@ impl GraphScopes {
             .or_insert_with(|| paths.nest(launch, capture))
     }
 
+    /// A graph node's activity, launched in `path_id` through `by`: its capture path nested
+    /// under `path_id`, or `path_id` itself when the node's capture was not seen. Out of line,
+    /// so that the path of every other record stays as short as before.
+    #[inline(never)]
+    pub(super) fn scope(
+        &mut self,
+        node: u64,
+        path_id: u32,
+        by: CallSource,
+        running: &RunState,
+    ) -> (u32, CallSource) {
+        let Some(capture) = self.nodes.get(&node).map(|n| n.path_id) else {
+            self.counts.records_unseen += 1;
+            if !self.warned {
+                self.warned = true;
+                eprintln!("gpu-ledger: warning: {}", unseen_note(None, running));
+            }
+            let by = CallSource {
+                attribution: Attribution::GraphLaunch,
+                ..by
+            };
+            return (path_id, by);
+        };
+        self.counts.records_by_capture += 1;
+        let path = self.nested_path(&running.paths, path_id, capture);
+        let by = CallSource {
+            attribution: Attribution::GraphCapture,
+            ..by
+        };
+        (path, by)
+    }
+
     /// Node entries held now.
     pub(super) fn len(&self) -> usize {
         self.nodes.len()
@@ -239,59 +271,6 @@ impl Collector {
         self.graphs.batch = batch;
     }
 
-    /// A graph node's activity, launched in `path_id` through `by`: its capture path nested
-    /// under `path_id`, or `path_id` itself when the node's capture was not seen.
-    #[inline(never)]
-    pub(super) fn graph_scope(
-        &mut self,
-        node: u64,
-        path_id: u32,
-        by: CallSource,
-    ) -> (u32, CallSource) {
-        let Some(capture) = self.graphs.nodes.get(&node).map(|n| n.path_id) else {
-            self.graphs.counts.records_unseen += 1;
-            if !self.graphs.warned {
-                self.graphs.warned = true;
-                eprintln!("gpu-ledger: warning: {}", self.unseen_note(None));
-            }
-            let by = CallSource {
-                attribution: Attribution::GraphLaunch,
-                ..by
-            };
-            return (path_id, by);
-        };
-        self.graphs.counts.records_by_capture += 1;
-        let path = self
-            .graphs
-            .nested_path(&self.running.paths, path_id, capture);
-        let by = CallSource {
-            attribution: Attribution::GraphCapture,
-            ..by
-        };
-        (path, by)
-    }
-
-    /// The warning for graph nodes whose capture was not seen (`records` of them, when known).
-    fn unseen_note(&self, records: Option<u64>) -> String {
-        let what = match records {
-            Some(n) => format!("{n} kernels, copies and memsets ran graph nodes"),
-            None => "kernels ran graph nodes".to_string(),
-        };
-        if self.running.calls().graphs.refused() {
-            return format!(
-                "{what} whose capture gpu-ledger could not see: this CUPTI refused to enable \
-                 its graph callbacks, so they are in the scope of their graph launch \
-                 (attribution graph_launch)"
-            );
-        }
-        format!(
-            "{what} whose capture gpu-ledger did not see: they are in the scope of their graph \
-             launch (attribution graph_launch). Start the profiler before capturing or \
-             instantiating graphs (Profiler::start() first) to attribute each node to the scope \
-             it was captured in"
-        )
-    }
-
     /// The trailer's graph counts and warnings, at the end of the run: every row is written,
     /// so every destroy is applied.
     pub(super) fn finish_graphs(&mut self) {
@@ -303,7 +282,7 @@ impl Collector {
             return;
         }
         if counts.records_unseen > 0 {
-            let note = self.unseen_note(Some(counts.records_unseen));
+            let note = unseen_note(Some(counts.records_unseen), &self.running);
             self.trailer.warnings.push(note);
         }
         if counts.nodes_not_kept > 0 {
@@ -324,4 +303,24 @@ impl Collector {
         }
         self.trailer.graphs = Some(counts);
     }
+}
+
+/// The warning for graph nodes whose capture was not seen (`records` of them, when known).
+fn unseen_note(records: Option<u64>, running: &RunState) -> String {
+    let what = match records {
+        Some(n) => format!("{n} kernels, copies and memsets ran graph nodes"),
+        None => "kernels ran graph nodes".to_string(),
+    };
+    if running.calls().graphs.refused() {
+        return format!(
+            "{what} whose capture gpu-ledger could not see: this CUPTI refused to enable its \
+             graph callbacks, so they are in the scope of their graph launch (attribution \
+             graph_launch)"
+        );
+    }
+    format!(
+        "{what} whose capture gpu-ledger did not see: they are in the scope of their graph launch \
+         (attribution graph_launch). Start the profiler before capturing or instantiating graphs \
+         (Profiler::start() first) to attribute each node to the scope it was captured in"
+    )
 }
