@@ -83,6 +83,12 @@ if [[ $mode == all || $mode == suite ]]; then
       done
     done
   fi
+  if [[ -x $here/graph_scopes ]]; then
+    for args in "" "--pre-start --sample-every 0"; do
+      echo "=== graph_scopes $args" >> "$logs/examples.log"
+      timeout 120 "$here/graph_scopes" $args >> "$logs/examples.log" 2>&1 || { echo "graph_scopes $args failed" >> "$logs/examples.log"; status=1; }
+    done
+  fi
 fi
 if [[ $mode == all || $mode == overhead ]]; then
   # The CPU benchmarks' summaries on this host (scope and step() costs, decode rates). The

@@ -83,6 +83,7 @@ pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
     pub use crate::cupti::activity::KINDS as TIMELINE_KINDS;
+    pub use crate::cupti::calls::graphs::{GraphEvent, Owner};
     pub use crate::cupti::calls::{Attribution, CapturedCall};
     pub use crate::cupti::functions::traced_callbacks;
     pub use crate::cupti::layouts::{Lack, Layouts, Release, Tracing};

@@ -259,6 +259,14 @@ pub struct AttributionCounts {
     pub profiler: u64,
     /// In no scope: `(unscoped)`.
     pub unscoped: u64,
+    /// Nodes of a CUDA graph, in the scope open where they were captured, nested under the scope
+    /// their graph was launched in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_capture: u64,
+    /// Nodes of a CUDA graph whose capture the profiler did not see (captured before
+    /// `Profiler::start()`): in the scope their graph was launched in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_launch: u64,
 }
 
 impl AttributionCounts {
@@ -269,7 +277,14 @@ impl AttributionCounts {
             .saturating_add(self.followed)
             .saturating_add(self.profiler)
             .saturating_add(self.unscoped)
+            .saturating_add(self.graph_capture)
+            .saturating_add(self.graph_launch)
     }
+}
+
+/// Whether a count is zero, for counts that ledgers without them leave out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One thread that launched work in an iteration.
@@ -317,7 +332,8 @@ pub struct ActivityEntry {
     pub end_ns: u64,
     /// Scope path it was launched in.
     pub scope: String,
-    /// How `scope` was found: `own_thread`, `handoff`, `followed`, `profiler` or `unscoped`.
+    /// How `scope` was found: `own_thread`, `handoff`, `followed`, `profiler`, `unscoped`,
+    /// `graph_capture` or `graph_launch` (the names of [`AttributionCounts`]' fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<String>,
     /// CUPTI correlation id of the launching call.
@@ -522,6 +538,42 @@ pub struct Trailer {
     /// a duty cycle what its windows cost; absent when PC sampling read no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalls: Option<crate::stalls::RunStalls>,
+    /// The CUDA graph nodes the run saw, when it launched or captured any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<GraphCounts>,
+}
+
+/// What the profiler kept of CUDA graphs' nodes to attribute their kernels, copies and memsets
+/// to the scopes they were captured in, over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GraphCounts {
+    /// Kernel, copy and memset nodes whose creation (stream capture or an explicit node) the
+    /// profiler saw, with the scope open on the creating thread.
+    #[serde(default)]
+    pub nodes_captured: u64,
+    /// Most node entries (captured graphs' and executable graphs' nodes) held at once: what
+    /// live graphs hold, each kept until its graph is destroyed and the row of that iteration
+    /// is written.
+    #[serde(default)]
+    pub nodes_live_peak: u64,
+    /// Node entries still held at the end: of graphs not destroyed before the run ended.
+    #[serde(default)]
+    pub nodes_live_at_end: u64,
+    /// Nodes not kept because the profiler held its bound of nodes already: their kernels are
+    /// in their graph launch's scope.
+    #[serde(default)]
+    pub nodes_not_kept: u64,
+    /// Kernels, copies and memsets of graph nodes attributed to the scope they were captured in.
+    #[serde(default)]
+    pub records_by_capture: u64,
+    /// Kernels, copies and memsets of graph nodes whose capture the profiler did not see: in
+    /// the scope of their graph launch.
+    #[serde(default)]
+    pub records_unseen: u64,
+    /// Graph callbacks CUPTI made that could not be kept (an id it could not give, or the
+    /// collector too far behind).
+    #[serde(default)]
+    pub callbacks_lost: u64,
 }
 
 /// The profiler's own measured cost during the run.

@@ -221,6 +221,8 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     followed: host_wall_ns,
                     profiler: 0,
                     unscoped: 1,
+                    graph_capture: index % 2,
+                    graph_launch: index % 3,
                 }),
                 launch_threads: vec![gpu_ledger_format::LaunchThread {
                     name: warnings.first().cloned(),
@@ -257,8 +259,13 @@ fn row() -> impl Strategy<Value = IterationRow> {
 }
 
 fn trailer() -> impl Strategy<Value = Trailer> {
-    (float(), float(), proptest::collection::vec(text(), 0..3)).prop_map(|(j, m, warnings)| {
-        Trailer {
+    (
+        float(),
+        float(),
+        proptest::collection::vec(text(), 0..3),
+        0..3u64,
+    )
+        .prop_map(|(j, m, warnings, g)| Trailer {
             energy: Some(RunEnergy {
                 total_j: j,
                 mean_j_per_iteration: Some(m),
@@ -270,9 +277,16 @@ fn trailer() -> impl Strategy<Value = Trailer> {
                 ..RunEnergy::default()
             }),
             warnings,
+            graphs: (g > 0).then(|| gpu_ledger_format::GraphCounts {
+                nodes_captured: g,
+                nodes_live_peak: 2 * g,
+                nodes_live_at_end: g - 1,
+                records_by_capture: 7,
+                records_unseen: g % 2,
+                ..Default::default()
+            }),
             ..Trailer::default()
-        }
-    })
+        })
 }
 
 proptest! {
@@ -336,4 +350,70 @@ fn a_nan_counter_value_reads_back_as_nan() {
     .unwrap();
     let c = ledger.iterations[0].counters.as_ref().unwrap();
     assert!(c.ranges[0].values["sm__throughput"].is_nan());
+}
+
+#[test]
+fn graph_counts_are_left_out_when_zero_and_read_as_zero_when_absent() {
+    use gpu_ledger_format::{AttributionCounts, GraphCounts};
+    let none = AttributionCounts {
+        own_thread: 3,
+        ..AttributionCounts::default()
+    };
+    let text = serde_json::to_string(&none).unwrap();
+    assert!(!text.contains("graph"), "{text}");
+    let old: AttributionCounts = serde_json::from_str(
+        r#"{"own_thread":3,"handoff":0,"followed":0,"profiler":0,"unscoped":0}"#,
+    )
+    .unwrap();
+    assert_eq!(old, none);
+    let graphs = AttributionCounts {
+        graph_capture: 4,
+        graph_launch: 2,
+        ..none
+    };
+    let text = serde_json::to_string(&graphs).unwrap();
+    assert!(text.contains(r#""graph_capture":4"#) && text.contains(r#""graph_launch":2"#));
+    assert_eq!(
+        serde_json::from_str::<AttributionCounts>(&text).unwrap(),
+        graphs
+    );
+    assert_eq!(graphs.total(), 9, "the graph counts add up with the others");
+    let trailer = serde_json::to_string(&Trailer::default()).unwrap();
+    assert!(!trailer.contains("graphs"), "{trailer}");
+    let with = Trailer {
+        graphs: Some(GraphCounts {
+            records_unseen: 1,
+            ..GraphCounts::default()
+        }),
+        ..Trailer::default()
+    };
+    let text = serde_json::to_string(&with).unwrap();
+    assert_eq!(serde_json::from_str::<Trailer>(&text).unwrap(), with);
+}
+
+/// The golden ledgers' rows and trailers, read and written again, gain none of the graph
+/// counts: written only when a run saw graph nodes, they leave every older ledger's lines as they
+/// were.
+#[test]
+fn golden_rows_and_trailers_written_again_gain_no_graph_count() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    let mut lines = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let Ok(parsed) = serde_json::from_str::<LedgerLine>(line) else {
+                continue;
+            };
+            let again = serde_json::to_string(&parsed).unwrap();
+            for key in ["\"graph_capture\"", "\"graph_launch\"", "\"graphs\""] {
+                assert!(!again.contains(key), "{}: {key}", path.display());
+            }
+            lines += 1;
+        }
+    }
+    assert!(lines > 0, "no golden line was checked");
 }

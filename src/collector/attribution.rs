@@ -46,6 +46,15 @@ impl Activity {
             Activity::Memory(r) => r.timestamp,
         }
     }
+    /// The CUDA graph node it ran (0: not a graph node's).
+    #[inline]
+    fn graph_node_id(&self) -> u64 {
+        match self {
+            Activity::Kernel(r) => r.graph_node_id,
+            Activity::Memcpy(r) | Activity::Memset(r) => r.graph_node_id,
+            Activity::Sync(_) | Activity::Memory(_) => 0,
+        }
+    }
     /// Host-side records are placed by their own time, not by their call.
     pub(super) fn is_host_side(&self) -> bool {
         matches!(self, Activity::Sync(_) | Activity::Memory(_))
@@ -174,6 +183,7 @@ impl Collector {
                 Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
             )
             && (it.arrived.is_empty() || !it.arrived.remove(&corr))
+            && !self.graphs.take_captured_call(corr)
         {
             it.expected.insert(corr);
         }
@@ -185,6 +195,7 @@ impl Collector {
     pub(super) fn drain_calls(&mut self) {
         let mut batch = std::mem::take(&mut self.call_batch);
         self.running.drain_calls(&mut batch);
+        self.take_graph_events();
         for call in batch.drain(..) {
             self.accept_call(call);
         }
@@ -271,6 +282,11 @@ impl Collector {
             self.trailer.untraced_records += 1;
             return;
         }
+        // A graph node's record: its call is the whole graph's launch (one branch otherwise).
+        let (path_id, by) = match a.graph_node_id() {
+            0 => (path_id, by),
+            node => self.graphs.scope(node, path_id, by, &self.running),
+        };
         it.placed.push(Placed {
             path_id,
             activity: a,

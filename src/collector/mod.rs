@@ -8,12 +8,14 @@
 //! - [`window`]: the iterations waiting for their rows, and when a row is ready;
 //! - [`attribution`]: the join of captured calls and GPU records ([`correlation`] finds a call by
 //!   its id);
+//! - [`graphs`]: CUDA graph nodes' records in the scopes the nodes were captured in;
 //! - [`scopes`]: closed scopes and their timing events;
 //! - [`row`]: a row from what an iteration gathered ([`kernel_groups`], [`scope_busy`]);
 //! - [`trailer`]: the end of the run.
 
 mod attribution;
 mod correlation;
+mod graphs;
 mod kernel_groups;
 mod launch_threads;
 #[cfg(any(test, feature = "internals"))]
@@ -27,6 +29,8 @@ mod window;
 
 #[cfg(test)]
 mod duty_tests;
+#[cfg(test)]
+mod graph_tests;
 #[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
@@ -126,6 +130,8 @@ struct Collector {
     deferred: Vec<Deferred>,
     /// Counted calls captured in iterations already written.
     counted_calls_before: u64,
+    /// The capture scopes of the nodes of live CUDA graphs.
+    graphs: graphs::GraphScopes,
     // The window.
     iterations: VecDeque<IterationState>,
     /// The buffers of the last row written, for the next iteration.
@@ -192,6 +198,7 @@ impl Collector {
             ends: Vec::new(),
             deferred: Vec::new(),
             counted_calls_before: 0,
+            graphs: graphs::GraphScopes::default(),
             iterations,
             spare_buffers: None,
             early_ends: BTreeMap::new(),

@@ -131,6 +131,28 @@ impl OfflineCollector {
         self.collector.accept_call(call);
     }
 
+    /// One event of CUPTI's graph callbacks (a node created, cloned or destroyed, an
+    /// executable graph made or destroyed), as the collector takes them before the calls
+    /// made after them.
+    pub fn accept_graph_event(&mut self, event: crate::cupti::calls::graphs::GraphEvent) {
+        self.collector.graphs.apply(event);
+    }
+
+    /// Holds at most `bound` graph nodes (the profiler's bound is far higher).
+    #[cfg(test)]
+    pub(crate) fn set_graph_bound(&mut self, bound: usize) {
+        self.collector.graphs = super::graphs::GraphScopes::with_bound(bound);
+    }
+
+    /// Graph node entries the collector holds now (captured and executable graphs' nodes), and
+    /// how many it has room for without growing.
+    pub fn graph_nodes(&self) -> (usize, usize) {
+        (
+            self.collector.graphs.len(),
+            self.collector.graphs.capacity(),
+        )
+    }
+
     /// What `step()` makes the collector do: ends the open iteration at these times, with
     /// `launches` counted launch/copy/memset calls made since the start, and opens the next.
     pub fn end_iteration(&mut self, host_end_ns: u64, cupti_end_ns: u64, launches: u64) {

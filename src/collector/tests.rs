@@ -385,7 +385,7 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
 }
 
 /// A captured call of the driver function `name`.
-fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
+pub(super) fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
     let cbid = sys::bound_cbids()
         .driver
         .iter()
@@ -399,7 +399,7 @@ fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedC
 }
 
 /// A copy (`direction` one of CUPTI's) or a memset (`memset`) of `bytes` on device 0.
-fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyRecord {
+pub(super) fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyRecord {
     CopyRecord {
         direction,
         bytes,

@@ -47,6 +47,7 @@ impl Collector {
         self.warn_of_unplaced();
         self.count_cupti_buffers();
         self.warn_of_lost_captures();
+        self.finish_graphs();
         self.stop_nvml();
         self.count_overhead();
         let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));

@@ -419,6 +419,7 @@ impl Collector {
         let Some(mut it) = self.iterations.pop_front() else {
             return;
         };
+        self.graphs.retire_through(it.index);
         if it.traced {
             if self.traced_spans.len() == TRACED_SPANS {
                 self.traced_spans.pop_front();

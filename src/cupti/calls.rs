@@ -20,6 +20,8 @@ use cupti_sys as sys;
 use super::functions::{is_counted, ApiClasses};
 use crate::thread_slot::{SlotSender, ThreadSlot};
 
+pub(crate) mod graphs;
+
 /// One API call, captured at its exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CapturedCall {
@@ -64,6 +66,12 @@ pub enum Attribution {
     /// No scope on the calling thread: the scope open at that instant on the followed thread
     /// (`Config::follow`).
     Followed,
+    /// A CUDA graph's node: the scope open where it was captured, nested under its graph
+    /// launch's (the collector's; never a call's own).
+    GraphCapture,
+    /// A CUDA graph's node whose capture was not seen: its graph launch's scope (the
+    /// collector's; never a call's own).
+    GraphLaunch,
 }
 
 /// A thread that made traced calls, as the ledger names it.
@@ -133,6 +141,8 @@ pub(crate) struct ApiCalls {
     pub nvtx: std::sync::OnceLock<super::nvtx::NvtxImporter>,
     /// The API callbacks the session enabled, for a sampled timeline to switch.
     pub(crate) callbacks: std::sync::OnceLock<super::CallbackSet>,
+    /// CUDA graph nodes created, cloned and destroyed, for the collector ([`graphs`]).
+    pub(crate) graphs: graphs::GraphQueue,
     session: u64,
     /// Each calling thread's ring, in the order of their first call (a thread's index).
     slots: parking_lot::Mutex<Vec<(Arc<ThreadSlot<CapturedCall>>, CallingThread)>>,
@@ -157,6 +167,7 @@ impl ApiCalls {
             followed: AtomicU32::new(0),
             nvtx: std::sync::OnceLock::new(),
             callbacks: std::sync::OnceLock::new(),
+            graphs: graphs::GraphQueue::default(),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
             classes,
@@ -225,19 +236,7 @@ impl ApiCalls {
             let depth = depth.saturating_sub(1);
             t.depth.set(depth);
             let nested = depth > 0;
-            let raw = t.scope_path.get();
-            let (path_id, attribution) = if raw & HANDOFF_BIT != 0 {
-                (raw & !HANDOFF_BIT, Attribution::Handoff)
-            } else if raw != 0 {
-                (raw, Attribution::OwnThread)
-            } else {
-                // The one atomic load a call pays for following a thread, on a thread with no
-                // scope of its own.
-                match self.followed.load(Ordering::Relaxed) {
-                    0 => (0, Attribution::Unscoped),
-                    f => (f, Attribution::Followed),
-                }
-            };
+            let (path_id, attribution) = self.scope_of(t.scope_path.get());
             let mut call = CapturedCall {
                 outer_correlation_id: if nested {
                     t.outer.get()
@@ -280,6 +279,26 @@ impl ApiCalls {
         });
         if !enter && !taken.unwrap_or(false) {
             self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ApiCalls {
+    /// The scope a call on a thread whose scope path is `raw` ([`set_scope_path`]) is attributed
+    /// to, and how it was found.
+    #[inline]
+    fn scope_of(&self, raw: u32) -> (u32, Attribution) {
+        if raw & HANDOFF_BIT != 0 {
+            (raw & !HANDOFF_BIT, Attribution::Handoff)
+        } else if raw != 0 {
+            (raw, Attribution::OwnThread)
+        } else {
+            // The one atomic load a call pays for following a thread, on a thread with no
+            // scope of its own.
+            match self.followed.load(Ordering::Relaxed) {
+                0 => (0, Attribution::Unscoped),
+                f => (f, Attribution::Followed),
+            }
         }
     }
 }
@@ -327,9 +346,10 @@ const ENTERED: u64 = 0x6c65 << 48;
 const ITERATION_BITS: u64 = (1 << 48) - 1;
 
 /// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
-/// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
-/// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates
-/// but a thread's first call.
+/// ([`classify_api`](super::functions::classify_api)), for the graph resource callbacks
+/// ([`graphs::CALLBACKS`]) and, when NVTX ranges are imported, for the NVTX calls of
+/// [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates but a thread's
+/// first call and a graph event (a node's creation costs the driver far more).
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
@@ -343,6 +363,10 @@ pub(crate) unsafe extern "C" fn capture_api_call(
         if cbid == sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED {
             // SAFETY: for a module-loaded resource callback CUPTI passes a CUpti_ResourceData.
             unsafe { super::pc_sampling::on_module_loaded(cbdata.cast()) };
+        } else if graphs::CALLBACKS.contains(&cbid) {
+            // SAFETY: userdata is the session's ApiCalls, alive until unsubscribe; for a graph
+            // resource callback CUPTI passes a CUpti_ResourceData, valid for the call.
+            unsafe { graphs::on_resource(&*(userdata as *const ApiCalls), cbid, cbdata.cast()) };
         }
         return;
     }
@@ -391,7 +415,13 @@ mod tests {
     }
 
     /// Enters and exits one call, as CUPTI's callback would.
-    fn call(calls: &ApiCalls, runtime: bool, name: &str, corr: u32, inner: impl FnOnce()) {
+    pub(super) fn call(
+        calls: &ApiCalls,
+        runtime: bool,
+        name: &str,
+        corr: u32,
+        inner: impl FnOnce(),
+    ) {
         let table = if runtime {
             sys::bound_cbids().runtime
         } else {
