@@ -41,6 +41,10 @@ if [[ -x gpu-tools/strace/usr/bin/strace ]]; then
 else
   echo "gpu-bundle: no gpu-tools/strace (run scripts/fetch-strace.sh): pc-sampling-diagnose.sh will skip strace" >&2
 fi
+# The metrics example against Prometheus (or direct scrapes where there is none), beside the
+# example and the command line.
+cp scripts/prometheus-check.sh scripts/prometheus_compare.py "$out/"
+[[ -x $out/metrics_prometheus ]] || { echo "gpu-bundle: the build produced no metrics_prometheus example" >&2; exit 1; }
 cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs every GPU test, the examples and the overhead benchmark. Logs go to $1 (default
@@ -52,13 +56,23 @@ cat > "$out/run.sh" <<'RUN'
 #   overhead       the benchmarks' summaries on this host, `overhead --decompose`,
 #                  `overhead --sustained 60` and the probes (--nvml-interference, --scope-on)
 #                  (about 7 minutes), on a quiet machine
+#   metrics        the metrics example at the timeline level, one iteration in 100 traced, 1 000
+#                  iterations, compared with its ledger through Prometheus when there is one
+#                  (installed if it can be), else through direct scrapes (not part of all)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${1:-gpu-logs}; mkdir -p "$logs"
 mode=${2:-all}
-case $mode in all|quick|suite|overhead) ;; *) echo "run.sh: unknown mode '$mode' (all, quick, suite, overhead)" >&2; exit 2;; esac
+case $mode in all|quick|suite|overhead|metrics) ;; *) echo "run.sh: unknown mode '$mode' (all, quick, suite, overhead, metrics)" >&2; exit 2;; esac
 status=0
 nvidia-smi > "$logs/nvidia-smi.txt" 2>&1 || true
+if [[ $mode == metrics ]]; then
+  # The work directory (Prometheus' database, the ledger) outside $logs, kept only on failure.
+  (cd "${TMPDIR:-/tmp}" && LEVEL=timeline SAMPLE_EVERY=100 ITERATIONS=1000 PROMETHEUS=auto \
+    timeout 600 "$here/prometheus-check.sh") > "$logs/metrics.log" 2>&1 || status=1
+  tail -n 3 "$logs/metrics.log"
+  exit $status
+fi
 if [[ $mode != overhead ]]; then
   skip_multi=()
   (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') < 2 )) && skip_multi=(--skip multi_gpu::) && echo "one GPU: multi_gpu:: tests not run" >> "$logs/gpu-tests.log"

@@ -238,6 +238,11 @@ pub struct Config {
     /// tracing adds per kernel, and estimate in every traced row what it added
     /// (`tracing_added_ns`). Default on; it takes about 110 ms at start (docs/overhead.md).
     pub calibrate_tracing: bool,
+    /// Publish each row, as the collector writes it, through the `metrics` facade (feature
+    /// `metrics`): to the recorder the application installed (its Prometheus, StatsD or
+    /// OpenTelemetry exporter), or the options' own. `None` (the default): no metrics.
+    #[cfg(feature = "metrics")]
+    pub metrics: Option<crate::metrics::MetricsOptions>,
 }
 
 /// Which iterations [`Level::Timeline`] traces when not all of them: one in `every` from
@@ -352,6 +357,8 @@ impl Default for Config {
             nvtx: Nvtx::default(),
             timeline_sampling: None,
             calibrate_tracing: true,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -489,6 +496,22 @@ impl ProfilerBuilder {
         self.config.calibrate_tracing = on;
         self
     }
+    /// Publishes each row as metrics, as `options` say (feature `metrics`). Install the
+    /// application's exporter before [`start`](Self::start): rows published before it is
+    /// installed reach no recorder (the ledger keeps them).
+    ///
+    /// ```no_run
+    /// use gpu_ledger::metrics::MetricsOptions;
+    /// let profiler = gpu_ledger::Profiler::builder()
+    ///     .metrics(MetricsOptions::default())
+    ///     .start()?;
+    /// # Ok::<(), gpu_ledger::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, options: crate::metrics::MetricsOptions) -> Self {
+        self.config.metrics = Some(options);
+        self
+    }
 }
 
 /// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
@@ -533,7 +556,18 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
             .map(TimelineSampling::describe),
         tracing_calibration: None,
         pc_sampling: None,
+        metrics: metrics_record(config),
     }
+}
+
+/// The metrics options as the header records them.
+fn metrics_record(config: &Config) -> Option<String> {
+    #[cfg(feature = "metrics")]
+    if let Some(options) = &config.metrics {
+        return Some(options.describe());
+    }
+    let _ = config;
+    None
 }
 
 #[cfg(test)]

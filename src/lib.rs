@@ -64,6 +64,11 @@ pub use error::{Error, Result};
 /// The ledger format: every record of header, row and trailer, and the reader (the
 /// `gpu-ledger-format` crate, which tools that only read ledgers depend on alone).
 pub use gpu_ledger_format as ledger;
+/// Each ledger row as metrics through the `metrics` facade, published from the collector thread
+/// to the application's exporter (feature `metrics`: the `gpu-ledger-metrics` crate, which
+/// `gpu-ledger metrics` also uses); turned on with [`ProfilerBuilder::metrics`].
+#[cfg(feature = "metrics")]
+pub use gpu_ledger_metrics as metrics;
 /// Analysis of ledgers and their exports (feature `analysis`: the `gpu-ledger-tools` crate's
 /// modules, which need no GPU).
 #[cfg(feature = "analysis")]

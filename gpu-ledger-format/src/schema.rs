@@ -161,6 +161,10 @@ pub struct ConfigRecord {
     /// The iterations PC sampling ran in and its settings, or why it did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pc_sampling: Option<String>,
+    /// How rows were also published as metrics (scope depth and limit, histograms, recorder),
+    /// when they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -614,4 +618,8 @@ pub struct Overhead {
     /// traced iteration and off after it, ns: the switches kept off the stepping thread.
     #[serde(default)]
     pub sampling_switch_collector_ns: u64,
+    /// Time the collector thread spent publishing rows as metrics (included in
+    /// `collector_cpu_ns`), ns: what the application's recorder costs per row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metrics_publish_ns: u64,
 }

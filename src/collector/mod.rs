@@ -89,6 +89,9 @@ pub(crate) struct CollectorSetup {
     /// The cubins and sources PC samples are mapped through, the lines kept per function, and
     /// the planner written rows go to, when PC sampling was set up.
     pub(crate) pc_sources: Option<crate::pcsampling::window::CollectorSide>,
+    /// Publishes each row as metrics as it is written, when the run asked for them.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::metrics::Publisher>,
 }
 
 /// Starts the collector thread.
@@ -166,6 +169,8 @@ struct Collector {
     /// NVML summaries of the rows written (not perturbed), for the run's energy.
     nvml_rows: Vec<Vec<NvmlIterationSummary>>,
     work_per_iteration: Option<f64>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Publisher>,
 }
 
 impl Collector {
@@ -216,6 +221,8 @@ impl Collector {
             nvml: s.nvml,
             nvml_rows: Vec::new(),
             work_per_iteration: s.work_per_iteration,
+            #[cfg(feature = "metrics")]
+            metrics: s.metrics,
         }
     }
 

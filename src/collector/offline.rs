@@ -90,12 +90,22 @@ impl OfflineCollector {
             auto_ranges: false,
             tracing_calibration: calibration,
             pc_sources,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         });
         OfflineCollector {
             collector,
             lines: line_rx,
             open_index: 0,
         }
+    }
+
+    /// Publishes every row it writes through `publisher`, as the profiler's collector does
+    /// with feature `metrics`.
+    #[cfg(feature = "metrics")]
+    pub fn with_metrics(mut self, publisher: crate::metrics::Publisher) -> Self {
+        self.collector.metrics = Some(publisher);
+        self
     }
 
     /// The id of a slash-separated scope path (`"step/forward"`), interned as a scope guard

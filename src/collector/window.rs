@@ -450,6 +450,14 @@ impl Collector {
         self.trailer.iterations += 1;
         self.trailer.dropped_records = dropped_now;
         self.rows.observe_stalls(&row);
+        // The row is whole (NVML included); it is published on this thread, never the
+        // application's, before the ledger takes it.
+        #[cfg(feature = "metrics")]
+        if let Some(p) = &mut self.metrics {
+            let t = Instant::now();
+            p.publish(&row);
+            self.trailer.overhead.metrics_publish_ns += t.elapsed().as_nanos() as u64;
+        }
         let _ = self.lines.send(LedgerLine::Iteration(row));
     }
 }

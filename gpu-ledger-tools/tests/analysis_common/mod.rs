@@ -107,6 +107,7 @@ pub fn header(driver: &str) -> Header {
             timeline_sampling: None,
             tracing_calibration: None,
             pc_sampling: None,
+            metrics: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
