@@ -533,6 +533,7 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
             .map(TimelineSampling::describe),
         tracing_calibration: None,
         pc_sampling: None,
+        idle_causes: None,
     }
 }
 

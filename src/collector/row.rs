@@ -155,6 +155,7 @@ impl RowBuilder {
             untraced: !it.traced,
             tracing_added_ns,
             stalls,
+            host_inventory: Vec::new(),
         }
     }
 
@@ -271,6 +272,7 @@ impl RowBuilder {
                     largest_gap_ns: b.largest_gap_ns,
                     kernel_count: d.kernels,
                     peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
+                    idle: None,
                 })
             })
             .collect();
