@@ -245,6 +245,8 @@ impl RealAttribution {
                         outer_correlation_id: k.correlation_id,
                         attribution: Attribution::OwnThread,
                         thread: 0,
+                        entry: 0,
+                        exit: 0,
                     });
                     true
                 }

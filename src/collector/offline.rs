@@ -53,6 +53,7 @@ impl OfflineCollector {
             crate::config::Follow::default(),
             crate::run::NvtxRun::default(),
             None,
+            true,
         );
         let collector = Collector::new(CollectorSetup {
             running,
@@ -105,6 +106,7 @@ impl OfflineCollector {
             events: None,
             out_of_order: false,
             thread: 0,
+            thread_key: 1,
         }]);
     }
 

@@ -246,6 +246,8 @@ pub(super) fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
             Attribution::OwnThread
         },
         thread: 0,
+        entry: 0,
+        exit: 0,
     }
 }
 

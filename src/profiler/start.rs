@@ -252,6 +252,7 @@ impl Plan {
             config.follow.clone(),
             self.nvtx.run(),
             self.sampling,
+            config.idle.enabled,
         );
         notes.timeline_sampling = config
             .timeline_sampling
