@@ -14,17 +14,21 @@
 
 mod attribution;
 mod correlation;
+mod idle;
 mod kernel_groups;
 mod launch_threads;
 #[cfg(any(test, feature = "internals"))]
 pub(crate) mod offline;
 mod row;
+mod sched;
 mod scope_busy;
 mod scopes;
 mod stalls;
 mod trailer;
 mod window;
 
+#[cfg(test)]
+mod idle_tests;
 #[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
@@ -83,6 +87,9 @@ pub(crate) struct CollectorSetup {
     /// The cubins and sources PC samples are mapped through, and the lines kept per function,
     /// when PC sampling was set up.
     pub(crate) pc_sources: Option<(crate::pcsampling::Sources, usize)>,
+    /// What the split of idle time by cause records, when it is on (the timeline and counters
+    /// levels).
+    pub(crate) idle: Option<crate::config::IdleConfig>,
 }
 
 /// Starts the collector thread.
@@ -151,6 +158,8 @@ struct Collector {
     /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
     /// ns already.
     clock: Option<TickConverter>,
+    /// Reads the launching threads' run-queue time at each iteration end, when asked.
+    sched: Option<sched::SchedReader>,
     // Rows, and the whole run.
     rows: RowBuilder,
     trailer: Trailer,
@@ -171,6 +180,11 @@ impl Collector {
             IterationBuffers::default(),
         ));
         let clock = s.running.clock.converter();
+        let sched = s
+            .idle
+            .as_ref()
+            .filter(|i| i.schedstat)
+            .map(|_| sched::SchedReader::default());
         Collector {
             running: s.running,
             inbox: s.inbox,
@@ -201,8 +215,10 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
+            sched,
             rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration)
-                .with_stalls(s.pc_sources.map(stalls::StallRows::new)),
+                .with_stalls(s.pc_sources.map(stalls::StallRows::new))
+                .with_idle(s.idle),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),

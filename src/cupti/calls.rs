@@ -212,6 +212,7 @@ impl ApiCalls {
     }
 
     /// Whether calls carry their entry and exit times.
+    #[cfg(test)]
     pub(crate) fn stamps_calls(&self) -> bool {
         self.clock != CallClock::Off
     }
@@ -268,19 +269,7 @@ impl ApiCalls {
             } else {
                 (t.entry.get(), self.clock.raw_now())
             };
-            let raw = t.scope_path.get();
-            let (path_id, attribution) = if raw & HANDOFF_BIT != 0 {
-                (raw & !HANDOFF_BIT, Attribution::Handoff)
-            } else if raw != 0 {
-                (raw, Attribution::OwnThread)
-            } else {
-                // The one atomic load a call pays for following a thread, on a thread with no
-                // scope of its own.
-                match self.followed.load(Ordering::Relaxed) {
-                    0 => (0, Attribution::Unscoped),
-                    f => (f, Attribution::Followed),
-                }
-            };
+            let (path_id, attribution) = self.scope_of(t.scope_path.get());
             let mut call = CapturedCall {
                 outer_correlation_id: if nested {
                     t.outer.get()
@@ -307,25 +296,64 @@ impl ApiCalls {
                     call.thread = *index;
                     tx.send(call)
                 }
-                other => {
-                    // The thread's first call of this run: its ring (one allocation and one
-                    // lock, once per thread).
-                    let (slot, mut tx) = ThreadSlot::new(RING_CAPACITY);
-                    let index = {
-                        let mut slots = self.slots.lock();
-                        slots.push((slot, CallingThread::current()));
-                        u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
-                    };
-                    call.thread = index;
-                    tx.send(call);
-                    *other = Some((self.session, index, tx));
-                }
+                other => *other = Some(self.first_call(call)),
             }
             true
         });
         if !enter && !taken.unwrap_or(false) {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The scope path a call is attributed to, and how it was found, from its thread's path
+    /// `raw` ([`set_scope_path`]).
+    #[inline]
+    fn scope_of(&self, raw: u32) -> (u32, Attribution) {
+        if raw & HANDOFF_BIT != 0 {
+            (raw & !HANDOFF_BIT, Attribution::Handoff)
+        } else if raw != 0 {
+            (raw, Attribution::OwnThread)
+        } else {
+            // The one atomic load a call pays for following a thread, on a thread with no
+            // scope of its own.
+            match self.followed.load(Ordering::Relaxed) {
+                0 => (0, Attribution::Unscoped),
+                f => (f, Attribution::Followed),
+            }
+        }
+    }
+
+    /// The thread's first call of this run: its ring (one allocation and one lock, once per
+    /// thread), with `call` sent; the thread's sender.
+    #[cold]
+    #[inline(never)]
+    fn first_call(&self, mut call: CapturedCall) -> (u64, u32, SlotSender<CapturedCall>) {
+        let (slot, mut tx) = ThreadSlot::new(RING_CAPACITY);
+        let index = {
+            let mut slots = self.slots.lock();
+            slots.push((slot, CallingThread::current()));
+            u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
+        };
+        call.thread = index;
+        tx.send(call);
+        (self.session, index, tx)
+    }
+}
+
+#[cfg(test)]
+impl ApiCalls {
+    /// Enters and exits the driver function `name` on the calling thread, as CUPTI's callback
+    /// would (tests of the collector's readers of the calling threads).
+    pub(crate) fn call_for_tests(&self, name: &str, correlation_id: u32) {
+        let cbid = cupti_sys::bound_cbids()
+            .driver
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .expect("a driver function");
+        let mut data = 0u64;
+        self.on_call(false, true, cbid, correlation_id, &mut data, 0);
+        self.on_call(false, false, cbid, correlation_id, &mut data, 0);
     }
 }
 

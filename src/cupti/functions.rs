@@ -89,25 +89,6 @@ pub(crate) enum CallKind {
     HostFunc,
 }
 
-impl CallKind {
-    /// Whether the calling thread waits in the call for the GPU or the allocator, rather than
-    /// only enqueueing work.
-    pub(crate) fn blocks(self) -> bool {
-        matches!(
-            self,
-            CallKind::CopySync
-                | CallKind::MemsetSync
-                | CallKind::Alloc
-                | CallKind::AllocAsync
-                | CallKind::Free
-                | CallKind::FreeAsync
-                | CallKind::StreamSync
-                | CallKind::EventSync
-                | CallKind::DeviceSync
-        )
-    }
-}
-
 /// The [`CallKind`] of a traced driver or runtime function, by name; `None` for functions not
 /// traced ([`classify_api`]). "Async" anywhere in the name means asynchronous.
 pub(crate) fn classify_kind(name: &str) -> Option<CallKind> {
@@ -286,15 +267,6 @@ mod tests {
             assert_eq!(classify_kind(name), Some(kind), "{name}");
         }
         assert_eq!(classify_kind("cuCtxGetCurrent"), None);
-        let blocking: Vec<_> = cases
-            .iter()
-            .filter(|(_, k)| k.blocks())
-            .map(|(n, _)| *n)
-            .collect();
-        assert!(blocking.contains(&"cuStreamSynchronize") && blocking.contains(&"cuMemFree_v2"));
-        assert!(
-            !blocking.contains(&"cuMemcpyDtoHAsync_v2") && !blocking.contains(&"cuLaunchKernel")
-        );
         // Every traced function of the bound release has a kind, found by callback id with its
         // name.
         let classes = ApiClasses::default();

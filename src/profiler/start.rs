@@ -568,6 +568,7 @@ fn spawn_collector(
             .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
         tracing_calibration: parts.tracing_calibration,
         pc_sources: parts.pc_sources,
+        idle: (parts.timeline_rules && config.idle.enabled).then(|| config.idle.clone()),
     })?;
     Ok((collector, trailer_rx))
 }

@@ -1,0 +1,509 @@
+//! Why each device was idle, per row (docs/idle.md): the host's calls and scopes placed on
+//! CUPTI's clock, each gap of the device's busy-time sweep cut into pieces by cause, the largest
+//! gaps, the gap before the row's window, and the inventory of blocking and allocating calls.
+//!
+//! - [`model`]: the work, launches and labelled pieces the split works on;
+//! - [`paint`]: what each launching thread was doing (its calls, scopes, the step boundary);
+//! - [`split`]: one device's gaps cut into pieces, a pure function;
+//! - [`floor`]: the dispatch floor;
+//! - [`inventory`]: the calls the funnel lists.
+//!
+//! Host times are ns of the run's monotonic clock and CUPTI's are its own (`CLOCK_REALTIME`
+//! unless a timestamp callback is registered): NTP slews both alike, so their difference is
+//! constant but for a wall-clock step. Each row takes it from `step()`'s pair of readings at
+//! its end, lowers it where a kernel would otherwise start before its launch was entered, and
+//! gives host rules up (`unknown`) when the pair moved by more than [`CLOCK_STEP_NS`] since the
+//! row before or the lowering passes [`CLOCK_TOLERANCE_NS`].
+
+mod floor;
+mod inventory;
+mod model;
+mod paint;
+mod split;
+
+#[cfg(test)]
+mod prop_tests;
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::attribution::{Activity, HostCall, Placed};
+use crate::config::IdleConfig;
+use crate::cupti::calls::{ApiCalls, CallingThread};
+use crate::cupti::functions::CallKind;
+use crate::cupti::record::KernelRecord;
+use crate::ledger::idle::{
+    blocked, DispatchFloor, IdleBreakdown, IdleCause, IdleGap, InventoryEntry,
+};
+use crate::ledger::schema::DeviceIteration;
+use crate::run::{PathTable, ScopeRecord};
+use floor::Floors;
+use inventory::{records_by_call, CallRecords};
+use model::{CallNote, Detail, Label, Launch, Piece, Work, WorkKind};
+use paint::{Evidence, InCall, RawEvidence};
+use split::{split_device, ClockProblem, Context, Gap};
+
+/// A change of the host-to-CUPTI offset between two rows' `step()` readings past which the
+/// host clock is taken to have stepped.
+const CLOCK_STEP_NS: i64 = 50_000;
+/// How far the offset may be lowered to keep every kernel after its launch before host times
+/// are given up on.
+const CLOCK_TOLERANCE_NS: i64 = 50_000;
+
+/// What an iteration gathered that the split reads.
+pub(super) struct RowInputs<'a> {
+    pub(super) placed: &'a [Placed],
+    pub(super) host_calls: &'a [HostCall],
+    pub(super) scopes: &'a [ScopeRecord],
+    /// Host time of the `step()` that opened the iteration.
+    pub(super) host_start_ns: u64,
+    /// `step()`'s (host, CUPTI) readings at its end.
+    pub(super) end_pair: Option<(u64, u64)>,
+    pub(super) traced: bool,
+}
+
+/// The split's state across rows.
+pub(super) struct IdleRows {
+    config: IdleConfig,
+    floors: Floors,
+    /// The previous traced row's evidence: it covers this row's lead-in and first gaps.
+    carry: RawEvidence,
+    /// The previous row's offset from its `step()` pair.
+    prev_offset: Option<i64>,
+    /// Each device's last work in the previous traced row.
+    prev_last: HashMap<u32, Work>,
+    /// Launching threads by index, as the call capture named them.
+    threads: Vec<Option<CallingThread>>,
+    /// Threads have no capture of their own (the offline collector): call thread `i` and scope
+    /// thread `i` are one thread, of key `i + 1`.
+    synthetic_keys: bool,
+}
+
+impl IdleRows {
+    pub(super) fn new(config: IdleConfig) -> Self {
+        let floor = config.dispatch_floor.map(|d| d.as_nanos() as u64);
+        IdleRows {
+            config,
+            floors: Floors::new(floor),
+            carry: RawEvidence::default(),
+            prev_offset: None,
+            prev_last: HashMap::default(),
+            threads: Vec::new(),
+            synthetic_keys: false,
+        }
+    }
+
+    /// Calls and scopes of thread `i` share key `i + 1` (the offline collector).
+    #[cfg(any(test, feature = "internals"))]
+    pub(super) fn synthetic_thread_keys(&mut self) {
+        self.synthetic_keys = true;
+    }
+
+    /// A kernel of the start-up calibration (for the dispatch floor).
+    pub(super) fn add_calibration_kernel(&mut self, k: &KernelRecord) {
+        self.floors.add_calibration(k);
+    }
+
+    /// The floor each device's rows used last, for the trailer.
+    pub(super) fn dispatch_floors(&self) -> Vec<DispatchFloor> {
+        self.floors.used()
+    }
+
+    /// Splits each device's idle time in `devices` (built from the same placed work) and
+    /// returns the row's inventory. An untraced row gets nothing, and the next row no lead-in.
+    pub(super) fn explain(
+        &mut self,
+        row: &RowInputs<'_>,
+        devices: &mut [DeviceIteration],
+        calls: &ApiCalls,
+        paths: &PathTable,
+    ) -> Vec<InventoryEntry> {
+        if !row.traced {
+            self.carry.clear();
+            self.prev_last.clear();
+            return Vec::new();
+        }
+        let records = records_by_call(row.placed);
+        let (offset, clock, violations) = self.offset(row);
+        let to_c =
+            |h: u64| (i128::from(h) + i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64;
+        let mut launches: HashMap<u32, Launch> = HashMap::default();
+        for c in row.host_calls {
+            let key = self.thread(calls, c.thread).key;
+            launches.insert(
+                c.correlation_id,
+                Launch {
+                    entry: to_c(c.entry_ns),
+                    exit: (c.exit_ns != 0).then(|| to_c(c.exit_ns)),
+                    key,
+                    thread: c.thread,
+                    path_id: c.path_id,
+                    attribution: c.attribution,
+                },
+            );
+        }
+        let raw = self.evidence(row, &records, &launches, calls, &to_c);
+        let evidence = Evidence::of(&[&self.carry, &raw]);
+        let mut work = device_work(row.placed);
+        let busy: Vec<(u32, Vec<(u64, u64)>)> = work
+            .iter()
+            .map(|(d, w)| (*d, w.iter().map(|w| (w.start, w.end)).collect()))
+            .collect();
+        for d in devices.iter_mut() {
+            let Some(w) = work.get_mut(&d.device_id) else {
+                continue;
+            };
+            let others = other_devices(&busy, d.device_id);
+            let (floor, floor_source) = self.floors.floor(d.device_id);
+            let cx = Context {
+                launches: &launches,
+                evidence: &evidence,
+                others: &others,
+                floor,
+                clock,
+                largest: self.config.largest_gaps,
+            };
+            let lead = self.prev_last.get(&d.device_id).copied();
+            let split = split_device(w, lead, &cx);
+            self.floors.observe(d.device_id, &split.same_stream_gaps);
+            if let Some(last) = w.iter().max_by_key(|w| (w.end, w.start)) {
+                self.prev_last.insert(d.device_id, *last);
+            }
+            let mut b = IdleBreakdown {
+                floor_ns: floor,
+                floor_source: floor_source.into(),
+                host_offset_ns: offset,
+                causes: causes(&split.causes, paths),
+                compute_idle_ns: split.compute_idle_ns,
+                copy_only_ns: split.copy_only_ns,
+                copy_overlapped_ns: split.copy_overlapped_ns,
+                lead_in: split.lead_in.as_ref().map(|g| self.gap(g, calls, paths)),
+                largest_gaps: split
+                    .largest
+                    .iter()
+                    .map(|g| self.gap(g, calls, paths))
+                    .collect(),
+                causality_violations: violations,
+            };
+            reconcile(&mut b, d.idle_ns, split.idle_ns);
+            d.idle = Some(b);
+        }
+        self.carry = raw;
+        inventory::inventory(
+            row.host_calls,
+            row.placed,
+            &records,
+            self.config.small_read_bytes,
+            paths,
+        )
+    }
+
+    /// The row's host-to-CUPTI offset, whether host times can be placed with it, and how many
+    /// kernels and copies would have started before their launch with `step()`'s pair alone.
+    fn offset(&mut self, row: &RowInputs<'_>) -> (i64, Option<ClockProblem>, u64) {
+        let Some((host, cupti)) = row.end_pair.filter(|&(_, c)| c != u64::MAX) else {
+            return (0, Some(ClockProblem::Unreliable), 0);
+        };
+        let pair = (i128::from(cupti) - i128::from(host))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let stepped = self
+            .prev_offset
+            .replace(pair)
+            .is_some_and(|prev| (pair - prev).abs() > CLOCK_STEP_NS);
+        let entries: HashMap<u32, u64> = row
+            .host_calls
+            .iter()
+            .map(|c| (c.correlation_id, c.entry_ns))
+            .collect();
+        let (mut offset, mut violations) = (pair, 0u64);
+        for p in row.placed {
+            let start = match &p.activity {
+                Activity::Kernel(k) => k.start,
+                Activity::Memcpy(c) | Activity::Memset(c) => c.start,
+                _ => continue,
+            };
+            let Some(&entry) = entries.get(&p.call_id) else {
+                continue;
+            };
+            let earliest = (i128::from(start) - i128::from(entry))
+                .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                as i64;
+            if earliest < pair {
+                violations += 1;
+                offset = offset.min(earliest);
+            }
+        }
+        let problem = if stepped {
+            Some(ClockProblem::Step)
+        } else if pair - offset > CLOCK_TOLERANCE_NS {
+            Some(ClockProblem::Unreliable)
+        } else {
+            None
+        };
+        (offset, problem, violations)
+    }
+
+    /// The row's evidence on CUPTI's clock (`to_c` maps host ns).
+    fn evidence(
+        &mut self,
+        row: &RowInputs<'_>,
+        records: &HashMap<u32, CallRecords>,
+        launches: &HashMap<u32, Launch>,
+        calls: &ApiCalls,
+        to_c: &impl Fn(u64) -> u64,
+    ) -> RawEvidence {
+        let mut raw = RawEvidence::default();
+        let mut first_call: HashMap<u64, u64> = HashMap::default();
+        for c in row.host_calls {
+            let Some(l) = launches.get(&c.correlation_id) else {
+                continue;
+            };
+            let r = records.get(&c.correlation_id).copied().unwrap_or_default();
+            let first = first_call.entry(l.key).or_insert(l.entry);
+            *first = (*first).min(l.entry);
+            if c.kind == CallKind::HostFunc {
+                raw.host_funcs.push(l.entry);
+            }
+            let note = CallNote {
+                function: c.function,
+                bytes: r.bytes,
+                path_id: c.path_id,
+            };
+            let (start, end) = match (blocked_detail(c.kind, r.pageable), r.wait) {
+                (Some(_), Some(wait)) if is_sync(c.kind) => wait,
+                _ => (l.entry, l.exit.unwrap_or(l.entry)),
+            };
+            let what =
+                blocked_detail(c.kind, r.pageable).map_or(InCall::Launching, InCall::Blocked);
+            raw.calls.push((l.key, start, end, what, note));
+        }
+        for p in row.placed {
+            let Activity::Sync(s) = &p.activity else {
+                continue;
+            };
+            if s.kind == "stream_wait_event" {
+                raw.stream_waits.push((s.context_id, s.stream_id, s.start));
+                continue;
+            }
+            // A wait whose call is in an earlier row: its record alone.
+            if launches.contains_key(&p.call_id) {
+                continue;
+            }
+            if let Some(thread) = p.by.thread {
+                let detail = if s.kind == "context" {
+                    blocked::DEVICE_SYNCHRONIZE
+                } else {
+                    blocked::SYNCHRONIZE
+                };
+                let note = CallNote {
+                    function: "(synchronization record)",
+                    bytes: None,
+                    path_id: p.path_id,
+                };
+                let key = self.thread(calls, thread).key;
+                raw.calls
+                    .push((key, s.start, s.end, InCall::Blocked(detail), note));
+            }
+        }
+        for s in row.scopes {
+            let key = if self.synthetic_keys {
+                u64::from(s.thread) + 1
+            } else {
+                s.thread_key
+            };
+            raw.scopes
+                .push((key, to_c(s.start_ns), to_c(s.end_ns), s.path_id));
+        }
+        let start = to_c(row.host_start_ns);
+        for (key, first) in first_call {
+            raw.boundaries.push((key, start, first));
+        }
+        raw
+    }
+
+    /// Launching thread `index`, cached.
+    fn thread(&mut self, calls: &ApiCalls, index: u32) -> CallingThread {
+        let i = index as usize;
+        if self.threads.len() <= i {
+            self.threads.resize(i + 1, None);
+        }
+        if self.threads[i].is_none() {
+            self.threads[i] = calls.thread(index);
+        }
+        match &self.threads[i] {
+            Some(t) if !self.synthetic_keys => t.clone(),
+            _ => CallingThread {
+                key: u64::from(index) + 1,
+                ..CallingThread::default()
+            },
+        }
+    }
+
+    /// A gap as the ledger keeps it.
+    fn gap(&mut self, g: &Gap, calls: &ApiCalls, paths: &PathTable) -> IdleGap {
+        let mut parts: BTreeMap<Label, u64> = BTreeMap::new();
+        for p in &g.pieces {
+            *parts.entry(p.label).or_insert(0) += p.ns;
+        }
+        let mut parts: Vec<(Label, u64)> = parts.into_iter().collect();
+        parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let main = parts.first().map(|p| p.0);
+        let blocked = longest(&g.pieces, |p| p.label.rule == "in_cuda_call");
+        let scope = longest(&g.pieces, |p| matches!(p.label.detail, Detail::Scope(_)))
+            .and_then(|p| match p.label.detail {
+                Detail::Scope(path) => Some(path),
+                _ => None,
+            })
+            .or(blocked.and_then(|p| p.call).map(|c| c.path_id))
+            .or(g.launch.map(|l| l.path_id))
+            .filter(|p| *p != 0);
+        let thread = g.launch.map(|l| self.thread(calls, l.thread));
+        IdleGap {
+            start_ns: g.start,
+            ns: g.ns,
+            cause: main.map_or("", |l| l.cause).into(),
+            detail: main.and_then(|l| detail_text(l.detail, paths)),
+            rule: main.map_or("", |l| l.rule).into(),
+            parts: parts
+                .iter()
+                .map(|(l, ns)| cause_of(l, *ns, 1, paths))
+                .collect(),
+            function: blocked.and_then(|p| p.call).map(|c| c.function.to_string()),
+            bytes: blocked.and_then(|p| p.call).and_then(|c| c.bytes),
+            scope: scope.map(|p| paths.path(p)),
+            tid: thread.as_ref().map(|t| t.tid).filter(|t| *t != 0),
+            thread: thread.and_then(|t| t.name),
+            before: g.before.map(|w| w.label()),
+            before_stream: g.before.map(|w| w.stream),
+            after: g.after.map(|w| w.label()),
+            after_stream: g.after.map(|w| w.stream),
+        }
+    }
+}
+
+/// The detail of a blocking call, `None` for one that only enqueues work.
+fn blocked_detail(kind: CallKind, pageable: bool) -> Option<&'static str> {
+    Some(match kind {
+        CallKind::StreamSync | CallKind::EventSync => blocked::SYNCHRONIZE,
+        CallKind::DeviceSync => blocked::DEVICE_SYNCHRONIZE,
+        CallKind::Alloc | CallKind::AllocAsync => blocked::ALLOCATION,
+        CallKind::Free | CallKind::FreeAsync => blocked::FREE,
+        CallKind::CopySync => blocked::SYNC_COPY,
+        CallKind::CopyAsync if pageable => blocked::SYNC_COPY,
+        CallKind::MemsetSync => blocked::SYNC_MEMSET,
+        _ => return None,
+    })
+}
+
+fn is_sync(kind: CallKind) -> bool {
+    matches!(
+        kind,
+        CallKind::StreamSync | CallKind::EventSync | CallKind::DeviceSync
+    )
+}
+
+/// The longest piece that `keep` selects.
+fn longest(pieces: &[Piece], keep: impl Fn(&Piece) -> bool) -> Option<&Piece> {
+    pieces.iter().filter(|p| keep(p)).max_by_key(|p| p.ns)
+}
+
+/// Each device's kernels, copies and memsets: the intervals its busy time is the union of.
+fn device_work(placed: &[Placed]) -> HashMap<u32, Vec<Work>> {
+    let mut out: HashMap<u32, Vec<Work>> = HashMap::default();
+    for p in placed {
+        let (device, w) = match &p.activity {
+            Activity::Kernel(k) => (
+                k.device_id,
+                Work {
+                    start: k.start,
+                    end: k.end,
+                    kind: WorkKind::Kernel,
+                    context: k.context_id,
+                    stream: k.stream_id,
+                    name: k.name,
+                    graph_id: k.graph_id,
+                    call: p.call_id,
+                },
+            ),
+            Activity::Memcpy(c) | Activity::Memset(c) => (
+                c.device_id,
+                Work {
+                    start: c.start,
+                    end: c.end,
+                    kind: if matches!(p.activity, Activity::Memcpy(_)) {
+                        WorkKind::Memcpy
+                    } else {
+                        WorkKind::Memset
+                    },
+                    context: c.context_id,
+                    stream: c.stream_id,
+                    name: c.direction,
+                    graph_id: c.graph_id,
+                    call: p.call_id,
+                },
+            ),
+            Activity::Sync(_) | Activity::Memory(_) => continue,
+        };
+        out.entry(device).or_default().push(w);
+    }
+    out
+}
+
+/// The union of every device's busy intervals but `device`'s.
+fn other_devices(busy: &[(u32, Vec<(u64, u64)>)], device: u32) -> Vec<(u64, u64)> {
+    let mut all: Vec<(u64, u64)> = busy
+        .iter()
+        .filter(|(d, _)| *d != device)
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
+    gpu_ledger_format::intervals::union_runs(&mut all)
+}
+
+fn detail_text(d: Detail, paths: &PathTable) -> Option<String> {
+    match d {
+        Detail::None => None,
+        Detail::Text(t) => Some(t.into()),
+        Detail::Scope(path) => Some(format!("scope:{}", paths.path(path))),
+    }
+}
+
+fn cause_of(l: &Label, ns: u64, gaps: u64, paths: &PathTable) -> IdleCause {
+    IdleCause {
+        cause: l.cause.into(),
+        detail: detail_text(l.detail, paths),
+        rule: l.rule.into(),
+        ns,
+        gaps,
+    }
+}
+
+/// The split's causes as the ledger keeps them, sorted by cause, detail and rule.
+fn causes(by: &BTreeMap<Label, (u64, u64)>, paths: &PathTable) -> Vec<IdleCause> {
+    let mut v: Vec<IdleCause> = by
+        .iter()
+        .filter(|(_, (ns, _))| *ns > 0)
+        .map(|(l, (ns, gaps))| cause_of(l, *ns, *gaps, paths))
+        .collect();
+    v.sort_by(|a, b| (&a.cause, &a.detail, &a.rule).cmp(&(&b.cause, &b.detail, &b.rule)));
+    v
+}
+
+/// Makes the causes add up to the row's `idle_ns` should the two sweeps ever disagree (they
+/// sweep the same intervals): the difference is counted, never dropped.
+fn reconcile(b: &mut IdleBreakdown, idle_ns: u64, split_ns: u64) {
+    debug_assert_eq!(
+        idle_ns, split_ns,
+        "the split sweeps the row's own intervals"
+    );
+    if idle_ns > split_ns {
+        b.causes.push(IdleCause {
+            cause: crate::ledger::idle::cause::UNKNOWN.into(),
+            detail: None,
+            rule: "accounting_remainder".into(),
+            ns: idle_ns - split_ns,
+            gaps: 0,
+        });
+        b.compute_idle_ns += idle_ns - split_ns;
+    }
+}
