@@ -46,6 +46,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("other_device_busy", "another device was busy for at least half of the wait"),
     ("same_stream_above_floor", "the next work waited on its own stream's previous work for longer than the floor (a copy engine after a kernel, or the reverse)"),
     ("launched_before_gap_start", "the next work was launched before the gap began and no evidence says what it waited for"),
+    ("waited_after_late_launch", "the next work was launched late and still waited longer than the floor after its launch call, on nothing recorded"),
     ("no_launch_call", "the next work has no captured call (device-launched, or its call was not captured)"),
     ("zero_length_work", "the gap ends at a zero-length record: no work starts there"),
     ("clock_step", "the host clock jumped against CUPTI's during the iteration: host times cannot be placed"),

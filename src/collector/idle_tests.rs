@@ -134,7 +134,7 @@ fn total(causes: &[IdleCause]) -> u64 {
 
 #[test]
 fn a_host_scope_that_sleeps_between_two_launches_is_host_launch_in_that_scope() {
-    let mut c = collector(200);
+    let mut c = collector(300);
     let step = c.intern_path("step");
     let data = c.intern_path("step/data");
     c.accept_call(launch(1, 1_000, 1_100, step));
@@ -160,7 +160,7 @@ fn a_host_scope_that_sleeps_between_two_launches_is_host_launch_in_that_scope() 
         ]
     );
     assert_eq!(total(&idle.causes), row.devices[0].idle_ns);
-    assert_eq!((idle.floor_ns, idle.floor_source.as_str()), (200, "config"));
+    assert_eq!((idle.floor_ns, idle.floor_source.as_str()), (300, "config"));
     let g = &idle.largest_gaps[0];
     assert_eq!((g.start_ns, g.ns), (2_500, 7_000));
     assert_eq!(
@@ -283,6 +283,43 @@ fn a_kernel_launched_early_that_waits_on_an_event_is_a_dependency() {
 }
 
 #[test]
+fn a_late_launch_that_then_waits_on_an_event_waits_past_the_floor_on_the_event() {
+    let mut c = collector(300);
+    c.accept_call(launch(1, 1_000, 1_100, 0));
+    c.accept(kernel(1, 2_000, 2_500, 7, "k1"));
+    c.accept_call(call("cuStreamSynchronize", 2, 0, 1_200, 3_000, 0));
+    c.accept(sync(2, "stream", 1_200, 3_000, 7));
+    c.accept_call(call("cuStreamWaitEvent", 3, 0, 3_050, 3_060, 0));
+    c.accept(sync(3, "stream_wait_event", 3_050, 3_060, 8));
+    c.accept_call(launch(4, 3_100, 3_200, 0));
+    c.accept(kernel(4, 8_000, 8_500, 8, "k2"));
+    c.end_iteration(10_000, 10_000, 2);
+    let (row, idle) = row_and_idle(&mut c);
+    assert_eq!(
+        split(&idle.causes),
+        vec![
+            ("dependency", Some("event"), "stream_wait_event", 4_500),
+            (
+                "host_launch",
+                Some("blocked:synchronize"),
+                "in_cuda_call",
+                500
+            ),
+            ("host_launch", Some("launch_call"), "in_launch_call", 10),
+            (
+                "host_launch",
+                Some("launch_call"),
+                "inside_launch_call",
+                100
+            ),
+            ("host_launch", Some("nothing_known"), "no_host_evidence", 90),
+            ("launch_latency", None, "submit_after_late_launch", 300),
+        ]
+    );
+    assert_eq!(total(&idle.causes), row.devices[0].idle_ns);
+}
+
+#[test]
 fn copies_without_compute_are_copy_only_time_outside_idle_ns() {
     let mut c = collector(1_000);
     for (corr, t) in [(1, 1_000), (2, 1_100), (3, 1_200), (4, 1_300)] {
@@ -355,7 +392,7 @@ fn back_to_back_launches_are_launch_latency_up_to_the_floor() {
 
 #[test]
 fn the_gap_across_step_is_the_lead_in_outside_idle_ns() {
-    let mut c = collector(200);
+    let mut c = collector(250);
     back_to_back(&mut c, 0, 1_000);
     c.end_iteration(4_000, 4_000, 3);
     assert!(
@@ -397,7 +434,7 @@ fn the_gap_across_step_is_the_lead_in_outside_idle_ns() {
 #[test]
 fn a_synchronize_of_the_previous_iteration_paints_the_lead_in() {
     // The loop's `.item()`: a synchronize ends iteration 0's work; step(); iteration 1 launches.
-    let mut c = collector(200);
+    let mut c = collector(300);
     c.accept_call(launch(1, 1_000, 1_100, 0));
     c.accept(kernel(1, 2_000, 5_000, 7, "k1"));
     c.accept_call(call("cuStreamSynchronize", 2, 0, 1_200, 5_800, 0));
@@ -585,7 +622,7 @@ fn the_inventory_lists_small_reads_allocations_and_device_synchronizations_by_sc
 
 #[test]
 fn a_scope_on_another_thread_does_not_paint_the_launching_threads_gap() {
-    let mut c = collector(200);
+    let mut c = collector(300);
     let other = c.intern_path("loader");
     c.accept_call(launch(1, 1_000, 1_100, 0));
     c.accept(kernel(1, 2_000, 2_500, 7, "k1"));
@@ -601,9 +638,13 @@ fn a_scope_on_another_thread_does_not_paint_the_launching_threads_gap() {
         "{:?}",
         idle.causes
     );
-    assert_eq!(idle.causes[1].detail.as_deref(), Some("nothing_known"));
+    let nothing = idle
+        .causes
+        .iter()
+        .find(|c| c.detail.as_deref() == Some("nothing_known"));
+    assert_eq!(nothing.map(|c| c.ns), Some(6_600), "{:?}", idle.causes);
     // The same scope on the launching thread does.
-    let mut c = collector(200);
+    let mut c = collector(300);
     let other = c.intern_path("loader");
     c.accept_call(launch(1, 1_000, 1_100, 0));
     c.accept(kernel(1, 2_000, 2_500, 7, "k1"));

@@ -131,11 +131,13 @@ impl IdleRows {
         let mut launches: HashMap<u32, Launch> = HashMap::default();
         for c in row.host_calls {
             let key = self.thread(calls, c.thread).key;
+            let pageable = records.get(&c.correlation_id).is_some_and(|r| r.pageable);
             launches.insert(
                 c.correlation_id,
                 Launch {
                     entry: to_c(c.entry_ns),
                     exit: (c.exit_ns != 0).then(|| to_c(c.exit_ns)),
+                    blocking: blocked_detail(c.kind, pageable).is_some(),
                     key,
                     thread: c.thread,
                     path_id: c.path_id,

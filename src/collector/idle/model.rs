@@ -45,6 +45,9 @@ pub(crate) struct Launch {
     pub(crate) entry: u64,
     /// `None` where the exit was not read.
     pub(crate) exit: Option<u64>,
+    /// A copy or memset that holds the thread until its work is done (synchronous, or with
+    /// pageable host memory): its work was submitted at entry.
+    pub(crate) blocking: bool,
     /// The thread's key (what joins its calls to its scopes).
     pub(crate) key: u64,
     /// The thread's index among the launching threads.

@@ -58,6 +58,7 @@ fn build(
                 Launch {
                     entry,
                     exit: has_exit.then_some(entry + call_ns),
+                    blocking: kind == 1 && stream == 0,
                     key: 1 + u64::from(stream % 2),
                     thread: stream % 2,
                     path_id: stream,

@@ -251,13 +251,9 @@ impl Device<'_> {
             push(out, Label::unknown(rule), len, None);
             return;
         }
-        let floor = self.cx.floor;
-        // The work cannot start sooner than the floor after it was submitted, somewhere in its
-        // launch call: the call counts until its exit, or until the floor before the start.
-        let submitted_by = |from: u64| {
-            c.exit
-                .map_or(from, |x| x.min(ge.saturating_sub(floor)).clamp(from, ge))
-        };
+        // A blocking copy or memset submits its work at entry; it stays in the call only to wait
+        // for it.
+        let exit = if c.blocking { Some(c.entry) } else { c.exit };
         if c.entry > gs {
             // The host entered the launch after the gap began: it was late.
             let h = c.entry.min(ge);
@@ -265,30 +261,61 @@ impl Device<'_> {
                 .then_some(c.path_id)
                 .filter(|p| *p != 0);
             self.cx.evidence.paint(c.key, gs, h, at_launch, out);
-            let x = submitted_by(h);
-            push(out, INSIDE_LAUNCH, x - h, None);
-            push(out, AFTER_LATE_LAUNCH, ge - x, None);
-        } else if c.exit.is_some_and(|x| x > gs) {
+            self.after_launch(n, before, c, exit, (h, ge), out);
+        } else if exit.is_some_and(|x| x > gs) {
             // Entered before the gap, still inside the call when it began.
-            let x = submitted_by(gs);
-            push(out, INSIDE_LAUNCH, x - gs, None);
-            push(out, AFTER_LATE_LAUNCH, ge - x, None);
+            self.after_launch(n, before, c, exit, (gs, ge), out);
         } else {
             // Launched before the gap began: dispatch latency up to the floor, then a wait.
             if before.is_some_and(|b| (b.context, b.stream) == (n.context, n.stream)) {
                 same_stream.push(len);
             }
-            let f = len.min(floor);
+            let f = len.min(self.cx.floor);
             push(out, BELOW_FLOOR, f, None);
             if len > f {
-                let label = self.dependency(n, before, c, gs + f, ge);
+                let label =
+                    self.dependency(n, before, c, (gs + f, ge), "launched_before_gap_start");
                 push(out, label, len - f, None);
             }
         }
     }
 
-    /// What `n`, launched in time, waited for over `[from, to)`: the first evidence that holds.
-    fn dependency(&self, n: &Work, before: Option<&Work>, c: &Launch, from: u64, to: u64) -> Label {
+    /// `[from, to)` of a gap whose next work `n` the host was still launching at `from`: the
+    /// launch call until its exit, then dispatch latency up to the floor, then a wait. The work
+    /// cannot start sooner than the floor after its submission (somewhere in the call), so the
+    /// call counts at most until the floor before the start.
+    fn after_launch(
+        &self,
+        n: &Work,
+        before: Option<&Work>,
+        c: &Launch,
+        exit: Option<u64>,
+        (from, to): (u64, u64),
+        out: &mut Vec<Piece>,
+    ) {
+        let floor = self.cx.floor;
+        let x = exit.map_or(from, |x| x.min(to.saturating_sub(floor)).clamp(from, to));
+        push(out, INSIDE_LAUNCH, x - from, None);
+        let rest = to - x;
+        let latency = rest.min(floor);
+        push(out, AFTER_LATE_LAUNCH, latency, None);
+        if rest > latency {
+            let label =
+                self.dependency(n, before, c, (x + latency, to), "waited_after_late_launch");
+            push(out, label, rest - latency, None);
+        }
+    }
+
+    /// What `n` waited for over `[from, to)` once launched: the first evidence that holds, else
+    /// `unknown` by rule `fallback`.
+    fn dependency(
+        &self,
+        n: &Work,
+        before: Option<&Work>,
+        c: &Launch,
+        (from, to): (u64, u64),
+        fallback: &'static str,
+    ) -> Label {
         // Evidence issued between the launch of n's stream predecessor and n's own launch.
         let lower = self
             .stream_predecessor(n)
@@ -321,7 +348,7 @@ impl Device<'_> {
         Label::new(
             crate::ledger::idle::cause::DEPENDENCY,
             Detail::Text("unknown"),
-            "launched_before_gap_start",
+            fallback,
         )
     }
 }
