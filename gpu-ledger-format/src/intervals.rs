@@ -364,9 +364,9 @@ mod tests {
 
     #[test]
     fn runs_difference_and_overlap() {
-        let copies = union_runs(&mut vec![(30, 40), (0, 10), (5, 12), (20, 20)]);
+        let copies = union_runs(&mut [(30, 40), (0, 10), (5, 12), (20, 20)]);
         assert_eq!(copies, vec![(0, 12), (30, 40)]);
-        let compute = union_runs(&mut vec![(8, 31), (35, 36), (39, 50)]);
+        let compute = union_runs(&mut [(8, 31), (35, 36), (39, 50)]);
         // Copies outside compute: [0,8) and [31,35) and [36,39); inside: [8,12), 30, 35, 39.
         assert_eq!(
             difference_and_overlap(&copies, &compute),

@@ -40,6 +40,9 @@ pub(crate) struct Floors {
     measured: Option<HashMap<u32, DispatchFloor>>,
     /// Per device: the most recent same-stream gaps (a ring) and how many were seen.
     observed: HashMap<u32, (Vec<u64>, u64)>,
+    /// Per device: the observed floor and the count of gaps seen when it was computed (it is
+    /// computed again once a ring's worth of new gaps has come, not every row).
+    observed_floor: HashMap<u32, (u64, DispatchFloor)>,
     /// The floor each device's rows used last.
     used: HashMap<u32, DispatchFloor>,
 }
@@ -51,6 +54,7 @@ impl Floors {
             calibration: Vec::new(),
             measured: None,
             observed: HashMap::default(),
+            observed_floor: HashMap::default(),
             used: HashMap::default(),
         }
     }
@@ -82,7 +86,9 @@ impl Floors {
     pub(crate) fn floor(&mut self, device: u32) -> (u64, &'static str) {
         let f = self.choose(device);
         let out = (f.floor_ns, source_name(&f.source));
-        self.used.insert(device, f);
+        if self.used.get(&device) != Some(&f) {
+            self.used.insert(device, f);
+        }
         out
     }
 
@@ -101,11 +107,16 @@ impl Floors {
             .get(&device)
             .filter(|(_, n)| *n >= MIN_OBSERVED)
         {
+            let cached = self.observed_floor.get(&device);
+            if let Some((_, f)) = cached.filter(|(at, _)| seen - at < OBSERVED_KEPT as u64) {
+                return f.clone();
+            }
             let mut v = ring.clone();
             v.sort_unstable();
             let (median, p90) = (v[v.len() / 2], v[v.len() * 9 / 10]);
             let mut f = floor(device, median, Some(p90), *seen, "observed");
             f.median_ns = Some(median);
+            self.observed_floor.insert(device, (*seen, f.clone()));
             return f;
         }
         floor(device, DEFAULT_FLOOR_NS, None, 0, "default")

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::super::attribution::{Activity, HostCall, Placed};
+use super::model::Launch;
 use crate::cupti::functions::CallKind;
 use crate::ledger::idle::InventoryEntry;
 use crate::run::PathTable;
@@ -23,10 +24,14 @@ pub(crate) struct CallRecords {
     pub(crate) wait: Option<(u64, u64)>,
 }
 
-/// The records of `placed` by their call.
-pub(crate) fn records_by_call(placed: &[Placed]) -> HashMap<u32, CallRecords> {
-    let mut out: HashMap<u32, CallRecords> = HashMap::default();
+/// The records of `placed` by their call, into `out` (emptied first).
+pub(crate) fn records_by_call(placed: &[Placed], out: &mut HashMap<u32, CallRecords>) {
+    out.clear();
     for p in placed {
+        // Kernels say nothing the inventory or the painter needs of their call.
+        if matches!(p.activity, Activity::Kernel(_)) {
+            continue;
+        }
         let r = out.entry(p.call_id).or_default();
         match &p.activity {
             Activity::Memcpy(c) | Activity::Memset(c) => {
@@ -42,7 +47,6 @@ pub(crate) fn records_by_call(placed: &[Placed]) -> HashMap<u32, CallRecords> {
             Activity::Kernel(_) => {}
         }
     }
-    out
 }
 
 /// The inventory kind of a call, when it is one the funnel lists.
@@ -75,14 +79,13 @@ pub(crate) fn inventory(
     calls: &[HostCall],
     placed: &[Placed],
     records: &HashMap<u32, CallRecords>,
+    launches: &HashMap<u32, Launch>,
     small_read_bytes: u64,
     paths: &PathTable,
 ) -> Vec<InventoryEntry> {
     type Key = (&'static str, u32, Option<&'static str>, Option<u32>);
     let mut lines: BTreeMap<Key, Tally> = BTreeMap::new();
-    let mut by_id: HashMap<u32, &HostCall> = HashMap::default();
     for c in calls {
-        by_id.insert(c.correlation_id, c);
         let r = records.get(&c.correlation_id).copied().unwrap_or_default();
         let Some(kind) = inventory_kind(c.kind, r.pageable) else {
             continue;
@@ -107,7 +110,9 @@ pub(crate) fn inventory(
         if c.direction != "DtoH" || c.bytes > small_read_bytes {
             continue;
         }
-        let call = by_id.get(&p.call_id);
+        let call = launches
+            .get(&p.call_id)
+            .and_then(|l| calls.get(l.index as usize));
         let t = lines
             .entry((
                 "small_dtoh",

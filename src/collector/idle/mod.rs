@@ -33,14 +33,12 @@ use crate::config::IdleConfig;
 use crate::cupti::calls::{ApiCalls, CallingThread};
 use crate::cupti::functions::CallKind;
 use crate::cupti::record::KernelRecord;
-use crate::ledger::idle::{
-    blocked, DispatchFloor, IdleBreakdown, IdleCause, IdleGap, InventoryEntry,
-};
+use crate::ledger::idle::{DispatchFloor, IdleBreakdown, IdleCause, IdleGap, InventoryEntry};
 use crate::ledger::schema::DeviceIteration;
 use crate::run::{PathTable, ScopeRecord};
 use floor::Floors;
 use inventory::{records_by_call, CallRecords};
-use model::{CallNote, Detail, Label, Launch, Piece, Work, WorkKind};
+use model::{CallNote, Detail, Fixed, Label, Launch, Piece, Rule, Work, WorkKind};
 use paint::{Evidence, InCall, RawEvidence};
 use split::{split_device, ClockProblem, Context, Gap};
 
@@ -78,6 +76,21 @@ pub(super) struct IdleRows {
     /// Threads have no capture of their own (the offline collector): call thread `i` and scope
     /// thread `i` are one thread, of key `i + 1`.
     synthetic_keys: bool,
+    /// A row's tables, kept with their capacity for the next row.
+    scratch: Scratch,
+}
+
+/// The tables a row's split builds, emptied and reused from row to row (a row of thousands of
+/// launches would otherwise grow them again, and fault their pages in, every time).
+#[derive(Default)]
+struct Scratch {
+    records: HashMap<u32, CallRecords>,
+    launches: HashMap<u32, Launch>,
+    work: HashMap<u32, Vec<Work>>,
+    first_call: HashMap<u64, u64>,
+    evidence: Evidence,
+    /// The evidence of the row before last, emptied for the next row's.
+    spare_raw: RawEvidence,
 }
 
 impl IdleRows {
@@ -91,6 +104,7 @@ impl IdleRows {
             prev_last: HashMap::default(),
             threads: Vec::new(),
             synthetic_keys: false,
+            scratch: Scratch::default(),
         }
     }
 
@@ -124,42 +138,38 @@ impl IdleRows {
             self.prev_last.clear();
             return Vec::new();
         }
-        let records = records_by_call(row.placed);
-        let (offset, clock, violations) = self.offset(row);
+        let mut s = std::mem::take(&mut self.scratch);
+        records_by_call(row.placed, &mut s.records);
+        self.launches(row, calls, &mut s);
+        let (offset, clock, violations) = self.offset(row, &s.launches);
         let to_c =
             |h: u64| (i128::from(h) + i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64;
-        let mut launches: HashMap<u32, Launch> = HashMap::default();
-        for c in row.host_calls {
-            let key = self.thread(calls, c.thread).key;
-            let pageable = records.get(&c.correlation_id).is_some_and(|r| r.pageable);
-            launches.insert(
-                c.correlation_id,
-                Launch {
-                    entry: to_c(c.entry_ns),
-                    exit: (c.exit_ns != 0).then(|| to_c(c.exit_ns)),
-                    blocking: blocked_detail(c.kind, pageable).is_some(),
-                    key,
-                    thread: c.thread,
-                    path_id: c.path_id,
-                    attribution: c.attribution,
-                },
-            );
+        for l in s.launches.values_mut() {
+            l.entry = to_c(l.entry);
+            l.exit = l.exit.map(to_c);
         }
-        let raw = self.evidence(row, &records, &launches, calls, &to_c);
-        let evidence = Evidence::of(&[&self.carry, &raw]);
-        let mut work = device_work(row.placed);
-        let busy: Vec<(u32, Vec<(u64, u64)>)> = work
-            .iter()
-            .map(|(d, w)| (*d, w.iter().map(|w| (w.start, w.end)).collect()))
-            .collect();
+        let raw = self.evidence(row, &mut s, calls, &to_c);
+        let mut evidence = std::mem::take(&mut s.evidence);
+        evidence.rebuild(&[&self.carry, &raw]);
+        device_work(row.placed, &mut s.work);
+        // Other devices' busy time, for the rule that a wait on one device is work on another.
+        let busy: Vec<(u32, Vec<(u64, u64)>)> =
+            if s.work.values().filter(|w| !w.is_empty()).count() > 1 {
+                s.work
+                    .iter()
+                    .map(|(d, w)| (*d, w.iter().map(|w| (w.start, w.end)).collect()))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         for d in devices.iter_mut() {
-            let Some(w) = work.get_mut(&d.device_id) else {
+            let Some(w) = s.work.get_mut(&d.device_id).filter(|w| !w.is_empty()) else {
                 continue;
             };
             let others = other_devices(&busy, d.device_id);
             let (floor, floor_source) = self.floors.floor(d.device_id);
             let cx = Context {
-                launches: &launches,
+                launches: &s.launches,
                 evidence: &evidence,
                 others: &others,
                 floor,
@@ -191,33 +201,64 @@ impl IdleRows {
             reconcile(&mut b, d.idle_ns, split.idle_ns);
             d.idle = Some(b);
         }
-        self.carry = raw;
-        inventory::inventory(
+        // The next row's lead-ins begin at these devices' last ends, or later.
+        let mut raw = raw;
+        let lead_ins = devices
+            .iter()
+            .filter_map(|d| self.prev_last.get(&d.device_id).map(|w| w.end))
+            .min();
+        if let Some(t) = lead_ins {
+            raw.keep_after(t);
+        }
+        s.spare_raw = std::mem::replace(&mut self.carry, raw);
+        s.evidence = evidence;
+        let inventory = inventory::inventory(
             row.host_calls,
             row.placed,
-            &records,
+            &s.records,
+            &s.launches,
             self.config.small_read_bytes,
             paths,
-        )
+        );
+        self.scratch = s;
+        inventory
+    }
+
+    /// The row's calls by correlation id, on the host's clock, into `s.launches`.
+    fn launches(&mut self, row: &RowInputs<'_>, calls: &ApiCalls, s: &mut Scratch) {
+        s.launches.clear();
+        for (i, c) in row.host_calls.iter().enumerate() {
+            let pageable = s.records.get(&c.correlation_id).is_some_and(|r| r.pageable);
+            let launch = Launch {
+                entry: c.entry_ns,
+                exit: (c.exit_ns != 0).then_some(c.exit_ns),
+                blocking: blocked_detail(c.kind, pageable).is_some(),
+                key: self.key(calls, c.thread),
+                thread: c.thread,
+                index: i as u32,
+                path_id: c.path_id,
+                attribution: c.attribution,
+            };
+            s.launches.insert(c.correlation_id, launch);
+        }
     }
 
     /// The row's host-to-CUPTI offset, whether host times can be placed with it, and how many
     /// kernels and copies would have started before their launch with `step()`'s pair alone.
-    fn offset(&mut self, row: &RowInputs<'_>) -> (i64, Option<ClockProblem>, u64) {
+    /// `launches` are on the host's clock.
+    fn offset(
+        &mut self,
+        row: &RowInputs<'_>,
+        launches: &HashMap<u32, Launch>,
+    ) -> (i64, Option<ClockProblem>, u64) {
         let Some((host, cupti)) = row.end_pair.filter(|&(_, c)| c != u64::MAX) else {
             return (0, Some(ClockProblem::Unreliable), 0);
         };
-        let pair = (i128::from(cupti) - i128::from(host))
-            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        let pair = difference(cupti, host);
         let stepped = self
             .prev_offset
             .replace(pair)
             .is_some_and(|prev| (pair - prev).abs() > CLOCK_STEP_NS);
-        let entries: HashMap<u32, u64> = row
-            .host_calls
-            .iter()
-            .map(|c| (c.correlation_id, c.entry_ns))
-            .collect();
         let (mut offset, mut violations) = (pair, 0u64);
         for p in row.placed {
             let start = match &p.activity {
@@ -225,12 +266,10 @@ impl IdleRows {
                 Activity::Memcpy(c) | Activity::Memset(c) => c.start,
                 _ => continue,
             };
-            let Some(&entry) = entries.get(&p.call_id) else {
+            let Some(l) = launches.get(&p.call_id) else {
                 continue;
             };
-            let earliest = (i128::from(start) - i128::from(entry))
-                .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
-                as i64;
+            let earliest = difference(start, l.entry);
             if earliest < pair {
                 violations += 1;
                 offset = offset.min(earliest);
@@ -246,23 +285,27 @@ impl IdleRows {
         (offset, problem, violations)
     }
 
-    /// The row's evidence on CUPTI's clock (`to_c` maps host ns).
+    /// The row's evidence on CUPTI's clock (`to_c` maps host ns; `s.launches` are mapped).
     fn evidence(
         &mut self,
         row: &RowInputs<'_>,
-        records: &HashMap<u32, CallRecords>,
-        launches: &HashMap<u32, Launch>,
+        s: &mut Scratch,
         calls: &ApiCalls,
         to_c: &impl Fn(u64) -> u64,
     ) -> RawEvidence {
-        let mut raw = RawEvidence::default();
-        let mut first_call: HashMap<u64, u64> = HashMap::default();
+        let mut raw = std::mem::take(&mut s.spare_raw);
+        raw.clear();
+        s.first_call.clear();
         for c in row.host_calls {
-            let Some(l) = launches.get(&c.correlation_id) else {
+            let Some(l) = s.launches.get(&c.correlation_id) else {
                 continue;
             };
-            let r = records.get(&c.correlation_id).copied().unwrap_or_default();
-            let first = first_call.entry(l.key).or_insert(l.entry);
+            let r = s
+                .records
+                .get(&c.correlation_id)
+                .copied()
+                .unwrap_or_default();
+            let first = s.first_call.entry(l.key).or_insert(l.entry);
             *first = (*first).min(l.entry);
             if c.kind == CallKind::HostFunc {
                 raw.host_funcs.push(l.entry);
@@ -272,60 +315,69 @@ impl IdleRows {
                 bytes: r.bytes,
                 path_id: c.path_id,
             };
-            let (start, end) = match (blocked_detail(c.kind, r.pageable), r.wait) {
+            let blocked = blocked_detail(c.kind, r.pageable);
+            let (start, end) = match (blocked, r.wait) {
                 (Some(_), Some(wait)) if is_sync(c.kind) => wait,
                 _ => (l.entry, l.exit.unwrap_or(l.entry)),
             };
-            let what =
-                blocked_detail(c.kind, r.pageable).map_or(InCall::Launching, InCall::Blocked);
+            let what = blocked.map_or(InCall::Launching, InCall::Blocked);
             raw.calls.push((l.key, start, end, what, note));
         }
         for p in row.placed {
-            let Activity::Sync(s) = &p.activity else {
+            let Activity::Sync(sync) = &p.activity else {
                 continue;
             };
-            if s.kind == "stream_wait_event" {
-                raw.stream_waits.push((s.context_id, s.stream_id, s.start));
+            if sync.kind == "stream_wait_event" {
+                raw.stream_waits
+                    .push((sync.context_id, sync.stream_id, sync.start));
                 continue;
             }
             // A wait whose call is in an earlier row: its record alone.
-            if launches.contains_key(&p.call_id) {
+            if s.launches.contains_key(&p.call_id) {
                 continue;
             }
             if let Some(thread) = p.by.thread {
-                let detail = if s.kind == "context" {
-                    blocked::DEVICE_SYNCHRONIZE
+                let detail = if sync.kind == "context" {
+                    Fixed::DeviceSynchronize
                 } else {
-                    blocked::SYNCHRONIZE
+                    Fixed::Synchronize
                 };
                 let note = CallNote {
                     function: "(synchronization record)",
                     bytes: None,
                     path_id: p.path_id,
                 };
-                let key = self.thread(calls, thread).key;
+                let key = self.key(calls, thread);
                 raw.calls
-                    .push((key, s.start, s.end, InCall::Blocked(detail), note));
+                    .push((key, sync.start, sync.end, InCall::Blocked(detail), note));
             }
         }
-        for s in row.scopes {
+        for sc in row.scopes {
             let key = if self.synthetic_keys {
-                u64::from(s.thread) + 1
+                u64::from(sc.thread) + 1
             } else {
-                s.thread_key
+                sc.thread_key
             };
             raw.scopes
-                .push((key, to_c(s.start_ns), to_c(s.end_ns), s.path_id));
+                .push((key, to_c(sc.start_ns), to_c(sc.end_ns), sc.path_id));
         }
         let start = to_c(row.host_start_ns);
-        for (key, first) in first_call {
+        for (&key, &first) in &s.first_call {
             raw.boundaries.push((key, start, first));
         }
         raw
     }
 
-    /// Launching thread `index`, cached.
-    fn thread(&mut self, calls: &ApiCalls, index: u32) -> CallingThread {
+    /// The key of launching thread `index`.
+    fn key(&mut self, calls: &ApiCalls, index: u32) -> u64 {
+        if self.synthetic_keys {
+            return u64::from(index) + 1;
+        }
+        self.thread(calls, index).map_or(0, |t| t.key)
+    }
+
+    /// Launching thread `index`, cached once known.
+    fn thread(&mut self, calls: &ApiCalls, index: u32) -> Option<&CallingThread> {
         let i = index as usize;
         if self.threads.len() <= i {
             self.threads.resize(i + 1, None);
@@ -333,13 +385,7 @@ impl IdleRows {
         if self.threads[i].is_none() {
             self.threads[i] = calls.thread(index);
         }
-        match &self.threads[i] {
-            Some(t) if !self.synthetic_keys => t.clone(),
-            _ => CallingThread {
-                key: u64::from(index) + 1,
-                ..CallingThread::default()
-            },
-        }
+        self.threads[i].as_ref()
     }
 
     /// A gap as the ledger keeps it.
@@ -351,7 +397,7 @@ impl IdleRows {
         let mut parts: Vec<(Label, u64)> = parts.into_iter().collect();
         parts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let main = parts.first().map(|p| p.0);
-        let blocked = longest(&g.pieces, |p| p.label.rule == "in_cuda_call");
+        let blocked = longest(&g.pieces, |p| p.label.rule == Rule::InCudaCall);
         let scope = longest(&g.pieces, |p| matches!(p.label.detail, Detail::Scope(_)))
             .and_then(|p| match p.label.detail {
                 Detail::Scope(path) => Some(path),
@@ -360,13 +406,13 @@ impl IdleRows {
             .or(blocked.and_then(|p| p.call).map(|c| c.path_id))
             .or(g.launch.map(|l| l.path_id))
             .filter(|p| *p != 0);
-        let thread = g.launch.map(|l| self.thread(calls, l.thread));
+        let thread = g.launch.and_then(|l| self.thread(calls, l.thread).cloned());
         IdleGap {
             start_ns: g.start,
             ns: g.ns,
-            cause: main.map_or("", |l| l.cause).into(),
+            cause: main.map_or("", |l| l.cause.name()).into(),
             detail: main.and_then(|l| detail_text(l.detail, paths)),
-            rule: main.map_or("", |l| l.rule).into(),
+            rule: main.map_or("", |l| l.rule.name()).into(),
             parts: parts
                 .iter()
                 .map(|(l, ns)| cause_of(l, *ns, 1, paths))
@@ -385,15 +431,15 @@ impl IdleRows {
 }
 
 /// The detail of a blocking call, `None` for one that only enqueues work.
-fn blocked_detail(kind: CallKind, pageable: bool) -> Option<&'static str> {
+fn blocked_detail(kind: CallKind, pageable: bool) -> Option<Fixed> {
     Some(match kind {
-        CallKind::StreamSync | CallKind::EventSync => blocked::SYNCHRONIZE,
-        CallKind::DeviceSync => blocked::DEVICE_SYNCHRONIZE,
-        CallKind::Alloc | CallKind::AllocAsync => blocked::ALLOCATION,
-        CallKind::Free | CallKind::FreeAsync => blocked::FREE,
-        CallKind::CopySync => blocked::SYNC_COPY,
-        CallKind::CopyAsync if pageable => blocked::SYNC_COPY,
-        CallKind::MemsetSync => blocked::SYNC_MEMSET,
+        CallKind::StreamSync | CallKind::EventSync => Fixed::Synchronize,
+        CallKind::DeviceSync => Fixed::DeviceSynchronize,
+        CallKind::Alloc | CallKind::AllocAsync => Fixed::Allocation,
+        CallKind::Free | CallKind::FreeAsync => Fixed::Free,
+        CallKind::CopySync => Fixed::SyncCopy,
+        CallKind::CopyAsync if pageable => Fixed::SyncCopy,
+        CallKind::MemsetSync => Fixed::SyncMemset,
         _ => return None,
     })
 }
@@ -410,9 +456,12 @@ fn longest(pieces: &[Piece], keep: impl Fn(&Piece) -> bool) -> Option<&Piece> {
     pieces.iter().filter(|p| keep(p)).max_by_key(|p| p.ns)
 }
 
-/// Each device's kernels, copies and memsets: the intervals its busy time is the union of.
-fn device_work(placed: &[Placed]) -> HashMap<u32, Vec<Work>> {
-    let mut out: HashMap<u32, Vec<Work>> = HashMap::default();
+/// Each device's kernels, copies and memsets into `out` (emptied first): the intervals its busy
+/// time is the union of.
+fn device_work(placed: &[Placed], out: &mut HashMap<u32, Vec<Work>>) {
+    for v in out.values_mut() {
+        v.clear();
+    }
     for p in placed {
         let (device, w) = match &p.activity {
             Activity::Kernel(k) => (
@@ -449,7 +498,11 @@ fn device_work(placed: &[Placed]) -> HashMap<u32, Vec<Work>> {
         };
         out.entry(device).or_default().push(w);
     }
-    out
+}
+
+/// `a - b` as a signed difference, saturating.
+fn difference(a: u64, b: u64) -> i64 {
+    (i128::from(a) - i128::from(b)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The union of every device's busy intervals but `device`'s.
@@ -465,27 +518,27 @@ fn other_devices(busy: &[(u32, Vec<(u64, u64)>)], device: u32) -> Vec<(u64, u64)
 fn detail_text(d: Detail, paths: &PathTable) -> Option<String> {
     match d {
         Detail::None => None,
-        Detail::Text(t) => Some(t.into()),
+        Detail::Text(t) => Some(t.name().into()),
         Detail::Scope(path) => Some(format!("scope:{}", paths.path(path))),
     }
 }
 
 fn cause_of(l: &Label, ns: u64, gaps: u64, paths: &PathTable) -> IdleCause {
     IdleCause {
-        cause: l.cause.into(),
+        cause: l.cause.name().into(),
         detail: detail_text(l.detail, paths),
-        rule: l.rule.into(),
+        rule: l.rule.name().into(),
         ns,
         gaps,
     }
 }
 
 /// The split's causes as the ledger keeps them, sorted by cause, detail and rule.
-fn causes(by: &BTreeMap<Label, (u64, u64)>, paths: &PathTable) -> Vec<IdleCause> {
+fn causes(by: &[(Label, u64, u64)], paths: &PathTable) -> Vec<IdleCause> {
     let mut v: Vec<IdleCause> = by
         .iter()
-        .filter(|(_, (ns, _))| *ns > 0)
-        .map(|(l, (ns, gaps))| cause_of(l, *ns, *gaps, paths))
+        .filter(|(_, ns, _)| *ns > 0)
+        .map(|(l, ns, gaps)| cause_of(l, *ns, *gaps, paths))
         .collect();
     v.sort_by(|a, b| (&a.cause, &a.detail, &a.rule).cmp(&(&b.cause, &b.detail, &b.rule)));
     v

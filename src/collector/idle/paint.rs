@@ -7,14 +7,15 @@ use std::collections::BinaryHeap;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::model::{push, CallNote, Detail, Label, Piece, BOUNDARY, NOTHING_KNOWN};
-use crate::ledger::idle::cause;
+use super::model::{
+    push, CallNote, Cause, Detail, Fixed, Label, Piece, Rule, BOUNDARY, NOTHING_KNOWN,
+};
 
 /// What a thread was doing inside a CUDA call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum InCall {
-    /// Blocked: `detail` is one of `crate::ledger::idle::blocked`.
-    Blocked(&'static str),
+    /// Blocked in a call of this kind (one of `crate::ledger::idle::blocked`).
+    Blocked(Fixed),
     /// Launching or enqueueing other work.
     Launching,
 }
@@ -37,6 +38,14 @@ pub(crate) struct RawEvidence {
 }
 
 impl RawEvidence {
+    /// Keeps the intervals that end after `t` (the points, few, all): what a row passes on to
+    /// the next is what can cover the next row's lead-in, which begins at `t` or later.
+    pub(crate) fn keep_after(&mut self, t: u64) {
+        self.calls.retain(|c| c.2 > t);
+        self.scopes.retain(|s| s.2 > t);
+        self.boundaries.retain(|b| b.2 > t);
+    }
+
     pub(crate) fn clear(&mut self) {
         self.calls.clear();
         self.scopes.clear();
@@ -60,7 +69,8 @@ struct ThreadRuns {
     boundaries: Vec<(u64, u64)>,
 }
 
-/// The evidence a row's gaps are painted with.
+/// The evidence a row's gaps are painted with. Rebuilt in place row after row: its tables keep
+/// the capacity they grew to.
 #[derive(Default)]
 pub(crate) struct Evidence {
     threads: HashMap<u64, ThreadRuns>,
@@ -68,67 +78,86 @@ pub(crate) struct Evidence {
     pub(crate) stream_waits: Vec<(u32, u32, u64)>,
     /// Sorted.
     pub(crate) host_funcs: Vec<u64>,
+    /// The intervals before flattening, by thread.
+    calls_in: ByThread<Ranked<u8, (InCall, CallNote)>>,
+    scopes_in: ByThread<Ranked<(u64, Reverse<u64>), u32>>,
 }
 
 impl Evidence {
     /// The flattened evidence of `rows` (this row's and the one before).
+    #[cfg(test)]
     pub(crate) fn of(rows: &[&RawEvidence]) -> Self {
-        let mut calls: ByThread<Ranked<u8, (InCall, CallNote)>> = HashMap::default();
-        let mut scopes: ByThread<Ranked<(u64, Reverse<u64>), u32>> = HashMap::default();
-        let mut out = Evidence::default();
+        let mut e = Evidence::default();
+        e.rebuild(rows);
+        e
+    }
+
+    /// Makes this the flattened evidence of `rows` (this row's and the one before).
+    pub(crate) fn rebuild(&mut self, rows: &[&RawEvidence]) {
+        for v in self.calls_in.values_mut() {
+            v.clear();
+        }
+        for v in self.scopes_in.values_mut() {
+            v.clear();
+        }
+        for t in self.threads.values_mut() {
+            t.calls.clear();
+            t.scopes.clear();
+            t.boundaries.clear();
+        }
+        self.stream_waits.clear();
+        self.host_funcs.clear();
         for raw in rows {
             for &(key, s, e, what, note) in &raw.calls {
                 // A blocking call outranks a launch it overlaps (a synchronization record and
                 // the call it came from are one).
                 let rank = u8::from(matches!(what, InCall::Blocked(_)));
-                calls
-                    .entry(key)
-                    .or_default()
-                    .push((s, e, rank, (what, note)));
+                let v = self.calls_in.entry(key).or_default();
+                v.push((s, e, rank, (what, note)));
             }
             for &(key, s, e, path) in &raw.scopes {
                 // The innermost open scope: the latest start, then the shortest.
-                scopes
-                    .entry(key)
-                    .or_default()
-                    .push((s, e, (s, Reverse(e)), path));
+                let v = self.scopes_in.entry(key).or_default();
+                v.push((s, e, (s, Reverse(e)), path));
             }
             for &(key, s, e) in &raw.boundaries {
-                let t = out.threads.entry(key).or_default();
+                let t = self.threads.entry(key).or_default();
                 t.boundaries.push((s, e));
             }
-            out.stream_waits.extend_from_slice(&raw.stream_waits);
-            out.host_funcs.extend_from_slice(&raw.host_funcs);
+            self.stream_waits.extend_from_slice(&raw.stream_waits);
+            self.host_funcs.extend_from_slice(&raw.host_funcs);
         }
-        for (key, v) in calls {
-            let runs = flatten(v);
-            out.threads.entry(key).or_default().calls = runs
-                .into_iter()
-                .map(|(s, e, (w, n))| (s, e, w, n))
-                .collect();
+        for (key, v) in &mut self.calls_in {
+            if !v.is_empty() {
+                let t = self.threads.entry(*key).or_default();
+                flatten_into(v, &mut t.calls, |s, e, (w, n)| (s, e, w, n));
+            }
         }
-        for (key, v) in scopes {
-            out.threads.entry(key).or_default().scopes = flatten(v);
+        for (key, v) in &mut self.scopes_in {
+            if !v.is_empty() {
+                let t = self.threads.entry(*key).or_default();
+                flatten_into(v, &mut t.scopes, |s, e, w| (s, e, w));
+            }
         }
-        for t in out.threads.values_mut() {
+        for t in self.threads.values_mut() {
             t.boundaries.retain(|(s, e)| e > s);
             t.boundaries.sort_unstable();
         }
-        out.stream_waits.sort_unstable_by_key(|w| w.2);
-        out.host_funcs.sort_unstable();
-        out
+        self.stream_waits.sort_unstable_by_key(|w| w.2);
+        self.host_funcs.sort_unstable();
     }
 
     /// Paints `[a, b)` of a late host with what thread `key` was doing, into `out`: a CUDA call
     /// it sat in, else the innermost scope open on it, else the stretch after `step()` before its
     /// first call, else the scope it launched the next work in (`at_launch`), else nothing known.
+    /// `cuts` is scratch space, kept by the caller from call to call.
     pub(crate) fn paint(
         &self,
         key: u64,
-        a: u64,
-        b: u64,
+        (a, b): (u64, u64),
         at_launch: Option<u32>,
         out: &mut Vec<Piece>,
+        cuts: &mut Vec<u64>,
     ) {
         if b <= a {
             return;
@@ -137,10 +166,11 @@ impl Evidence {
             push(out, fallback(at_launch), b - a, None);
             return;
         };
-        let mut cuts = vec![a, b];
-        cut(&t.calls, |r| (r.0, r.1), a, b, &mut cuts);
-        cut(&t.scopes, |r| (r.0, r.1), a, b, &mut cuts);
-        cut(&t.boundaries, |r| *r, a, b, &mut cuts);
+        cuts.clear();
+        cuts.extend([a, b]);
+        cut(&t.calls, |r| (r.0, r.1), a, b, cuts);
+        cut(&t.scopes, |r| (r.0, r.1), a, b, cuts);
+        cut(&t.boundaries, |r| *r, a, b, cuts);
         cuts.sort_unstable();
         cuts.dedup();
         for w in cuts.windows(2) {
@@ -149,12 +179,15 @@ impl Evidence {
                 covering(&t.calls, u, |r| (r.0, r.1))
             {
                 match what {
-                    InCall::Blocked(detail) => (Label::host(detail, "in_cuda_call"), Some(note)),
-                    InCall::Launching => (Label::host("launch_call", "in_launch_call"), Some(note)),
+                    InCall::Blocked(detail) => (Label::host(detail, Rule::InCudaCall), Some(note)),
+                    InCall::Launching => (
+                        Label::host(Fixed::LaunchCall, Rule::InLaunchCall),
+                        Some(note),
+                    ),
                 }
             } else if let Some(&(_, _, path)) = covering(&t.scopes, u, |r| (r.0, r.1)) {
                 (
-                    Label::new(cause::HOST_LAUNCH, Detail::Scope(path), "scope_open"),
+                    Label::new(Cause::HostLaunch, Detail::Scope(path), Rule::ScopeOpen),
                     None,
                 )
             } else if covering(&t.boundaries, u, |r| *r).is_some() {
@@ -170,7 +203,7 @@ impl Evidence {
 /// What a late host's time is when nothing on its thread covers it.
 fn fallback(at_launch: Option<u32>) -> Label {
     match at_launch {
-        Some(path) => Label::new(cause::HOST_LAUNCH, Detail::Scope(path), "scope_at_launch"),
+        Some(path) => Label::new(Cause::HostLaunch, Detail::Scope(path), Rule::ScopeAtLaunch),
         None => NOTHING_KNOWN,
     }
 }
@@ -200,17 +233,32 @@ fn cut<T>(runs: &[T], span: impl Fn(&T) -> (u64, u64), a: u64, b: u64, cuts: &mu
 /// Overlapping intervals `(start, end, rank, what)` as disjoint runs in time order, each run
 /// holding the highest-ranked interval that covers it (the later one of equal rank); empty
 /// intervals cover nothing, and adjacent runs of one interval are merged.
+#[cfg(test)]
 pub(crate) fn flatten<R: Ord + Copy, W: Copy>(mut v: Vec<Ranked<R, W>>) -> Vec<(u64, u64, W)> {
+    let mut out = Vec::new();
+    flatten_into(&mut v, &mut out, |s, e, w| (s, e, w));
+    out
+}
+
+/// [`flatten`] of `v` (sorted in place) into `out` (emptied first), each run made by `make`.
+fn flatten_into<R: Ord + Copy, W: Copy, T>(
+    v: &mut Vec<Ranked<R, W>>,
+    out: &mut Vec<T>,
+    make: impl Fn(u64, u64, W) -> T,
+) {
+    out.clear();
     v.retain(|x| x.1 > x.0);
     v.sort_by_key(|x| x.0);
-    let mut out: Vec<(u64, u64, W, usize)> = Vec::with_capacity(v.len());
+    // One thread's calls follow one another: nothing to rank.
+    if v.windows(2).all(|w| w[0].1 <= w[1].0) {
+        out.extend(v.iter().map(|&(s, e, _, w)| make(s, e, w)));
+        return;
+    }
+    let mut runs: Vec<(u64, u64, usize)> = Vec::with_capacity(v.len());
     // (rank, index, end): the index breaks ties toward the later interval.
     let mut active: BinaryHeap<(R, usize, u64)> = BinaryHeap::new();
     let mut i = 0;
-    let Some(&(first, ..)) = v.first() else {
-        return Vec::new();
-    };
-    let mut t = first;
+    let mut t = v[0].0;
     loop {
         while i < v.len() && v[i].0 <= t {
             active.push((v[i].2, i, v[i].1));
@@ -229,13 +277,13 @@ pub(crate) fn flatten<R: Ord + Copy, W: Copy>(mut v: Vec<Ranked<R, W>>) -> Vec<(
             }
         };
         let next = v.get(i).map_or(end, |n| n.0.min(end));
-        match out.last_mut() {
-            Some(last) if last.3 == idx && last.1 == t => last.1 = next,
-            _ => out.push((t, next, v[idx].3, idx)),
+        match runs.last_mut() {
+            Some(last) if last.2 == idx && last.1 == t => last.1 = next,
+            _ => runs.push((t, next, idx)),
         }
         t = next;
     }
-    out.into_iter().map(|(s, e, w, _)| (s, e, w)).collect()
+    out.extend(runs.into_iter().map(|(s, e, idx)| make(s, e, v[idx].3)));
 }
 
 #[cfg(test)]
@@ -285,7 +333,7 @@ mod tests {
                     1,
                     20,
                     30,
-                    InCall::Blocked("blocked:synchronize"),
+                    InCall::Blocked(Fixed::Synchronize),
                     note("cuStreamSynchronize"),
                 ),
                 (1, 40, 45, InCall::Launching, note("cuLaunchKernel")),
@@ -295,19 +343,19 @@ mod tests {
             ..RawEvidence::default()
         };
         let ev = Evidence::of(&[&raw]);
-        let mut out = Vec::new();
-        ev.paint(1, 10, 90, Some(7), &mut out);
+        let (mut out, mut cuts) = (Vec::new(), Vec::new());
+        ev.paint(1, (10, 90), Some(7), &mut out, &mut cuts);
         let got: Vec<(String, &str, u64)> = out
             .iter()
-            .map(|p| (format!("{:?}", p.label.detail), p.label.rule, p.ns))
+            .map(|p| (format!("{:?}", p.label.detail), p.label.rule.name(), p.ns))
             .collect();
         assert_eq!(
             got,
             vec![
                 ("Scope(5)".into(), "scope_open", 10),
-                ("Text(\"blocked:synchronize\")".into(), "in_cuda_call", 10),
+                ("Text(Synchronize)".into(), "in_cuda_call", 10),
                 ("Scope(6)".into(), "scope_open", 10),
-                ("Text(\"launch_call\")".into(), "in_launch_call", 5),
+                ("Text(LaunchCall)".into(), "in_launch_call", 5),
                 ("Scope(6)".into(), "scope_open", 15),
                 ("Scope(5)".into(), "scope_open", 30),
             ]
@@ -316,13 +364,13 @@ mod tests {
         // Past the scopes: the boundary stretch is under scope 5 until 100; a thread with no
         // evidence at all gets the scope of its launch, or nothing known.
         out.clear();
-        ev.paint(3, 0, 10, Some(7), &mut out);
-        assert_eq!(out[0].label.rule, "scope_at_launch");
+        ev.paint(3, (0, 10), Some(7), &mut out, &mut cuts);
+        assert_eq!(out[0].label.rule, Rule::ScopeAtLaunch);
         out.clear();
-        ev.paint(3, 0, 10, None, &mut out);
+        ev.paint(3, (0, 10), None, &mut out, &mut cuts);
         assert_eq!(out[0].label, NOTHING_KNOWN);
         out.clear();
-        ev.paint(1, 100, 110, None, &mut out);
+        ev.paint(1, (100, 110), None, &mut out, &mut cuts);
         assert_eq!(out[0].label, NOTHING_KNOWN);
     }
 }

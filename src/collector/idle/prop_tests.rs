@@ -61,6 +61,7 @@ fn build(
                     blocking: kind == 1 && stream == 0,
                     key: 1 + u64::from(stream % 2),
                     thread: stream % 2,
+                    index: i as u32,
                     path_id: stream,
                     attribution: Attribution::OwnThread,
                 },
@@ -79,7 +80,7 @@ fn build(
                 key,
                 start,
                 start + len,
-                InCall::Blocked("blocked:free"),
+                InCall::Blocked(super::model::Fixed::Free),
                 note,
             )),
             1 => raw
@@ -128,14 +129,18 @@ proptest! {
         let summary = union_busy(&mut intervals).unwrap();
         let s = split_device(&mut work, lead, &cx);
         prop_assert_eq!(s.idle_ns, summary.idle_ns);
-        let placed: u64 = s.causes.values().map(|(ns, _)| ns).sum();
+        let placed: u64 = s.causes.iter().map(|(_, ns, _)| ns).sum();
         prop_assert_eq!(placed, summary.idle_ns, "{:?}", s.causes);
         let gaps = gpu_ledger_format::intervals::gaps(&mut intervals, 1);
-        for (label, (ns, n)) in &s.causes {
+        for (label, ns, n) in &s.causes {
             prop_assert!(*ns > 0, "{:?}", label);
             prop_assert!(*n as usize <= gaps.len() && *n > 0, "{:?} in {} gaps of {}", label, n, gaps.len());
         }
-        prop_assert!(s.causes.keys().all(|l| l.rule != "accounting_remainder"));
+        prop_assert!(s.causes.iter().all(|(l, _, _)| l.rule != super::model::Rule::AccountingRemainder));
+        // Each label once.
+        for (i, a) in s.causes.iter().enumerate() {
+            prop_assert!(s.causes[i + 1..].iter().all(|b| b.0 != a.0));
+        }
         prop_assert_eq!(s.compute_idle_ns, summary.idle_ns + s.copy_only_ns);
         // The largest gaps: at most `largest`, longest first, each covered once by its pieces,
         // and the longest of all gaps first.

@@ -2,12 +2,12 @@
 //! gaps `idle_ns` sums) cut into contiguous pieces, each placed by one rule, so that the pieces
 //! add up to `idle_ns` by construction. A pure function of its inputs, property-tested.
 
-use std::collections::BTreeMap;
+use std::cell::{Cell, OnceCell};
 
 use rustc_hash::FxHashMap as HashMap;
 
 use super::model::{
-    push, Detail, Label, Launch, Piece, Work, WorkKind, AFTER_LATE_LAUNCH, BELOW_FLOOR,
+    push, Fixed, Label, Launch, Piece, Rule, Work, WorkKind, AFTER_LATE_LAUNCH, BELOW_FLOOR,
     INSIDE_LAUNCH,
 };
 use super::paint::Evidence;
@@ -50,8 +50,8 @@ pub(crate) struct Gap {
 /// A device's split.
 #[derive(Debug, Default)]
 pub(crate) struct Split {
-    /// By label: ns and the gaps that have a piece of it.
-    pub(crate) causes: BTreeMap<Label, (u64, u64)>,
+    /// Each label with its ns and the gaps that have a piece of it, in order of first use.
+    pub(crate) causes: Vec<(Label, u64, u64)>,
     /// The device's idle time as the sweep found it (what the causes add up to).
     pub(crate) idle_ns: u64,
     pub(crate) compute_idle_ns: u64,
@@ -70,62 +70,56 @@ pub(crate) struct Split {
 pub(crate) fn split_device(work: &mut [Work], lead: Option<Work>, cx: &Context<'_>) -> Split {
     work.sort_unstable_by_key(|w| (w.start, w.end, w.call));
     let by_end = order_by(work, |w| (w.end, w.start));
-    let by_stream = order_by(work, |w| (w.context, w.stream, w.start));
     let d = Device {
         work,
         by_end: &by_end,
-        by_stream: &by_stream,
+        by_stream: OnceCell::new(),
         cx,
+        next_from: Cell::new(0),
+        end_from: Cell::new(0),
     };
     let mut out = Split::default();
     let mut intervals: Vec<(u64, u64)> = work.iter().map(|w| (w.start, w.end)).collect();
-    let mut pieces = Vec::new();
+    let mut sink = Sink::default();
     let mut gaps = Vec::new();
     let window = for_each_gap(&mut intervals, |s, e| gaps.push((s, e)));
     for (gs, ge) in gaps {
-        pieces.clear();
+        sink.pieces.clear();
         let next = d.next_at(ge);
         let before = d.before_at(gs);
-        d.classify(gs, ge, next, before, &mut pieces, &mut out.same_stream_gaps);
+        d.classify(gs, ge, next, before, &mut sink);
         out.idle_ns += ge - gs;
-        let mut seen: Vec<Label> = Vec::with_capacity(pieces.len());
-        for p in &pieces {
-            let e = out.causes.entry(p.label).or_insert((0, 0));
-            e.0 += p.ns;
-            if !seen.contains(&p.label) {
-                seen.push(p.label);
-                e.1 += 1;
-            }
-        }
-        let placed: u64 = pieces.iter().map(|p| p.ns).sum();
+        let placed: u64 = sink.pieces.iter().map(|p| p.ns).sum();
         debug_assert_eq!(placed, ge - gs, "a gap's pieces cover it once");
         if placed != ge - gs {
-            let e = out
-                .causes
-                .entry(Label::unknown("accounting_remainder"))
-                .or_insert((0, 0));
-            e.0 += (ge - gs).saturating_sub(placed);
-            e.1 += 1;
+            let rest = (ge - gs).saturating_sub(placed);
+            push(
+                &mut sink.pieces,
+                Label::unknown(Rule::AccountingRemainder),
+                rest,
+                None,
+            );
         }
+        add_gap(&mut out.causes, &mut sink.labels, &sink.pieces);
         keep_largest(&mut out.largest, cx.largest, gs, ge - gs, || Gap {
             start: gs,
             ns: ge - gs,
-            pieces: pieces.clone(),
+            pieces: sink.pieces.clone(),
             before: before.copied(),
             after: next.copied(),
             launch: next.and_then(|n| cx.launches.get(&n.call).copied()),
         });
     }
+    out.same_stream_gaps = std::mem::take(&mut sink.same_stream);
     if let (Some((first, _, _)), Some(lead)) = (window, lead) {
         if lead.end < first {
-            pieces.clear();
+            sink.pieces.clear();
             let next = d.next_at(first);
-            let mut unused = Vec::new();
-            d.classify(lead.end, first, next, Some(&lead), &mut pieces, &mut unused);
+            d.classify(lead.end, first, next, Some(&lead), &mut sink);
             out.lead_in = Some(Gap {
                 start: lead.end,
                 ns: first - lead.end,
-                pieces: pieces.clone(),
+                pieces: sink.pieces.clone(),
                 before: Some(lead),
                 after: next.copied(),
                 launch: next.and_then(|n| cx.launches.get(&n.call).copied()),
@@ -136,6 +130,42 @@ pub(crate) fn split_device(work: &mut [Work], lead: Option<Work>, cx: &Context<'
         copy_figures(work, first, last, &mut out);
     }
     out
+}
+
+/// What classifying a gap writes, reused from gap to gap.
+#[derive(Default)]
+struct Sink {
+    pieces: Vec<Piece>,
+    /// The painter's cut points.
+    cuts: Vec<u64>,
+    same_stream: Vec<u64>,
+    /// Where each label sits in the split's causes.
+    labels: HashMap<Label, usize>,
+}
+
+/// Adds one gap's pieces to `causes` (found through `index`), each label's gap count once.
+fn add_gap(
+    causes: &mut Vec<(Label, u64, u64)>,
+    index: &mut HashMap<Label, usize>,
+    pieces: &[Piece],
+) {
+    let mut seen = 0u128;
+    for (k, p) in pieces.iter().enumerate() {
+        let i = *index.entry(p.label).or_insert_with(|| {
+            causes.push((p.label, 0, 0));
+            causes.len() - 1
+        });
+        causes[i].1 += p.ns;
+        let first = if i < 128 {
+            let bit = 1u128 << i;
+            let first = seen & bit == 0;
+            seen |= bit;
+            first
+        } else {
+            !pieces[..k].iter().any(|q| q.label == p.label)
+        };
+        causes[i].2 += u64::from(first);
+    }
 }
 
 /// Indices of `work` ordered by `key`.
@@ -180,27 +210,62 @@ struct Device<'a> {
     /// By start, end, call.
     work: &'a [Work],
     by_end: &'a [u32],
-    by_stream: &'a [u32],
+    /// By stream, then start: made when a dependency needs a stream's predecessor.
+    by_stream: OnceCell<Vec<u32>>,
     cx: &'a Context<'a>,
+    /// Where the last look-ups by start and by end landed: gaps come in time order, so each
+    /// look-up moves on from the last instead of searching from the start.
+    next_from: Cell<usize>,
+    end_from: Cell<usize>,
+}
+
+/// The first index of `0..len` whose `key` is at least `t`, for keys that never decrease,
+/// moving on from `cursor` (searched from scratch when `t` is behind it).
+fn seek(cursor: &Cell<usize>, len: usize, key: impl Fn(usize) -> u64, t: u64) -> usize {
+    let mut i = cursor.get().min(len);
+    if i > 0 && key(i - 1) >= t {
+        let (mut lo, mut hi) = (0, i);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if key(mid) < t {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        i = lo;
+    }
+    while i < len && key(i) < t {
+        i += 1;
+    }
+    cursor.set(i);
+    i
 }
 
 impl Device<'_> {
     /// The work that starts at `t` and runs (a zero-length record ends no gap), launched
     /// earliest: "the host was late" is then judged against the first chance it had.
     fn next_at(&self, t: u64) -> Option<&Work> {
-        let first = self.work.partition_point(|w| w.start < t);
-        self.work[first..]
+        let first = seek(&self.next_from, self.work.len(), |i| self.work[i].start, t);
+        let mut starting = self.work[first..]
             .iter()
             .take_while(|w| w.start == t)
-            .filter(|w| w.end > w.start)
+            .filter(|w| w.end > w.start);
+        let one = starting.next()?;
+        // Most gaps end at one piece of work: no launch to look up.
+        let Some(two) = starting.next() else {
+            return Some(one);
+        };
+        [one, two]
+            .into_iter()
+            .chain(starting)
             .min_by_key(|w| (self.entry_of(w).unwrap_or(u64::MAX), w.call))
     }
 
     /// The work that ends at `t` (the longest-running one, to name the gap).
     fn before_at(&self, t: u64) -> Option<&Work> {
-        let first = self
-            .by_end
-            .partition_point(|&i| self.work[i as usize].end < t);
+        let end_of = |k: usize| self.work[self.by_end[k] as usize].end;
+        let first = seek(&self.end_from, self.by_end.len(), end_of, t);
         self.by_end[first..]
             .iter()
             .map(|&i| &self.work[i as usize])
@@ -215,11 +280,10 @@ impl Device<'_> {
     /// The work launched before `n` on its stream in this row, when there is any.
     fn stream_predecessor(&self, n: &Work) -> Option<&Work> {
         let key = |w: &Work| (w.context, w.stream, w.start);
-        let at = self
-            .by_stream
-            .partition_point(|&i| key(&self.work[i as usize]) < key(n));
+        let by_stream = self.by_stream.get_or_init(|| order_by(self.work, key));
+        let at = by_stream.partition_point(|&i| key(&self.work[i as usize]) < key(n));
         at.checked_sub(1)
-            .map(|i| &self.work[self.by_stream[i] as usize])
+            .map(|i| &self.work[by_stream[i] as usize])
             .filter(|p| (p.context, p.stream) == (n.context, n.stream))
     }
 
@@ -231,22 +295,22 @@ impl Device<'_> {
         ge: u64,
         next: Option<&Work>,
         before: Option<&Work>,
-        out: &mut Vec<Piece>,
-        same_stream: &mut Vec<u64>,
+        sink: &mut Sink,
     ) {
+        let out = &mut sink.pieces;
         let len = ge - gs;
         let Some(n) = next else {
-            push(out, Label::unknown("zero_length_work"), len, None);
+            push(out, Label::unknown(Rule::ZeroLengthWork), len, None);
             return;
         };
         let Some(c) = self.cx.launches.get(&n.call) else {
-            push(out, Label::unknown("no_launch_call"), len, None);
+            push(out, Label::unknown(Rule::NoLaunchCall), len, None);
             return;
         };
         if let Some(problem) = self.cx.clock {
             let rule = match problem {
-                ClockProblem::Step => "clock_step",
-                ClockProblem::Unreliable => "clock_unreliable",
+                ClockProblem::Step => Rule::ClockStep,
+                ClockProblem::Unreliable => Rule::ClockUnreliable,
             };
             push(out, Label::unknown(rule), len, None);
             return;
@@ -260,7 +324,9 @@ impl Device<'_> {
             let at_launch = matches!(c.attribution, Attribution::OwnThread | Attribution::Handoff)
                 .then_some(c.path_id)
                 .filter(|p| *p != 0);
-            self.cx.evidence.paint(c.key, gs, h, at_launch, out);
+            self.cx
+                .evidence
+                .paint(c.key, (gs, h), at_launch, out, &mut sink.cuts);
             self.after_launch(n, before, c, exit, (h, ge), out);
         } else if exit.is_some_and(|x| x > gs) {
             // Entered before the gap, still inside the call when it began.
@@ -268,13 +334,13 @@ impl Device<'_> {
         } else {
             // Launched before the gap began: dispatch latency up to the floor, then a wait.
             if before.is_some_and(|b| (b.context, b.stream) == (n.context, n.stream)) {
-                same_stream.push(len);
+                sink.same_stream.push(len);
             }
             let f = len.min(self.cx.floor);
             push(out, BELOW_FLOOR, f, None);
             if len > f {
                 let label =
-                    self.dependency(n, before, c, (gs + f, ge), "launched_before_gap_start");
+                    self.dependency(n, before, c, (gs + f, ge), Rule::LaunchedBeforeGapStart);
                 push(out, label, len - f, None);
             }
         }
@@ -301,7 +367,7 @@ impl Device<'_> {
         push(out, AFTER_LATE_LAUNCH, latency, None);
         if rest > latency {
             let label =
-                self.dependency(n, before, c, (x + latency, to), "waited_after_late_launch");
+                self.dependency(n, before, c, (x + latency, to), Rule::WaitedAfterLateLaunch);
             push(out, label, rest - latency, None);
         }
     }
@@ -314,14 +380,17 @@ impl Device<'_> {
         before: Option<&Work>,
         c: &Launch,
         (from, to): (u64, u64),
-        fallback: &'static str,
+        fallback: Rule,
     ) -> Label {
         // Evidence issued between the launch of n's stream predecessor and n's own launch.
-        let lower = self
-            .stream_predecessor(n)
-            .and_then(|p| self.entry_of(p))
-            .unwrap_or(0);
         let ev = self.cx.evidence;
+        let lower = if ev.stream_waits.is_empty() && ev.host_funcs.is_empty() {
+            0
+        } else {
+            self.stream_predecessor(n)
+                .and_then(|p| self.entry_of(p))
+                .unwrap_or(0)
+        };
         let waits = &ev.stream_waits;
         let first = waits.partition_point(|w| w.2 < lower);
         if waits[first..]
@@ -329,27 +398,23 @@ impl Device<'_> {
             .take_while(|w| w.2 <= c.entry)
             .any(|w| (w.0, w.1) == (n.context, n.stream))
         {
-            return Label::dependency("event", "stream_wait_event");
+            return Label::dependency(Fixed::Event, Rule::StreamWaitEvent);
         }
         let funcs = &ev.host_funcs;
         let first = funcs.partition_point(|&t| t < lower);
         if funcs.get(first).is_some_and(|&t| t <= c.entry) {
-            return Label::dependency("host_function", "host_func_before");
+            return Label::dependency(Fixed::HostFunction, Rule::HostFuncBefore);
         }
         if n.graph_id != 0 && before.is_some_and(|b| b.graph_id == n.graph_id) {
-            return Label::dependency("graph", "graph_dependency");
+            return Label::dependency(Fixed::Graph, Rule::GraphDependency);
         }
         if 2 * covered(self.cx.others, from, to) >= to - from {
-            return Label::dependency("other_device", "other_device_busy");
+            return Label::dependency(Fixed::OtherDevice, Rule::OtherDeviceBusy);
         }
         if before.is_some_and(|b| (b.context, b.stream) == (n.context, n.stream)) {
-            return Label::dependency("stream_order", "same_stream_above_floor");
+            return Label::dependency(Fixed::StreamOrder, Rule::SameStreamAboveFloor);
         }
-        Label::new(
-            crate::ledger::idle::cause::DEPENDENCY,
-            Detail::Text("unknown"),
-            fallback,
-        )
+        Label::dependency(Fixed::Unknown, fallback)
     }
 }
 
