@@ -17,6 +17,7 @@ mod attribution;
 mod cache;
 mod counters;
 mod faults;
+mod idle;
 mod kernels_suite;
 mod multi_gpu;
 mod nvml;
