@@ -56,8 +56,8 @@ mod tracing_layer;
 mod writer;
 
 pub use config::{
-    Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling, LEDGER_PATH_ENV,
-    LEVEL_ENV,
+    Config, Follow, IdleConfig, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling,
+    LEDGER_PATH_ENV, LEVEL_ENV,
 };
 pub use driver::events::RawStream;
 pub use error::{Error, Result};

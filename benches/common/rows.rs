@@ -98,6 +98,7 @@ pub fn row(index: u64) -> IterationRow {
             largest_gap_ns: 310_211,
             kernel_count: 134,
             peak_memory_bytes: Some(61_203_283_968),
+            idle: None,
         }],
         scopes,
         kernels,

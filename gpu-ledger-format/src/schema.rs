@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
+use crate::idle::{DispatchFloor, IdleBreakdown, InventoryEntry};
 use crate::nvml::{NvmlIterationSummary, RunEnergy};
 
 /// Version of the line format written by this build. The reader refuses any other.
@@ -165,6 +166,10 @@ pub struct ConfigRecord {
     /// when they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// Whether rows split idle time by cause, and with what settings (`on: largest_gaps=5
+    /// small_read_bytes=1024 floor=calibration`), or `off`. Absent below the timeline level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_causes: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -247,6 +252,11 @@ pub struct IterationRow {
     /// iteration (then `perturbed`: sampling slows kernels launched while it runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalls: Option<crate::stalls::IterationStalls>,
+    /// The host calls the funnel asks about, by kind, scope and function: device-wide and
+    /// stream synchronizations, synchronous copies and memsets, small device-to-host reads,
+    /// allocations and frees (docs/idle.md). With idle causes on, in traced rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_inventory: Vec<InventoryEntry>,
 }
 
 /// Kernels counted by how their scope was found.
@@ -307,6 +317,18 @@ pub struct LaunchThread {
     pub copies: u64,
     /// How its kernels were attributed.
     pub attribution: AttributionCounts,
+    /// Time the thread waited on a run queue, runnable but not running, ns, over the
+    /// iteration (`/proc/self/task/<tid>/schedstat`, read when the collector took `step()`'s
+    /// message, up to 2 ms after it). None where the file cannot be read, and for iterations
+    /// shorter than the collector's tick that shared one reading with the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_ns: Option<u64>,
+    /// Time the thread ran on a CPU, ns, over the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu_ns: Option<u64>,
+    /// Times the thread was scheduled onto a CPU over the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeslices: Option<u64>,
 }
 
 impl LaunchThread {
@@ -384,6 +406,10 @@ pub struct DeviceIteration {
     /// allocation records were seen; counts only allocations made while the profiler ran.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// `idle_ns` split by cause, the gap before the window, and the longest gaps (docs/idle.md).
+    /// With idle causes on (`Config::idle_causes`), in traced rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleBreakdown>,
 }
 
 /// Time and launches of one scope path in one iteration.
@@ -545,6 +571,9 @@ pub struct Trailer {
     /// The CUDA graph nodes the run saw, when it launched or captured any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graphs: Option<GraphCounts>,
+    /// The dispatch floor of each device the rows split idle time with (docs/idle.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispatch_floors: Vec<DispatchFloor>,
 }
 
 /// What the profiler kept of CUDA graphs' nodes to attribute their kernels, copies and memsets

@@ -159,6 +159,7 @@ impl LaunchTally {
                 kernel_ns: t.kernel_ns,
                 copies: t.copies,
                 attribution: t.attribution,
+                ..LaunchThread::default()
             };
             if t.unscoped_ns > 0 {
                 unscoped_from.push(launched.label());

@@ -16,11 +16,13 @@
 mod attribution;
 mod correlation;
 mod graphs;
+mod idle;
 mod kernel_groups;
 mod launch_threads;
 #[cfg(any(test, feature = "internals"))]
 pub(crate) mod offline;
 mod row;
+mod sched;
 mod scope_busy;
 mod scopes;
 mod stalls;
@@ -31,6 +33,8 @@ mod window;
 mod duty_tests;
 #[cfg(test)]
 mod graph_tests;
+#[cfg(test)]
+mod idle_tests;
 #[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
@@ -92,6 +96,9 @@ pub(crate) struct CollectorSetup {
     /// Publishes each row as metrics as it is written, when the run asked for them.
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<crate::metrics::Publisher>,
+    /// What the split of idle time by cause records, when it is on (the timeline and counters
+    /// levels).
+    pub(crate) idle: Option<crate::config::IdleConfig>,
 }
 
 /// Starts the collector thread.
@@ -162,6 +169,8 @@ struct Collector {
     /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
     /// ns already.
     clock: Option<TickConverter>,
+    /// Reads the launching threads' run-queue time at each iteration end, when asked.
+    sched: Option<sched::SchedReader>,
     // Rows, and the whole run.
     rows: RowBuilder,
     trailer: Trailer,
@@ -184,6 +193,11 @@ impl Collector {
             IterationBuffers::default(),
         ));
         let clock = s.running.clock.converter();
+        let sched = s
+            .idle
+            .as_ref()
+            .filter(|i| i.schedstat)
+            .map(|_| sched::SchedReader::default());
         Collector {
             running: s.running,
             inbox: s.inbox,
@@ -215,8 +229,10 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
+            sched,
             rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration)
-                .with_stalls(s.pc_sources.map(stalls::StallRows::new)),
+                .with_stalls(s.pc_sources.map(stalls::StallRows::new))
+                .with_idle(s.idle),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),

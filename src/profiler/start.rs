@@ -264,6 +264,7 @@ impl Plan {
             config.follow.clone(),
             self.nvtx.run(),
             self.sampling,
+            config.idle.enabled,
         );
         notes.timeline_sampling = config
             .timeline_sampling
@@ -585,6 +586,7 @@ fn spawn_collector(
         pc_sources: parts.pc_sources,
         #[cfg(feature = "metrics")]
         metrics: parts.metrics,
+        idle: (parts.timeline_rules && config.idle.enabled).then(|| config.idle.clone()),
     })?;
     Ok((collector, trailer_rx))
 }

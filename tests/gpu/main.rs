@@ -18,6 +18,7 @@ mod cache;
 mod counters;
 mod faults;
 mod graphs;
+mod idle;
 mod kernels_suite;
 mod multi_gpu;
 mod nvml;

@@ -24,6 +24,7 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
             largest_gap_ns: 0,
             kernel_count: 0,
             peak_memory_bytes: None,
+            idle: None,
         }],
         ..IterationRow::default()
     }
@@ -108,6 +109,7 @@ pub fn header(driver: &str) -> Header {
             tracing_calibration: None,
             pc_sampling: None,
             metrics: None,
+            idle_causes: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
