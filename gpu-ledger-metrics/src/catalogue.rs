@@ -93,7 +93,7 @@ macro_rules! catalogue {
     ($( $id:ident = $name:literal, $kind:ident, $unit:expr, $labels:expr, $rows:ident, $help:literal; )*) => {
         /// A metric of the catalogue, by its position in [`METRICS`]. Reserved metrics are
         /// named before anything publishes them.
-        #[allow(non_camel_case_types, clippy::upper_case_acronyms, dead_code)]
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms, clippy::enum_variant_names, dead_code)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub(crate) enum M { $($id),* }
 
