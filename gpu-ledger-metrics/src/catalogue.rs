@@ -93,7 +93,7 @@ macro_rules! catalogue {
     ($( $id:ident = $name:literal, $kind:ident, $unit:expr, $labels:expr, $rows:ident, $help:literal; )*) => {
         /// A metric of the catalogue, by its position in [`METRICS`]. Reserved metrics are
         /// named before anything publishes them.
-        #[allow(non_camel_case_types, clippy::upper_case_acronyms, dead_code)]
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms, clippy::enum_variant_names, dead_code)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub(crate) enum M { $($id),* }
 
@@ -155,8 +155,8 @@ catalogue! {
         "Time the device ran kernels, copies or memsets per iteration (union of their intervals).";
     DEVICE_IDLE = "gpu_ledger_device_idle_seconds", Histogram, Some(Unit::Seconds), Labels::Device, TracedNotPerturbed,
         "Gaps between the device's activities per iteration, inside its first-to-last activity window.";
-    DEVICE_IDLE_CAUSE = "gpu_ledger_device_idle_cause_seconds", Histogram, Some(Unit::Seconds), Labels::DeviceAnd("cause"), Reserved,
-        "Idle time per iteration by cause (reserved: published once ledger rows attribute idle time).";
+    DEVICE_IDLE_CAUSE = "gpu_ledger_device_idle_cause_seconds", Histogram, Some(Unit::Seconds), Labels::DeviceAnd("cause"), TracedNotPerturbed,
+        "Idle time per iteration by cause (launch_latency, host_launch, dependency, unknown), for rows that split it; the causes add up to the idle time.";
     DEVICE_BUSY_RATIO = "gpu_ledger_device_busy_ratio", Gauge, None, Labels::Device, TracedNotPerturbed,
         "Busy time over the host wall time of the last traced iteration (that iteration's hw.gpu.utilization).";
     DEVICE_IDLE_RATIO = "gpu_ledger_device_idle_ratio", Gauge, None, Labels::Device, TracedNotPerturbed,

@@ -276,12 +276,25 @@ impl Publisher {
         self.publish_idle_causes(d);
     }
 
-    /// Idle time by cause: the place for a row's idle time attributed to causes, published as
-    /// [`names::DEVICE_IDLE_CAUSE`](crate::names::DEVICE_IDLE_CAUSE) with the label `cause`
-    /// (`self.device_series_with(device, "cause", cause)`), one observation per cause in traced
-    /// rows that are not perturbed. The ledger's rows do not attribute idle time yet, so nothing
-    /// is published here: no figure is made up.
-    fn publish_idle_causes(&mut self, _device: &DeviceIteration) {}
+    /// Idle time by cause, one observation per cause the row's split names (the causes add up
+    /// to the row's idle time). The label is the cause alone, never its detail (a scope path or
+    /// a function): the causes are a fixed, short list, so the series stay bounded.
+    fn publish_idle_causes(&mut self, d: &DeviceIteration) {
+        let Some(idle) = &d.idle else {
+            return;
+        };
+        let mut by_cause: Vec<(&str, u64)> = Vec::new();
+        for c in &idle.causes {
+            match by_cause.iter_mut().find(|(name, _)| *name == c.cause) {
+                Some((_, ns)) => *ns = ns.saturating_add(c.ns),
+                None => by_cause.push((&c.cause, c.ns)),
+            }
+        }
+        for (cause, ns) in by_cause {
+            let id = self.device_series_with(d.device_id, "cause", cause);
+            self.observe(M::DEVICE_IDLE_CAUSE, id, seconds(ns));
+        }
+    }
 
     fn publish_nvml(&mut self, n: &NvmlIterationSummary, steady: bool) {
         let id = self.device_series(n.device_id);

@@ -497,3 +497,74 @@ fn label_values_are_escaped() {
         "{text}"
     );
 }
+
+#[test]
+fn idle_time_is_published_by_cause_summed_over_details_and_only_where_the_row_splits_it() {
+    use gpu_ledger_format::idle::{IdleBreakdown, IdleCause};
+    let part = |cause: &str, detail: &str, ns: u64| IdleCause {
+        cause: cause.into(),
+        detail: Some(detail.into()),
+        rule: "scope_open".into(),
+        ns,
+        gaps: 1,
+    };
+    let (mut p, rec) = publisher("timeline", MetricsOptions::default());
+    // A row without the split publishes no cause.
+    p.publish(&traced(0));
+    assert_eq!(rec.value(DEVICE_IDLE_CAUSE, &[("device", "0")]), None);
+    let mut row = traced(1);
+    row.devices[0].idle = Some(IdleBreakdown {
+        causes: vec![
+            part("host_launch", "step/data", 600_000),
+            part("host_launch", "blocked:synchronize", 100_000),
+            part("launch_latency", "", 300_000),
+        ],
+        ..IdleBreakdown::default()
+    });
+    p.publish(&row);
+    let cause = |c: &str| hist(&rec, DEVICE_IDLE_CAUSE, &[("device", "0"), ("cause", c)]);
+    let (n, sum) = cause("host_launch").expect("host_launch published");
+    assert_eq!(n, 1, "one observation per cause and row");
+    assert!(close(sum, 0.0007), "{sum}");
+    assert!(close(cause("launch_latency").unwrap().1, 0.0003));
+    assert_eq!(cause("dependency"), None, "no cause the row does not name");
+    // The labels carry causes, never details.
+    for s in rec.series().iter().filter(|s| s.name == DEVICE_IDLE_CAUSE) {
+        let keys: Vec<&str> = s.labels.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["device", "UUID", "cause"], "{:?}", s.labels);
+    }
+    // A perturbed row's idle times stay out, as its other times do.
+    row.perturbed = true;
+    p.publish(&row);
+    assert_eq!(cause("host_launch").unwrap().0, 1);
+}
+
+/// The README's list of series is the one a dashboard is built from: every metric published is
+/// in it, and it names none that is not.
+#[test]
+fn the_readme_lists_every_series_and_no_other() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the workspace README");
+    let start = readme
+        .find("## Metrics for dashboards")
+        .expect("the README's metrics section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    for m in METRICS.iter().filter(|m| m.rows != Rows::Reserved) {
+        assert!(
+            section.contains(&format!("`{}`", m.name)),
+            "README misses {}",
+            m.name
+        );
+    }
+    for word in section.split('`').filter(|w| w.starts_with("gpu_ledger_")) {
+        let base = word.split(['{', '[', '(']).next().unwrap();
+        let known = METRICS.iter().any(|m| {
+            base == m.name
+                || ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|s| base.strip_suffix(s) == Some(m.name))
+        });
+        assert!(known, "README names {word}, which is not published");
+    }
+}
