@@ -333,6 +333,8 @@ pub struct Comparison {
     pub adds_up: bool,
     /// The gap before the window (outside `idle_ns`), ns.
     pub lead_in_ns: Option<u64>,
+    /// What `other` holds: each cause, detail and rule no group takes, with its ns.
+    pub other_parts: Vec<(String, u64)>,
 }
 
 impl Comparison {
@@ -395,13 +397,18 @@ pub fn compare(row: &IterationRow, expected: &Expected, median_gap_ns: u64) -> O
         })
         .collect();
     let mut other = 0;
+    let mut other_parts = Vec::new();
     for c in &idle.causes {
         let group = GROUPS.iter().position(|&(_, cause, detail)| {
             c.cause == cause && detail.is_none_or(|d| c.detail.as_deref() == Some(d))
         });
         match group {
             Some(i) => lines[i].measured += c.ns,
-            None => other += c.ns,
+            None => {
+                other += c.ns;
+                let detail = c.detail.as_deref().unwrap_or("-");
+                other_parts.push((format!("{} {detail} ({})", c.cause, c.rule), c.ns));
+            }
         }
     }
     lines.push(Line {
@@ -416,6 +423,7 @@ pub fn compare(row: &IterationRow, expected: &Expected, median_gap_ns: u64) -> O
         lines,
         adds_up: sum == d.idle_ns,
         lead_in_ns: idle.lead_in.as_ref().map(|g| g.ns),
+        other_parts,
     })
 }
 
@@ -494,6 +502,9 @@ pub fn print(index: u64, c: &Comparison) {
                 "NO"
             }
         );
+    }
+    for (what, ns) in &c.other_parts {
+        println!("    other: {what} {:.1} µs", *ns as f64 / 1e3);
     }
     println!(
         "  causes add up to idle_ns: {}",

@@ -102,7 +102,10 @@ impl GraphScopes {
                 call,
                 iteration,
             } => {
-                self.counts.nodes_captured += 1;
+                // A node reported created again under the id it already holds is one node.
+                if !self.nodes.contains_key(&node) {
+                    self.counts.nodes_captured += 1;
+                }
                 if call != 0 {
                     self.captured_calls.insert(call, iteration);
                 }
