@@ -389,7 +389,29 @@ fn merge_prints_the_slowest_rank_per_iteration() {
         out.contains("| 3 | 8.03 ms | 10.0 ms | 1 | 2.00 ms |"),
         "{out}"
     );
-    assert!(out.contains("| 9 | 8.09 ms | – | 0 |"), "{out}");
+    // An iteration one rank alone has, and a tie, name no straggler; rank 1 lags twice.
+    assert!(
+        out.contains("| 9 | 8.09 ms | – | n/a | n/a | n/a |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("| 8 | 8.08 ms | 8.08 ms | tie | 0 ns |"),
+        "{out}"
+    );
+    for (rank, times) in [(0, 1), (1, 2)] {
+        let line = format!(
+            "| {rank} | {} | 8.05 ms | {times} |",
+            d(&format!("v1-rank{rank}.jsonl"))
+        );
+        assert!(out.contains(&line), "{out}");
+    }
+    assert!(
+        out.contains(&format!(
+            "rank 1 ({}) has no trailer: the run did not finish",
+            d("v1-rank1.jsonl")
+        )),
+        "{out}"
+    );
     let o = run(&[
         "merge",
         &d("v1-rank0.jsonl"),

@@ -259,13 +259,18 @@ fn merge_aligns_ranks_and_finds_the_slowest() {
     assert_eq!(v.ranks, [0, 1]);
     assert_eq!(v.sources, ["r0", "r1"]);
     assert_eq!(v.iterations.len(), 10);
-    let slowest: Vec<u32> = v.iterations.iter().map(|i| i.slowest_rank).collect();
-    // Rank 1 lags by 2 ms in iterations 3 and 7; rank 0 by 1 ms in 5; 9 only exists in rank 0.
-    assert_eq!(slowest, [0, 0, 0, 1, 0, 0, 0, 1, 0, 0]);
-    assert_eq!(v.iterations[3].spread_ns, 2_000_000);
-    assert_eq!(v.iterations[5].spread_ns, 1_000_000);
+    let slowest: Vec<Option<u32>> = v.iterations.iter().map(|i| i.slowest_rank).collect();
+    // Rank 1 lags by 2 ms in iterations 3 and 7; rank 0 by 1 ms in 5; the others are ties, and
+    // 9 only exists in rank 0: neither names a straggler.
+    let (n, zero, one) = (None, Some(0), Some(1));
+    assert_eq!(slowest, [n, n, n, one, n, zero, n, one, n, n]);
+    assert_eq!(v.iterations[3].spread_ns, Some(2_000_000));
+    assert_eq!(v.iterations[5].spread_ns, Some(1_000_000));
+    assert_eq!(v.iterations[0].spread_ns, Some(0));
     assert_eq!(v.iterations[9].wall_ns, [Some(8_090_000), None]);
-    assert_eq!(v.slowest_counts, [8, 2]);
+    assert_eq!(v.iterations[9].spread_ns, None);
+    assert_eq!(v.slowest_counts, [1, 2]);
+    assert_eq!((v.ties, v.single_rank), (6, 1));
     assert_eq!(v.spread.unwrap().n, 9);
     assert!(v
         .notes
@@ -278,9 +283,48 @@ fn merge_aligns_ranks_and_finds_the_slowest() {
         md.contains("| 3 | 8.03 ms | 10.0 ms | 1 | 2.00 ms |"),
         "{md}"
     );
+    assert!(
+        md.contains("| 0 | 8.00 ms | 8.00 ms | tie | 0 ns |"),
+        "{md}"
+    );
+    assert!(md.contains("| 9 | 8.09 ms | – | n/a | n/a | n/a |"), "{md}");
+    assert!(md.contains("| 0 | r0 | 8.05 ms | 1 |"), "{md}");
+    assert!(md.contains("7 iterations had no slowest rank (6 ties, 1 on one rank only)"));
+    // The flagged column says what it holds, also when it is empty.
+    assert!(md.contains("perturbed or incomplete |"), "{md}");
+    assert!(md.contains("no row is perturbed (counter replay) or incomplete"));
+    // A trailer is known only when the caller says so.
+    assert!(!md.contains("has no trailer"));
     let csv = v.to_csv();
     assert_eq!(csv.lines().count(), 11);
     assert!(csv.starts_with("index,wall_ns_rank0,wall_ns_rank1,slowest_rank"));
+    assert!(
+        csv.contains("\n0,8000000,8000000,,8000000,8000000,0,\n"),
+        "{csv}"
+    );
+    assert!(csv.contains("\n9,8090000,,,8090000,8090000,,\n"), "{csv}");
+
+    let ended = vec![
+        s0.clone().with_trailer(r0.trailer.is_some()),
+        s1.clone().with_trailer(r1.trailer.is_some()),
+    ];
+    let v = merge_ranks(ended).unwrap();
+    let note = "rank 1 (r1) has no trailer: the run did not finish (killed or crashed) after \
+                iteration 8";
+    assert!(v.notes.iter().any(|n| n.starts_with(note)), "{:?}", v.notes);
+    assert!(!v
+        .notes
+        .iter()
+        .any(|n| n.contains("rank 0 (r0) has no trailer")));
+    let mut flagged = s0.clone();
+    flagged.rows[2].2 = true;
+    let v = merge_ranks(vec![flagged, s1.clone()]).unwrap();
+    assert_eq!(v.iterations[2].flagged_ranks, [0]);
+    assert!(v.to_markdown().contains("| tie | 0 ns | 0.0% | 0 |"));
+    assert!(v
+        .notes
+        .iter()
+        .any(|n| n.starts_with("1 iterations have a perturbed")));
 
     let dup = merge_ranks(vec![s0.clone(), s0.clone()]).unwrap_err();
     assert!(matches!(dup, MergeError::DuplicateRank { rank: 0, .. }));
