@@ -27,7 +27,7 @@ fn summary_prints_markdown() {
     assert!(out.starts_with("## gpu-ledger summary:"));
     assert!(out.contains("| scope | ran in |"));
     assert!(out.contains("### Top kernel families"));
-    assert!(out.contains("warm-up 0; perturbed 6; incomplete 11"));
+    assert!(out.contains("1 warm-up (iteration 0), 1 perturbed (iteration 6), 1 incomplete"));
     // Options change what counts.
     let o = run(&[
         "summary",
@@ -42,7 +42,10 @@ fn summary_prints_markdown() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("11 used (left out: warm-up none; perturbed none; incomplete 11)"));
+    assert!(
+        out.contains("11 used; 1 left out: 1 incomplete (iteration 11)"),
+        "{out}"
+    );
     assert!(out.contains("| 1 | GEMM |"));
     assert!(out.contains("2 more families not shown"));
 }

@@ -161,7 +161,9 @@ fn markdown_summary_has_the_tables() {
     let md = markdown_summary(&s, "nested.jsonl");
     for needle in [
         "**Environment:** 1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0",
-        "12 rows, 9 used (left out: warm-up 0; perturbed 6; incomplete 11)",
+        // Counts and iteration numbers, each said as what it is.
+        "12 rows, 9 used; 3 left out: 1 warm-up (iteration 0), 1 perturbed (iteration 6), 1 \
+         incomplete (iteration 11)",
         "### Scopes (per iteration)",
         "| scope | ran in | host median | host p90 | host p99 |",
         "| step/forward/attention | 9/9 |",
@@ -219,6 +221,13 @@ fn comparison_markdown_and_experiment_ledger() {
     assert_tables_are_rectangular(&md);
     assert!(md.contains("**Verdict: B is faster.**"), "{md}");
     assert!(md.contains("| ampere_sgemm_128x64_nn |"));
+    assert!(
+        md.contains(
+            "| rows left out | 1 left out: 1 warm-up (iteration 0) | 1 left out: 1 warm-up \
+             (iteration 0) |"
+        ),
+        "{md}"
+    );
     let same = compare(view(&a), view(&a), &CompareOptions::default()).unwrap();
     assert_eq!(
         Verdict::from_estimate(&same.speedup),

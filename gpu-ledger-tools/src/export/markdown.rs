@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{ceiling_text, LedgerSummary};
+use super::summary::{ceiling_text, left_out_text, LedgerSummary};
 use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell, sig3};
 use crate::analysis::compare::Comparison;
 use crate::analysis::stats::{Distribution, IterationMetric};
@@ -64,12 +64,10 @@ fn summary_intro(o: &mut String, s: &LedgerSummary, source: &str) {
     let _ = writeln!(o, "**Environment:** {}\n", md_cell(&s.environment));
     let _ = writeln!(
         o,
-        "**Iterations:** {} rows, {} used (left out: warm-up {}; perturbed {}; incomplete {}){}\n",
+        "**Iterations:** {} rows, {} used; {}{}\n",
         s.rows,
         s.used.len(),
-        s.warmup,
-        s.perturbed,
-        s.incomplete,
+        s.left_out(),
         if s.run_complete {
             ""
         } else {
@@ -339,10 +337,18 @@ fn sides_table(o: &mut String, c: &Comparison) {
     ] {
         let _ = writeln!(o, "| {label} | {} | {} |", fmt_ns(a), fmt_ns(b));
     }
+    let left_out = |s: &crate::analysis::compare::RunSide| {
+        md_cell(&left_out_text(&[
+            ("warm-up", &s.warmup),
+            ("perturbed", &s.perturbed),
+            ("incomplete", &s.incomplete),
+        ]))
+    };
     let _ = writeln!(
         o,
-        "| left out (warm-up / perturbed / incomplete) | {} / {} / {} | {} / {} / {} |",
-        c.a.warmup, c.a.perturbed, c.a.incomplete, c.b.warmup, c.b.perturbed, c.b.incomplete
+        "| rows left out | {} | {} |",
+        left_out(&c.a),
+        left_out(&c.b)
     );
     let l = &c.launches;
     let _ = writeln!(

@@ -339,10 +339,10 @@ fn overview_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("</div>");
     let _ = writeln!(
         o,
-        "<p>Left out of the statistics: warm-up {}; perturbed {}; incomplete {}.{}{}</p></section>",
-        html_escape(&s.warmup.to_string()),
-        html_escape(&s.perturbed.to_string()),
-        html_escape(&s.incomplete.to_string()),
+        "<p>Rows of the statistics: {} of {} used; {}.{}{}</p></section>",
+        s.used.len(),
+        s.rows,
+        html_escape(&s.left_out()),
         if s.run_complete {
             ""
         } else {

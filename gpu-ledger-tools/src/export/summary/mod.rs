@@ -157,6 +157,57 @@ pub(crate) fn ceiling_text(f: &FamilySummary) -> String {
     }
 }
 
+/// Most runs of iterations a left-out list names; the rest are counted.
+const SHOWN_RUNS: usize = 8;
+
+/// The rows left out, each kind with how many and which iterations, so that an index cannot be
+/// read as a count: `3 left out: 1 warm-up (iteration 0), 1 perturbed (iteration 6), 1
+/// incomplete (iteration 11)`, or `none left out`.
+pub(crate) fn left_out_text(kinds: &[(&str, &IndexRuns)]) -> String {
+    let parts: Vec<String> = kinds
+        .iter()
+        .filter(|(_, runs)| !runs.is_empty())
+        .map(|(label, runs)| format!("{} {label} ({})", runs.len(), iterations_text(runs)))
+        .collect();
+    let total: usize = kinds.iter().map(|(_, r)| r.len()).sum();
+    if parts.is_empty() {
+        "none left out".into()
+    } else {
+        format!("{total} left out: {}", parts.join(", "))
+    }
+}
+
+/// `iteration 6`, `iterations 0–4, 9`, the first [`SHOWN_RUNS`] runs and how many more.
+fn iterations_text(runs: &IndexRuns) -> String {
+    let shown: Vec<String> = runs
+        .runs()
+        .iter()
+        .take(SHOWN_RUNS)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect();
+    let more = runs.runs().len().saturating_sub(SHOWN_RUNS);
+    format!(
+        "{} {}{}",
+        if runs.len() == 1 {
+            "iteration"
+        } else {
+            "iterations"
+        },
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more runs")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
 /// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.
 pub(crate) fn environment_line(h: &Header) -> String {
@@ -202,6 +253,16 @@ pub(crate) fn environment_line(h: &Header) -> String {
 }
 
 impl LedgerSummary {
+    /// The rows the statistics left out, by kind, with their iterations ([`left_out_text`]).
+    pub fn left_out(&self) -> String {
+        left_out_text(&[
+            ("warm-up", &self.warmup),
+            ("perturbed", &self.perturbed),
+            ("incomplete", &self.incomplete),
+            ("untraced", &self.untraced),
+        ])
+    }
+
     /// Summarises `ledger`: its rows pushed through a [`SummaryBuilder`] whose figures are exact
     /// whatever the ledger's length.
     pub fn compute(ledger: &Ledger, opts: &SummaryOptions) -> Self {
