@@ -400,3 +400,54 @@ fn summary_says_once_when_most_device_time_is_unscoped_while_scopes_were_open() 
         "one line for the run, not one per row's share: {md}"
     );
 }
+
+#[test]
+fn at_the_scopes_level_unmeasured_device_time_is_not_a_zero() {
+    // The scopes level runs no CUPTI: only a scope opened on a stream has device time (events).
+    let mut l = read("v1-nested-scopes.jsonl");
+    l.header.config.level = "scopes".into();
+    for r in &mut l.iterations {
+        r.devices.clear();
+        r.kernels.clear();
+        for sc in &mut r.scopes {
+            sc.device_ns = 0;
+            sc.device_ns_inclusive = 0;
+            sc.event_device_ns = (sc.path == "step/backward").then_some(5_000_000);
+        }
+    }
+    let s = LedgerSummary::compute(&l, &SummaryOptions::default());
+    let md = markdown_summary(&s, "scopes.jsonl");
+    assert_tables_are_rectangular(&md);
+    let line = |path: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {path} |")))
+            .unwrap_or_else(|| panic!("{path}: {md}"))
+            .to_string()
+    };
+    assert!(
+        line("step/forward").contains("| not measured | not measured | not measured |"),
+        "{md}"
+    );
+    assert!(!line("step/forward").contains("0 ns"), "{md}");
+    assert!(
+        line("step/backward").contains("| 5.00 ms | 5.00 ms | 5.00 ms |"),
+        "{md}"
+    );
+    assert!(md.contains("at the scopes level no GPU activity is traced"));
+    let mut html = Vec::new();
+    gpu_ledger_tools::export::write_html_report(
+        &l,
+        "scopes.jsonl",
+        &gpu_ledger_tools::export::ReportOptions::default(),
+        &mut html,
+    )
+    .unwrap();
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains("<td>not measured</td><td>not measured</td>"));
+    // A traced level keeps the union of the launches' intervals.
+    let timeline = markdown_summary(
+        &LedgerSummary::compute(&read("v1-nested-scopes.jsonl"), &SummaryOptions::default()),
+        "t",
+    );
+    assert!(!timeline.contains("not measured"));
+}

@@ -104,6 +104,10 @@ fn scopes_table(o: &mut String, s: &LedgerSummary) {
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for sc in &s.scopes {
+        let device = match s.scope_device_ns(sc) {
+            Some(d) => dist_cells(d),
+            None => "not measured | not measured | not measured".into(),
+        };
         let _ = writeln!(
             o,
             "| {} | {}/{} | {} | {} | {} |",
@@ -111,14 +115,14 @@ fn scopes_table(o: &mut String, s: &LedgerSummary) {
             sc.present_in,
             sc.iterations,
             dist_cells(&sc.host_ns),
-            dist_cells(&sc.device_ns_inclusive),
+            device,
             fmt_count(sc.launches.median)
         );
     }
     let _ = writeln!(
         o,
-        "\nDistributions are over the iterations where the scope ran; device time is the \
-         union of the GPU intervals launched in the scope and below it.\n"
+        "\nDistributions are over the iterations where the scope ran; {}\n",
+        s.scope_device_note()
     );
 }
 

@@ -498,6 +498,10 @@ fn scope_table(o: &mut String, s: &LedgerSummary) {
          <th>launches (median)</th></tr>",
     );
     for sc in &s.scopes {
+        let device = match s.scope_device_ns(sc) {
+            Some(d) => dist_cells(d),
+            None => "<td>not measured</td>".repeat(3),
+        };
         let _ = write!(
             o,
             "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
@@ -505,11 +509,14 @@ fn scope_table(o: &mut String, s: &LedgerSummary) {
             sc.present_in,
             sc.iterations,
             dist_cells(&sc.host_ns),
-            dist_cells(&sc.device_ns_inclusive),
+            device,
             fmt_count(sc.launches.median)
         );
     }
     o.push_str("</table>");
+    if !s.device_traced() {
+        let _ = write!(o, "<p>{}</p>", html_escape(s.scope_device_note()));
+    }
 }
 
 /// Device idle time: the idle share per iteration and GPU, then each GPU's busy and idle

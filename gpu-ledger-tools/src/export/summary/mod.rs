@@ -263,6 +263,34 @@ impl LedgerSummary {
         ])
     }
 
+    /// Whether GPU activity was traced, so that a scope's device time is the union of its
+    /// launches' intervals: not at the scopes level, which runs no CUPTI.
+    pub fn device_traced(&self) -> bool {
+        self.level != "scopes"
+    }
+
+    /// The device time of a scope worth showing: the union of its launches' intervals where
+    /// activity was traced, else the time between its events on a stream where it had them;
+    /// `None` when neither was measured (a zero would read as an idle GPU).
+    pub fn scope_device_ns<'a>(&self, sc: &'a ScopeStats) -> Option<&'a Distribution> {
+        if self.device_traced() {
+            Some(&sc.device_ns_inclusive)
+        } else {
+            sc.event_device_ns.as_ref()
+        }
+    }
+
+    /// What the scopes' device time is, for the sentence under their table.
+    pub fn scope_device_note(&self) -> &'static str {
+        if self.device_traced() {
+            "device time is the union of the GPU intervals launched in the scope and below it."
+        } else {
+            "at the scopes level no GPU activity is traced: device time is the GPU time between \
+             a scope's events, measured only for scopes opened on a stream \
+             (`Profiler::scope_on`), and not measured elsewhere."
+        }
+    }
+
     /// Summarises `ledger`: its rows pushed through a [`SummaryBuilder`] whose figures are exact
     /// whatever the ledger's length.
     pub fn compute(ledger: &Ledger, opts: &SummaryOptions) -> Self {
