@@ -244,6 +244,8 @@ fn compare_gives_a_verdict_and_appends_to_the_experiment_log() {
     let md = std::fs::read_to_string(log.join("experiments.md")).unwrap();
     assert_eq!(md.matches("| date |").count(), 1, "one header");
     assert_eq!(md.matches("| the GEMM is tail-wave limited |").count(), 2);
+    // The change reads as it was written, arrow and all.
+    assert!(md.contains("| tile 128x128 -> 128x64 |"), "{md}");
     let csv = std::fs::read_to_string(log.join("experiments.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3);
     assert!(csv.lines().nth(1).unwrap().contains(",faster,"));
@@ -470,4 +472,51 @@ fn progress_is_reported_on_long_inputs() {
     let o = run(&["csv", p, "-o", "-", "--progress"]);
     assert!(o.status.success());
     assert_eq!(stdout(&o).lines().count(), 25_001);
+}
+
+#[test]
+fn unrelated_ledgers_get_no_verdict_and_say_why_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // One GPU at the counters level against two at the timeline level.
+    let o = run(&[
+        "compare",
+        &d("v1-nested-scopes.jsonl"),
+        &d("v1-graph-kernels.jsonl"),
+        "--resamples",
+        "200",
+        "--hypothesis",
+        "h",
+        "--change",
+        "c",
+        "--experiment-log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("**Verdict:"), "{out}");
+    assert!(!out.contains("Speed-up"), "{out}");
+    let no = out
+        .find("**No verdict: A and B are not comparable.**")
+        .expect(&out);
+    let gpus = out
+        .find("- A ran on 1× NVIDIA H200 (sm_90, 132 SMs), B on 2× NVIDIA H200 (sm_90, 132 SMs)")
+        .expect(&out);
+    let level = out
+        .find("- A was profiled at level counters, B at level timeline")
+        .expect(&out);
+    let table = out.find("| | A | B |").expect(&out);
+    assert!(no < gpus && gpus < level && level < table, "{out}");
+    // Rust's debug text of a value never reaches a warning.
+    for debug in ["Some(", "None", "[(\"", "\"0,1\""] {
+        assert!(!out.contains(debug), "{debug}: {out}");
+    }
+    assert!(
+        stderr(&o).contains("(verdict: not comparable)"),
+        "{}",
+        stderr(&o)
+    );
+    let csv = std::fs::read_to_string(log.join("experiments.csv")).unwrap();
+    // No speed-up, interval or confidence figure beside the verdict.
+    assert!(csv.contains(",,,0.95,not comparable,"), "{csv}");
 }

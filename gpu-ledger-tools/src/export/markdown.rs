@@ -301,13 +301,23 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
 /// The title and the verdict with the speed-up, its interval and the metric it is of.
 fn comparison_verdict(o: &mut String, c: &Comparison, a_name: &str, b_name: &str) {
     let sp = &c.speedup;
-    let verdict = crate::analysis::compare::Verdict::from_estimate(sp);
     let _ = writeln!(
         o,
         "## gpu-ledger compare: A `{}` vs B `{}`\n",
         a_name.replace('`', "'"),
         b_name.replace('`', "'")
     );
+    if !c.incomparable.is_empty() {
+        // No speed-up is stated: next to "not comparable" a figure would still be read as one.
+        let _ = writeln!(o, "**No verdict: A and B are not comparable.**\n");
+        warning_list(o, &c.incomparable);
+        let _ = writeln!(
+            o,
+            "\nThe figures below describe each run; their differences do not measure a change.\n"
+        );
+        return;
+    }
+    let verdict = c.verdict();
     let _ = writeln!(
         o,
         "**Verdict: {}.** Speed-up A/B = **{:.3}×** ({:.0}% CI {:.3}–{:.3}, {} bootstrap \
