@@ -8,6 +8,7 @@
 //! gpu-ledger trace rank*.jsonl -o job.json          ranks aligned on iteration starts
 //! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
 //! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
+//! gpu-ledger metrics run.jsonl                      the rows as Prometheus / OpenMetrics text
 //! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
 //! gpu-ledger merge rank0.jsonl rank1.jsonl ...      ranks aligned by iteration
 //! gpu-ledger parquet ledgers/ -o dataset            ledgers as a Parquet dataset
@@ -39,6 +40,7 @@ use gpu_ledger_tools::export::{
 
 mod input;
 mod merge;
+mod metrics;
 mod output;
 mod parquet;
 mod progress;
@@ -151,6 +153,20 @@ enum Command {
         /// Output file (`-` for stdout).
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// Print the ledger's rows as metrics, in Prometheus text format (or OpenMetrics): what a
+    /// scrape of the profiled process after its last row reads with feature `metrics` on.
+    Metrics {
+        /// The ledger.
+        ledger: PathBuf,
+        /// Output file (`-`, the default, for stdout).
+        #[arg(short, long, default_value = "-")]
+        output: PathBuf,
+        /// Text format.
+        #[arg(long, value_enum, default_value_t = metrics::MetricsFormat::Prometheus)]
+        format: metrics::MetricsFormat,
+        #[command(flatten)]
+        scopes: metrics::ScopeArgs,
     },
     /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise. A last
     /// line cut while being written (the run was killed) is a warning, not an error.
@@ -669,6 +685,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
             stats,
         } => report(&ledger, &output, title, &stats, progress),
         Command::Csv { ledger, output } => csv(&ledger, &output, progress),
+        Command::Metrics {
+            ledger,
+            output,
+            format,
+            scopes,
+        } => metrics::metrics(&ledger, &output, format, &scopes, progress),
         Command::Check { ledgers } => check(&ledgers, progress),
         Command::Merge { ledgers, format } => merge::merge(&ledgers, format, progress),
         Command::Parquet {

@@ -175,17 +175,17 @@ impl ThreadScopes {
         self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
         self.stack.clear();
         crate::cupti::calls::set_scope_path(0);
+        self.key = crate::thread_slot::thread_key();
         self.sender = self
             .running
             .as_ref()
-            .map(|r| r.register_thread(self.thread));
+            .map(|r| r.register_thread(self.thread, self.key));
         self.calls = self.running.as_ref().map(|r| r.calls().clone());
         self.tsc = self
             .running
             .as_ref()
             .is_some_and(|r| r.clock.source() == ClockSource::Tsc);
         self.captures_calls = self.running.as_ref().is_some_and(|r| r.captures_calls());
-        self.key = crate::thread_slot::thread_key();
         let (follow, stepping) = match self.running.as_ref().map(|r| (r, &r.follow)) {
             Some((r, Follow::SteppingThread)) => {
                 (r.stepping.load(Ordering::Relaxed) == self.key, true)

@@ -15,8 +15,8 @@ mod walk;
 
 /// Checks the values of a row that parsed; the error names the field. Every unsigned integer of
 /// the row is held to [`MAX_PLAUSIBLE`] (found through the row's serde description, so a new
-/// field is checked with no list to extend), and each device's window must not end before it
-/// starts.
+/// field is checked with no list to extend), each device's window must not end before it
+/// starts, and its idle causes, when it has them, must add up to its idle time.
 pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
     if let Some(found) = walk::first_above(row, MAX_PLAUSIBLE) {
         return Err(format!(
@@ -35,6 +35,9 @@ pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
                 f("first_start_ns"),
                 d.first_start_ns
             ));
+        }
+        if let Some(idle) = &d.idle {
+            crate::idle::check(idle, d.idle_ns, &format!("devices[{i}].idle"))?;
         }
     }
     Ok(())
@@ -188,6 +191,31 @@ mod tests {
                  the ledger is corrupt at this line; regenerate it, or remove the line"
             )
         );
+    }
+
+    #[test]
+    fn idle_causes_that_do_not_add_up_to_idle_ns_are_refused() {
+        use crate::idle::{IdleBreakdown, IdleCause};
+        let mut row = IterationRow {
+            devices: vec![DeviceIteration {
+                idle_ns: 10,
+                idle: Some(IdleBreakdown {
+                    causes: vec![IdleCause {
+                        ns: 10,
+                        ..IdleCause::default()
+                    }],
+                    compute_idle_ns: 10,
+                    ..IdleBreakdown::default()
+                }),
+                ..DeviceIteration::default()
+            }],
+            ..IterationRow::default()
+        };
+        assert_eq!(check_row(&row), Ok(()));
+        row.devices[0].idle_ns = 11;
+        assert!(check_row(&row)
+            .unwrap_err()
+            .starts_with("devices[0].idle.causes add up to 10 ns"));
     }
 
     #[test]
