@@ -36,6 +36,15 @@ fn opt_x(x: Option<f64>) -> String {
 /// idle time, clocks and power, energy, and warnings. `source` names the ledger in the title.
 pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
     let mut o = String::new();
+    if s.rows == 0 {
+        // A run with no row (`fail_open` ran it unprofiled): its reason, once, is all there is
+        // to say; empty tables would bury it.
+        let _ = writeln!(o, "## gpu-ledger summary: `{}`\n", source.replace('`', "'"));
+        let _ = writeln!(o, "**Environment:** {}\n", md_cell(&s.environment));
+        let _ = writeln!(o, "**No iteration was profiled.**\n");
+        warning_list(&mut o, &s.warnings);
+        return o;
+    }
     summary_intro(&mut o, s, source);
     scopes_table(&mut o, s);
     families_table(&mut o, s);
@@ -137,7 +146,7 @@ fn families_table(o: &mut String, s: &LedgerSummary) {
     let _ = writeln!(
         o,
         "| # | family | launches/iter | time/iter | mean/launch | share of device time | \
-         Amdahl ceiling | gain if 2× faster | shapes | graph launches |"
+         Amdahl ceiling | gain if 2× faster | shapes | graph launches/iter |"
     );
     let _ = writeln!(o, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let iters = fams.iterations.max(1) as f64;
@@ -154,7 +163,7 @@ fn families_table(o: &mut String, s: &LedgerSummary) {
             ceiling_text(f),
             opt_x(f.speedup_if_2x),
             f.shapes.len(),
-            f.graph_launches
+            fmt_count(f.graph_launches as f64 / iters)
         );
     }
     if fams.families.len() > s.top_families {
