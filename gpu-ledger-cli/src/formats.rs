@@ -52,9 +52,18 @@ impl TextFormat {
 }
 
 /// The JSON document of a summary. Where GPU activity was not traced (the scopes level), a
-/// scope's device times were not measured: `null`, never a distribution of zeros.
+/// scope's device times were not measured, nor the host time of the launches outside every
+/// scope: `null`, never a distribution of zeros.
 pub(crate) fn summary_json(s: &LedgerSummary, ledger: &str) -> Value {
     let mut summary = serde_json::to_value(s).unwrap_or(Value::Null);
+    let scopes = summary.get_mut("scopes").and_then(Value::as_array_mut);
+    for scope in scopes.into_iter().flatten() {
+        if scope["path"] == gpu_ledger_format::UNSCOPED && scope["host_ns"]["max"] == 0.0 {
+            // Launches outside every scope: no host time was measured for them.
+            scope["host_ns"] = Value::Null;
+            scope["host_ns_mean_per_iteration"] = Value::Null;
+        }
+    }
     if !s.device_traced() {
         let scopes = summary.get_mut("scopes").and_then(Value::as_array_mut);
         for scope in scopes.into_iter().flatten() {

@@ -250,3 +250,27 @@ fn a_run_without_rows_says_why_once_at_the_top() {
     assert!(md.find("**No iteration was profiled.**").unwrap() < md.find(why).unwrap());
     assert!(!md.contains("###"), "no empty section: {md}");
 }
+
+#[test]
+fn launches_outside_every_scope_have_no_host_time_shown_as_zero() {
+    let l = read("v1-nested-scopes.jsonl");
+    let s = LedgerSummary::compute(&l, &SummaryOptions::default());
+    let md = gpu_ledger_tools::export::markdown_summary(&s, "n");
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("| (unscoped) |"))
+        .unwrap();
+    assert!(
+        line.starts_with(
+            "| (unscoped) | 9/9 | not measured | not measured | not measured | 40.0 µs |"
+        ),
+        "{line}"
+    );
+    let html = report(&l);
+    let row = html
+        .split("<tr>")
+        .find(|r| r.contains(">(unscoped)</td>"))
+        .unwrap();
+    assert_eq!(row.matches("<td>not measured</td>").count(), 3, "{row}");
+    assert!(!row.contains(">0 ns<"), "{row}");
+}

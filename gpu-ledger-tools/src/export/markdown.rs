@@ -117,13 +117,17 @@ fn scopes_table(o: &mut String, s: &LedgerSummary) {
             Some(d) => dist_cells(d),
             None => "not measured | not measured | not measured".into(),
         };
+        let host = s.scope_host_ns(sc).map_or_else(
+            || "not measured | not measured | not measured".into(),
+            dist_cells,
+        );
         let _ = writeln!(
             o,
             "| {} | {}/{} | {} | {} | {} |",
             md_cell(&sc.path),
             sc.present_in,
             sc.iterations,
-            dist_cells(&sc.host_ns),
+            host,
             device,
             fmt_count(sc.launches.median)
         );
@@ -395,9 +399,13 @@ fn scope_changes_table(o: &mut String, c: &Comparison) {
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
     for s in &c.scopes {
-        let med = |x: &Option<crate::analysis::stats::ScopeStats>| {
-            x.as_ref()
-                .map_or("absent".into(), |x| fmt_ns(x.host_ns.median))
+        let med = |x: &Option<crate::analysis::stats::ScopeStats>| match x {
+            None => "absent".into(),
+            // Launches outside every scope have no host time of their own.
+            Some(x) if s.path == gpu_ledger_format::UNSCOPED && x.host_ns.max == 0.0 => {
+                "not measured".into()
+            }
+            Some(x) => fmt_ns(x.host_ns.median),
         };
         let _ = writeln!(
             o,

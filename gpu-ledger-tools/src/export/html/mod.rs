@@ -525,7 +525,8 @@ fn scope_table(o: &mut String, s: &LedgerSummary) {
             html_escape(&sc.path),
             sc.present_in,
             sc.iterations,
-            dist_cells(&sc.host_ns),
+            s.scope_host_ns(sc)
+                .map_or_else(|| "<td>not measured</td>".repeat(3), dist_cells),
             device,
             fmt_count(sc.launches.median)
         );

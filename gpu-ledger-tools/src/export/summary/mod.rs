@@ -280,6 +280,13 @@ impl LedgerSummary {
         }
     }
 
+    /// A scope's host time worth showing: `None` for the launches outside every scope
+    /// (`(unscoped)`) when no scope timed any of them on the host (a zero would read as a free
+    /// scope).
+    pub fn scope_host_ns<'a>(&self, sc: &'a ScopeStats) -> Option<&'a Distribution> {
+        (sc.path != gpu_ledger_format::UNSCOPED || sc.host_ns.max > 0.0).then_some(&sc.host_ns)
+    }
+
     /// What the scopes' device time is, for the sentence under their table.
     pub fn scope_device_note(&self) -> &'static str {
         if self.device_traced() {
