@@ -158,7 +158,7 @@ enum Command {
     },
     /// Write the per-iteration table as CSV: one line per iteration, columns by the ledger's
     /// devices and scopes; or with --long one line per iteration and scope, the same columns
-    /// for every ledger (docs/csv.md).
+    /// for every ledger (README, "From a ledger to a decision").
     Csv {
         /// The ledger.
         ledger: PathBuf,
@@ -296,6 +296,28 @@ impl StatsArgs {
         FamilyRules {
             rules: self.family_rules.clone(),
         }
+    }
+
+    /// The comparison's options: these rows and families, the metric and the bootstrap's.
+    fn compare(
+        &self,
+        metric: IterationMetric,
+        resamples: usize,
+        confidence: f64,
+        seed: Option<u64>,
+    ) -> CompareOptions {
+        let mut opts = CompareOptions {
+            metric,
+            filter: self.filter(),
+            resamples,
+            confidence,
+            family_rules: self.rules(),
+            ..CompareOptions::default()
+        };
+        if let Some(seed) = seed {
+            opts.seed = seed;
+        }
+        opts
     }
 
     fn summary(&self) -> SummaryOptions {
@@ -628,6 +650,13 @@ fn check(paths: &[PathBuf], ctx: Ctx) -> Result<(), CliError> {
     }
 }
 
+/// Prints the completion script of `shell`.
+fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gpu-ledger", &mut text);
+    print(&String::from_utf8_lossy(&text))
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     let progress = Ctx {
         progress: cli.progress,
@@ -653,29 +682,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             seed,
             format,
             stats,
-        } => {
-            let mut opts = CompareOptions {
-                metric,
-                filter: stats.filter(),
-                resamples,
-                confidence,
-                family_rules: stats.rules(),
-                ..CompareOptions::default()
-            };
-            if let Some(seed) = seed {
-                opts.seed = seed;
-            }
-            compare_cmd(
-                &a,
-                &b,
-                hypothesis.as_deref(),
-                change.as_deref(),
-                experiment_log.as_deref(),
-                opts,
-                format,
-                progress,
-            )
-        }
+        } => compare_cmd(
+            &a,
+            &b,
+            hypothesis.as_deref(),
+            change.as_deref(),
+            experiment_log.as_deref(),
+            stats.compare(metric, resamples, confidence, seed),
+            format,
+            progress,
+        ),
         Command::Trace {
             ledgers,
             output,
@@ -717,11 +733,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             overwrite,
             threads,
         } => parquet::parquet(&ledgers, &output, run, overwrite, threads),
-        Command::Completions { shell } => {
-            let mut text = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "gpu-ledger", &mut text);
-            print(&String::from_utf8_lossy(&text))
-        }
+        Command::Completions { shell } => completions(shell),
         #[cfg(not(feature = "sql"))]
         Command::Sql { .. } => Err(CliError::Other(SQL_NOT_BUILT.into())),
         #[cfg(feature = "sql")]
