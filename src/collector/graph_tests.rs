@@ -103,7 +103,8 @@ fn graph_kernels_land_in_their_capture_scope_under_the_launch_scope() {
         graphs.nodes_live_peak, 4,
         "two captured nodes and their clones"
     );
-    assert!(trailer.warnings.is_empty(), "{:?}", trailer.warnings);
+    // No calibration offline: the idle split says so once; any other warning is a fault.
+    assert_eq!(other_warnings(&trailer.warnings), Vec::<&String>::new());
 }
 
 #[test]
@@ -418,4 +419,13 @@ fn a_fresh_graph_every_iteration_keeps_the_node_map_flat_over_a_million_nodes() 
     );
     assert_eq!(graphs.nodes_live_at_end, 0);
     assert_eq!(graphs.records_by_capture, 3 * GRAPHS);
+}
+
+/// The trailer's warnings other than the idle split's note that no dispatch floor was measured
+/// (an offline collector has no calibration).
+fn other_warnings(warnings: &[String]) -> Vec<&String> {
+    warnings
+        .iter()
+        .filter(|w| !w.starts_with("idle causes: the dispatch floor"))
+        .collect()
 }
