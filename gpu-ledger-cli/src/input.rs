@@ -30,6 +30,9 @@ pub(crate) struct Ctx {
 /// A ledger's lines, decompressed when the file is compressed.
 pub(crate) type Stream = LedgerStream<Box<dyn BufRead>>;
 
+/// A counter of bytes read, shared with the reader that counts them.
+type ByteCount = Rc<Cell<u64>>;
+
 /// How a ledger file is stored, from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Compression {
@@ -55,7 +58,7 @@ impl Compression {
 fn decoded(
     file: BufReader<Counted<File>>,
     path: &Path,
-) -> Result<(Box<dyn BufRead>, Rc<Cell<u64>>), gpu_ledger_format::Error> {
+) -> Result<(Box<dyn BufRead>, ByteCount), gpu_ledger_format::Error> {
     let mut file = file;
     let err = |e: io::Error| gpu_ledger_format::Error::LedgerRead {
         path: path.to_path_buf(),
@@ -82,7 +85,7 @@ pub(crate) fn open(path: &Path, ctx: Ctx) -> Result<(Stream, Progress), gpu_ledg
 fn open_counted(
     path: &Path,
     ctx: Ctx,
-) -> Result<(Stream, Progress, Rc<Cell<u64>>), gpu_ledger_format::Error> {
+) -> Result<(Stream, Progress, ByteCount), gpu_ledger_format::Error> {
     let file = File::open(path).map_err(|e| gpu_ledger_format::Error::LedgerRead {
         path: path.to_path_buf(),
         line: 0,

@@ -224,7 +224,7 @@ fn aligned_tables_line_up_and_a_pipe_gets_markdown() {
                 if l.starts_with('|') {
                     l.split_whitespace()
                         .collect::<String>()
-                        .replace(|c: char| c == '-' || c == ':', "")
+                        .replace(['-', ':'], "")
                 } else {
                     l.to_string()
                 }

@@ -144,10 +144,13 @@ fn two_ledgers_of_one_rank_are_refused() {
     assert!(!out.exists(), "no trace written");
 }
 
+/// A trace's slices by track (pid, tid): start, end and name of each.
+type Tracks = BTreeMap<(u64, u64), Vec<(f64, f64, String)>>;
+
 /// Every complete event has a non-negative duration and on each track the slices nest:
 /// Perfetto does not draw a slice that partly overlaps another on its track.
 fn assert_slices_nest(doc: &Value, what: &str) {
-    let mut tracks: BTreeMap<(u64, u64), Vec<(f64, f64, String)>> = BTreeMap::new();
+    let mut tracks = Tracks::new();
     for e in doc["traceEvents"].as_array().unwrap() {
         if e["ph"] != "X" {
             continue;
