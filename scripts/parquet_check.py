@@ -123,7 +123,9 @@ def check_sql(work, doc):
     con.execute(blocks["duckdb-setup"].replace("DATASET", dataset))
     res = {}
     for q in ["straggler", "spread", "scope-percentiles", "lag"]:
-        res[q] = [list(map(str, r)) for r in con.execute(blocks[q]).fetchall()]
+        # Null is an empty field, as in the CSV of `gpu-ledger sql` and `gpu-ledger merge`.
+        res[q] = [["" if v is None else str(v) for v in r]
+                  for r in con.execute(blocks[q]).fetchall()]
         emb = read_csv(os.path.join(work, f"{q}.csv"))[1:]
         check(len(res[q]) == len(emb), f"{q}: DuckDB {len(res[q])} rows, embedded {len(emb)}")
         res[q + "-embedded"] = emb

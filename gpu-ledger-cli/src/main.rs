@@ -2,31 +2,32 @@
 //! writing code. Works on any machine: it reads ledgers, it never touches a GPU.
 //!
 //! ```text
-//! gpu-ledger summary run.jsonl                      Markdown summary on stdout
+//! gpu-ledger summary run.jsonl [--format json]      Markdown summary on stdout (or JSON)
 //! gpu-ledger compare a.jsonl b.jsonl [--hypothesis T --change T --experiment-log DIR]
 //! gpu-ledger trace run.jsonl -o run.json [--iterations 100..200]   Perfetto / Chrome trace
 //! gpu-ledger trace rank*.jsonl -o job.json          ranks aligned on iteration starts
 //! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
-//! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
+//! gpu-ledger csv run.jsonl -o run.csv [--long]      per-iteration (or iteration × scope) table
 //! gpu-ledger metrics run.jsonl                      the rows as Prometheus / OpenMetrics text
 //! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
 //! gpu-ledger merge rank0.jsonl rank1.jsonl ...      ranks aligned by iteration
 //! gpu-ledger parquet ledgers/ -o dataset            ledgers as a Parquet dataset
 //! gpu-ledger sql dataset --query straggler          SQL across ranks (feature `sql`)
+//! gpu-ledger completions bash|zsh|fish              the shell's completion script
 //! ```
 //!
 //! Exit status: 0 on success, 1 when a ledger is invalid or an output cannot be written, 2 on a
-//! usage error. A ledger whose last line was cut while being written (the run was killed) is
+//! usage error. A ledger compressed with gzip or zstd is read as it is. A ledger whose last line was cut while being written (the run was killed) is
 //! valid up to that line: every command warns once, naming the line, and goes on without it.
 
-use std::io::{self, BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use gpu_ledger_format::schema::{Header, IterationRow};
+use gpu_ledger_format::schema::Header;
 use gpu_ledger_format::{check_ledger, truncation_warning};
 use gpu_ledger_tools::analysis::compare::{compare_streamed, CompareOptions, CompareSide};
 use gpu_ledger_tools::analysis::families::{FamilyRules, GroupingRule};
@@ -34,10 +35,12 @@ use gpu_ledger_tools::analysis::stats::{IterationMetric, RowFilter, Warmup, Warm
 use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger_tools::export::text::md_cell;
 use gpu_ledger_tools::export::{
-    markdown_comparison, markdown_summary, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
+    markdown_comparison, markdown_summary, IterationRange, ReportBuilder, ReportOptions,
     StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
 
+mod csv;
+mod formats;
 mod input;
 mod merge;
 mod metrics;
@@ -47,6 +50,7 @@ mod progress;
 #[cfg(feature = "sql")]
 mod sql;
 mod trace_ranks;
+use formats::{comparison_json, json_text, summary_json, TextFormat};
 use input::{open, read_bounded, Ctx};
 use output::Output;
 
@@ -81,8 +85,11 @@ struct Cli {
 enum Command {
     /// Print a Markdown summary of a ledger (for pasting into an issue).
     Summary {
-        /// The ledger (JSON Lines).
+        /// The ledger (JSON Lines; gzip or zstd compressed too).
         ledger: PathBuf,
+        /// Output format (default: `aligned` on a terminal, else `markdown`).
+        #[arg(long, value_enum)]
+        format: Option<TextFormat>,
         #[command(flatten)]
         stats: StatsArgs,
     },
@@ -115,6 +122,9 @@ enum Command {
         /// Seed of the bootstrap (same seed, same interval).
         #[arg(long)]
         seed: Option<u64>,
+        /// Output format (default: `aligned` on a terminal, else `markdown`).
+        #[arg(long, value_enum)]
+        format: Option<TextFormat>,
         #[command(flatten)]
         stats: StatsArgs,
     },
@@ -146,13 +156,18 @@ enum Command {
         #[command(flatten)]
         stats: StatsArgs,
     },
-    /// Write the per-iteration table as CSV.
+    /// Write the per-iteration table as CSV: one line per iteration, columns by the ledger's
+    /// devices and scopes; or with --long one line per iteration and scope, the same columns
+    /// for every ledger (README, "From a ledger to a decision").
     Csv {
         /// The ledger.
         ledger: PathBuf,
         /// Output file (`-` for stdout).
         #[arg(short, long)]
         output: PathBuf,
+        /// One line per iteration and scope, with fixed columns, so that runs stack.
+        #[arg(long)]
+        long: bool,
     },
     /// Print the ledger's rows as metrics, in Prometheus text format (or OpenMetrics): what a
     /// scrape of the profiled process after its last row reads with feature `metrics` on.
@@ -203,6 +218,22 @@ enum Command {
         /// Ledgers converted at once (default: the CPUs available).
         #[arg(long)]
         threads: Option<usize>,
+    },
+    /// Print the shell's completion script: `gpu-ledger completions bash > \
+    /// ~/.local/share/bash-completion/completions/gpu-ledger` (zsh, fish, elvish and PowerShell
+    /// too).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Run SQL over a Parquet dataset of ledgers (not in this build: it was compiled without
+    /// feature `sql`; `cargo install --path gpu-ledger-cli --features sql` brings it).
+    #[cfg(not(feature = "sql"))]
+    Sql {
+        /// Whatever was given, for the message.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
     },
     /// Run SQL over a Parquet dataset of ledgers: a named query (straggler, spread,
     /// scope-percentiles, lag; docs/sql.md), a .sql file, or a statement.
@@ -267,6 +298,28 @@ impl StatsArgs {
         }
     }
 
+    /// The comparison's options: these rows and families, the metric and the bootstrap's.
+    fn compare(
+        &self,
+        metric: IterationMetric,
+        resamples: usize,
+        confidence: f64,
+        seed: Option<u64>,
+    ) -> CompareOptions {
+        let mut opts = CompareOptions {
+            metric,
+            filter: self.filter(),
+            resamples,
+            confidence,
+            family_rules: self.rules(),
+            ..CompareOptions::default()
+        };
+        if let Some(seed) = seed {
+            opts.seed = seed;
+        }
+        opts
+    }
+
     fn summary(&self) -> SummaryOptions {
         SummaryOptions {
             filter: self.filter(),
@@ -307,6 +360,13 @@ fn parse_metric(s: &str) -> Result<IterationMetric, String> {
         )),
     }
 }
+
+/// What `gpu-ledger sql` says in a build without the SQL engine.
+#[cfg(not(feature = "sql"))]
+const SQL_NOT_BUILT: &str = "this gpu-ledger was built without SQL (the feature `sql`, an \
+     embedded DataFusion, left out of the default build for its compile time): install one with \
+     it from a checkout of gpu-ledger with `cargo install --path gpu-ledger-cli --features sql` \
+     (rustc 1.94 or later); `gpu-ledger parquet` then writes the dataset it queries";
 
 /// Everything that ends a command with exit status 1.
 #[derive(Debug, thiserror::Error)]
@@ -350,7 +410,12 @@ fn print(text: &str) -> Result<(), CliError> {
     }
 }
 
-fn summary(path: &Path, stats: &StatsArgs, ctx: Ctx) -> Result<(), CliError> {
+fn summary(
+    path: &Path,
+    stats: &StatsArgs,
+    format: Option<TextFormat>,
+    ctx: Ctx,
+) -> Result<(), CliError> {
     let opts = stats.summary();
     let make = |held: Option<usize>| match held {
         Some(rows) => SummaryBuilder::for_rows(&opts, rows),
@@ -358,7 +423,10 @@ fn summary(path: &Path, stats: &StatsArgs, ctx: Ctx) -> Result<(), CliError> {
     };
     let read = read_bounded(path, ctx, make, |b, r| b.push(r))?;
     let s = read.builder.finish(&read.header, read.trailer.as_ref());
-    print(&markdown_summary(&s, &display(path)))
+    match TextFormat::for_stdout(format) {
+        TextFormat::Json => print(&json_text(&summary_json(&s, &display(path)))),
+        f => print(&f.markdown(markdown_summary(&s, &display(path)))),
+    }
 }
 
 /// One side of a comparison: its header and the rows it kept.
@@ -383,6 +451,7 @@ fn compare_cmd(
     change: Option<&str>,
     log: Option<&Path>,
     opts: CompareOptions,
+    format: Option<TextFormat>,
     ctx: Ctx,
 ) -> Result<(), CliError> {
     // The two ledgers are read at once, one on another thread: reading is most of the work.
@@ -415,14 +484,26 @@ fn compare_cmd(
             display(b)
         ))
     })?;
-    let mut text = String::new();
-    if let Some(h) = hypothesis {
-        text.push_str(&format!("**Hypothesis:** {}\n\n", md_cell(h)));
-    }
-    if let Some(ch) = change {
-        text.push_str(&format!("**Change:** {}\n\n", md_cell(ch)));
-    }
-    text.push_str(&markdown_comparison(&c, &display(a), &display(b)));
+    let text = match TextFormat::for_stdout(format) {
+        TextFormat::Json => json_text(&comparison_json(
+            &c,
+            &display(a),
+            &display(b),
+            hypothesis,
+            change,
+        )),
+        format => {
+            let mut text = String::new();
+            if let Some(h) = hypothesis {
+                text.push_str(&format!("**Hypothesis:** {}\n\n", md_cell(h)));
+            }
+            if let Some(ch) = change {
+                text.push_str(&format!("**Change:** {}\n\n", md_cell(ch)));
+            }
+            text.push_str(&markdown_comparison(&c, &display(a), &display(b)));
+            format.markdown(text)
+        }
+    };
     print(&text)?;
     if let Some(dir) = log {
         let entry = ExperimentEntry::from_comparison(
@@ -543,58 +624,6 @@ fn report(
     Ok(())
 }
 
-fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
-    // The columns depend on every row, and the input is read once (a FIFO or a process
-    // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
-    // that a ledger of any length is written in constant memory.
-    let mut layout = CsvLayout::new();
-    let mut rows = 0u64;
-    let spill_err =
-        || io_err("cannot write the CSV's temporary file (set TMPDIR to a disk with space)");
-    let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
-    let (mut stream, mut p) = open(path, ctx)?;
-    for item in stream.by_ref() {
-        if let StreamItem::Row(_, mut row) = item? {
-            rows += 1;
-            p.tick(rows);
-            layout.observe(&row);
-            // What the table does not show stays out of the temporary file.
-            row.activities = None;
-            row.scope_spans = None;
-            row.counters = None;
-            serde_json::to_writer(&mut spill, &row).map_err(|e| spill_err()(e.into()))?;
-            spill.write_all(b"\n").map_err(spill_err())?;
-        }
-    }
-    p.done(rows);
-    warn_truncated(path, stream.truncated_last_line());
-    let mut spilled = spill
-        .into_inner()
-        .map_err(|e| spill_err()(e.into_error()))?;
-    spilled.seek(SeekFrom::Start(0)).map_err(spill_err())?;
-    let mut out = Output::create(output)?;
-    let out_name = out.name().to_string();
-    let werr = || io_err(format!("cannot write {out_name}"));
-    layout.write_header(&mut out.writer).map_err(werr())?;
-    let mut written = 0u64;
-    for line in BufReader::new(spilled).lines() {
-        let line = line.map_err(spill_err())?;
-        let row: IterationRow = serde_json::from_str(&line).map_err(|e| {
-            CliError::Other(format!(
-                "the CSV's temporary file could not be read back: {e}"
-            ))
-        })?;
-        layout.write_row(&mut out.writer, &row).map_err(werr())?;
-        written += 1;
-    }
-    out.commit()?;
-    eprintln!(
-        "gpu-ledger: {written} rows, {} columns written to {out_name}",
-        layout.columns().len(),
-    );
-    Ok(())
-}
-
 /// Checks one ledger; `Ok(report)` when valid.
 fn check_one(path: &Path, ctx: Ctx) -> Result<String, gpu_ledger_format::Error> {
     let (mut stream, mut p) = open(path, ctx)?;
@@ -621,6 +650,13 @@ fn check(paths: &[PathBuf], ctx: Ctx) -> Result<(), CliError> {
     }
 }
 
+/// Prints the completion script of `shell`.
+fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gpu-ledger", &mut text);
+    print(&String::from_utf8_lossy(&text))
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     let progress = Ctx {
         progress: cli.progress,
@@ -629,7 +665,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
         start: Instant::now(),
     };
     match cli.command {
-        Command::Summary { ledger, stats } => summary(&ledger, &stats, progress),
+        Command::Summary {
+            ledger,
+            format,
+            stats,
+        } => summary(&ledger, &stats, format, progress),
         Command::Compare {
             a,
             b,
@@ -640,29 +680,18 @@ fn run(cli: Cli) -> Result<(), CliError> {
             resamples,
             confidence,
             seed,
+            format,
             stats,
-        } => {
-            let mut opts = CompareOptions {
-                metric,
-                filter: stats.filter(),
-                resamples,
-                confidence,
-                family_rules: stats.rules(),
-                ..CompareOptions::default()
-            };
-            if let Some(seed) = seed {
-                opts.seed = seed;
-            }
-            compare_cmd(
-                &a,
-                &b,
-                hypothesis.as_deref(),
-                change.as_deref(),
-                experiment_log.as_deref(),
-                opts,
-                progress,
-            )
-        }
+        } => compare_cmd(
+            &a,
+            &b,
+            hypothesis.as_deref(),
+            change.as_deref(),
+            experiment_log.as_deref(),
+            stats.compare(metric, resamples, confidence, seed),
+            format,
+            progress,
+        ),
         Command::Trace {
             ledgers,
             output,
@@ -684,7 +713,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
             title,
             stats,
         } => report(&ledger, &output, title, &stats, progress),
-        Command::Csv { ledger, output } => csv(&ledger, &output, progress),
+        Command::Csv {
+            ledger,
+            output,
+            long,
+        } => csv::csv(&ledger, &output, long, progress),
         Command::Metrics {
             ledger,
             output,
@@ -700,6 +733,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             overwrite,
             threads,
         } => parquet::parquet(&ledgers, &output, run, overwrite, threads),
+        Command::Completions { shell } => completions(shell),
+        #[cfg(not(feature = "sql"))]
+        Command::Sql { .. } => Err(CliError::Other(SQL_NOT_BUILT.into())),
         #[cfg(feature = "sql")]
         Command::Sql {
             dataset,

@@ -10,24 +10,33 @@ use super::input::{open, Ctx, Stream};
 use super::progress::Progress;
 use super::{display, io_err, warn_truncated, CliError, MergeFormat};
 
-/// The next row of a merge's input: `(index, host_wall_ns, flagged)`.
-fn next_cell(
-    stream: &mut Stream,
-    p: &mut Progress,
-    rows: &mut u64,
-) -> Result<Option<(u64, u64, bool)>, CliError> {
-    while let Some(item) = stream.next_item()? {
-        if let StreamItem::Row(_, row) = item {
-            *rows += 1;
-            p.tick(*rows);
-            return Ok(Some((
-                row.index,
-                row.host_wall_ns,
-                row.perturbed || !row.complete,
-            )));
+/// One rank's input: its stream, progress, rows read and whether its trailer was read.
+struct Input {
+    stream: Stream,
+    p: Progress,
+    rows: u64,
+    trailer: bool,
+}
+
+impl Input {
+    /// The next row: `(index, host_wall_ns, flagged)`.
+    fn next_cell(&mut self) -> Result<Option<(u64, u64, bool)>, CliError> {
+        while let Some(item) = self.stream.next_item()? {
+            match item {
+                StreamItem::Row(_, row) => {
+                    self.rows += 1;
+                    self.p.tick(self.rows);
+                    return Ok(Some((
+                        row.index,
+                        row.host_wall_ns,
+                        row.perturbed || !row.complete,
+                    )));
+                }
+                StreamItem::Trailer(..) => self.trailer = true,
+            }
         }
+        Ok(None)
     }
-    Ok(None)
 }
 
 /// Reads every rank's ledger at once, in index order (each is ordered: the reader refuses
@@ -38,17 +47,22 @@ pub(crate) fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<
     for path in paths {
         let (stream, p) = open(path, ctx)?;
         series.push(RankSeries::new(stream.header(), &display(path)));
-        inputs.push((stream, p, 0u64));
+        inputs.push(Input {
+            stream,
+            p,
+            rows: 0,
+            trailer: false,
+        });
     }
     let mut merged = match MergeStream::new(series) {
         Ok(m) => m,
         Err(e) => {
             // A broken ledger is reported before the ranks' conflict, as when every ledger was
             // read before merging.
-            for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
-                while next_cell(stream, p, rows)?.is_some() {}
-                p.done(*rows);
-                warn_truncated(path, stream.truncated_last_line());
+            for (path, input) in paths.iter().zip(&mut inputs) {
+                while input.next_cell()?.is_some() {}
+                input.p.done(input.rows);
+                warn_truncated(path, input.stream.truncated_last_line());
             }
             return Err(CliError::Other(e.to_string()));
         }
@@ -63,17 +77,17 @@ pub(crate) fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<
         .write_all(merged.head(csv).as_bytes())
         .map_err(spill_err())?;
     let mut heads = Vec::with_capacity(inputs.len());
-    for (stream, p, rows) in &mut inputs {
-        heads.push(next_cell(stream, p, rows)?);
+    for input in &mut inputs {
+        heads.push(input.next_cell()?);
     }
     let mut cells = vec![None; inputs.len()];
     while let Some(index) = heads.iter().flatten().map(|h| h.0).min() {
-        for (i, (stream, p, rows)) in inputs.iter_mut().enumerate() {
+        for (i, input) in inputs.iter_mut().enumerate() {
             cells[i] = None;
             if let Some((at, wall, flagged)) = heads[i].filter(|h| h.0 == index) {
                 cells[i] = Some((wall, flagged));
                 debug_assert_eq!(at, index);
-                heads[i] = next_cell(stream, p, rows)?;
+                heads[i] = input.next_cell()?;
             }
         }
         if let Some(it) = merged.push(index, &cells) {
@@ -81,9 +95,10 @@ pub(crate) fn merge(paths: &[PathBuf], format: MergeFormat, ctx: Ctx) -> Result<
             spill.write_all(line.as_bytes()).map_err(spill_err())?;
         }
     }
-    for (path, (stream, p, rows)) in paths.iter().zip(&mut inputs) {
-        p.done(*rows);
-        warn_truncated(path, stream.truncated_last_line());
+    for (i, (path, input)) in paths.iter().zip(&mut inputs).enumerate() {
+        input.p.done(input.rows);
+        warn_truncated(path, input.stream.truncated_last_line());
+        merged.ended(i, input.trailer);
     }
     let mut spilled = spill
         .into_inner()

@@ -108,11 +108,6 @@ impl Progress {
         self
     }
 
-    /// Bytes read so far.
-    pub(crate) fn bytes_read(&self) -> u64 {
-        self.bytes.get()
-    }
-
     fn line(&self, rows: u64) -> String {
         let mb = |b: u64| b as f64 / 1e6;
         let read = self.bytes.get();

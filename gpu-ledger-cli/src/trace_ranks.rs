@@ -1,6 +1,9 @@
 //! `gpu-ledger trace` of several ranks' ledgers: one trace, read in lockstep by iteration index,
-//! each rank's iteration k aligned to start where the earliest rank's iteration k starts (clocks
-//! of different hosts cannot be compared, iteration boundaries can).
+//! every rank's iteration k aligned to one common start (clocks of different hosts cannot be
+//! compared, iteration boundaries can). A rank's shift never decreases from one iteration to the
+//! next, so that no slice of its tracks moves onto the one before it: iteration k starts where
+//! the rank that took longest from its iteration k−1 to k gets to, and a faster rank shows the
+//! difference as a gap, the wait a synchronous job spends at its next collective.
 
 use std::path::PathBuf;
 
@@ -12,7 +15,8 @@ use super::output::Output;
 use super::progress::Progress;
 use super::{display, io_err, warn_truncated, CliError};
 
-/// One rank's input: its stream, progress, rows read, trailer and the row read ahead.
+/// One rank's input: its stream, progress, rows read, trailer, the row read ahead and the shift
+/// its last written row had.
 struct Input {
     path: PathBuf,
     rank: u32,
@@ -21,6 +25,7 @@ struct Input {
     rows: u64,
     trailer: Option<Trailer>,
     head: Option<Box<IterationRow>>,
+    shift: Option<i128>,
 }
 
 impl Input {
@@ -102,6 +107,7 @@ fn open_ranks(paths: &[PathBuf], ctx: Ctx) -> Result<Vec<Input>, CliError> {
             rows: 0,
             trailer: None,
             head: None,
+            shift: None,
         })
         .collect();
     inputs.sort_by_key(|i| i.rank);
@@ -117,7 +123,7 @@ fn open_ranks(paths: &[PathBuf], ctx: Ctx) -> Result<Vec<Input>, CliError> {
 }
 
 /// Writes the ranks' rows iteration by iteration (the smallest index any rank has next), each
-/// rank's row shifted to start where the earliest rank's row of that iteration starts.
+/// rank's row shifted to the iteration's common start ([`common_start`]).
 fn write_in_lockstep<W: std::io::Write>(
     inputs: &mut [Input],
     w: &mut TraceWriter<W>,
@@ -132,18 +138,13 @@ fn write_in_lockstep<W: std::io::Write>(
         .filter_map(|i| i.head.as_ref().map(|r| r.index))
         .min()
     {
-        // The common start of iteration k: the earliest among the ranks that have it.
-        let start = inputs
-            .iter()
-            .filter_map(|i| i.head.as_ref().filter(|r| r.index == k))
-            .map(|r| r.host_start_ns)
-            .min()
-            .unwrap_or_default();
+        let start = common_start(inputs, k);
         for (pos, input) in inputs.iter_mut().enumerate() {
             let Some(row) = input.head.take_if(|r| r.index == k) else {
                 continue;
             };
-            let shift = i128::from(start) - i128::from(row.host_start_ns);
+            let shift = start - i128::from(row.host_start_ns);
+            input.shift = Some(shift);
             let header = input.stream.header().clone();
             w.select_rank(pos as u32, input.rank, &header, shift)
                 .map_err(werr())?;
@@ -152,6 +153,18 @@ fn write_in_lockstep<W: std::io::Write>(
         }
     }
     Ok(())
+}
+
+/// The common start of iteration `k`, on the trace's time line: the latest of the starts the
+/// ranks that have it would get with the shift of their previous row (so that no rank's shift
+/// decreases), or, when none has written a row yet, the earliest rank's own start.
+fn common_start(inputs: &[Input], k: u64) -> i128 {
+    let rows = inputs
+        .iter()
+        .filter_map(|i| i.head.as_ref().filter(|r| r.index == k).map(|r| (i, r)));
+    let own = rows.clone().map(|(_, r)| i128::from(r.host_start_ns));
+    let kept = rows.filter_map(|(i, r)| i.shift.map(|s| i128::from(r.host_start_ns) + s));
+    kept.max().or_else(|| own.min()).unwrap_or_default()
 }
 
 /// The merged trace's trailer: present when every rank's run finished, with the ranks' dropped

@@ -27,7 +27,7 @@ fn summary_prints_markdown() {
     assert!(out.starts_with("## gpu-ledger summary:"));
     assert!(out.contains("| scope | ran in |"));
     assert!(out.contains("### Top kernel families"));
-    assert!(out.contains("warm-up 0; perturbed 6; incomplete 11"));
+    assert!(out.contains("1 warm-up (iteration 0), 1 perturbed (iteration 6), 1 incomplete"));
     // Options change what counts.
     let o = run(&[
         "summary",
@@ -42,7 +42,10 @@ fn summary_prints_markdown() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("11 used (left out: warm-up none; perturbed none; incomplete 11)"));
+    assert!(
+        out.contains("11 used; 1 left out: 1 incomplete (iteration 11)"),
+        "{out}"
+    );
     assert!(out.contains("| 1 | GEMM |"));
     assert!(out.contains("2 more families not shown"));
 }
@@ -242,6 +245,8 @@ fn compare_gives_a_verdict_and_appends_to_the_experiment_log() {
     let md = std::fs::read_to_string(log.join("experiments.md")).unwrap();
     assert_eq!(md.matches("| date |").count(), 1, "one header");
     assert_eq!(md.matches("| the GEMM is tail-wave limited |").count(), 2);
+    // The change reads as it was written, arrow and all.
+    assert!(md.contains("| tile 128x128 -> 128x64 |"), "{md}");
     let csv = std::fs::read_to_string(log.join("experiments.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3);
     assert!(csv.lines().nth(1).unwrap().contains(",faster,"));
@@ -390,7 +395,29 @@ fn merge_prints_the_slowest_rank_per_iteration() {
         out.contains("| 3 | 8.03 ms | 10.0 ms | 1 | 2.00 ms |"),
         "{out}"
     );
-    assert!(out.contains("| 9 | 8.09 ms | – | 0 |"), "{out}");
+    // An iteration one rank alone has, and a tie, name no straggler; rank 1 lags twice.
+    assert!(
+        out.contains("| 9 | 8.09 ms | – | n/a | n/a | n/a |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("| 8 | 8.08 ms | 8.08 ms | tie | 0 ns |"),
+        "{out}"
+    );
+    for (rank, times) in [(0, 1), (1, 2)] {
+        let line = format!(
+            "| {rank} | {} | 8.05 ms | {times} |",
+            d(&format!("v1-rank{rank}.jsonl"))
+        );
+        assert!(out.contains(&line), "{out}");
+    }
+    assert!(
+        out.contains(&format!(
+            "rank 1 ({}) has no trailer: the run did not finish",
+            d("v1-rank1.jsonl")
+        )),
+        "{out}"
+    );
     let o = run(&[
         "merge",
         &d("v1-rank0.jsonl"),
@@ -446,4 +473,51 @@ fn progress_is_reported_on_long_inputs() {
     let o = run(&["csv", p, "-o", "-", "--progress"]);
     assert!(o.status.success());
     assert_eq!(stdout(&o).lines().count(), 25_001);
+}
+
+#[test]
+fn unrelated_ledgers_get_no_verdict_and_say_why_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    // One GPU at the counters level against two at the timeline level.
+    let o = run(&[
+        "compare",
+        &d("v1-nested-scopes.jsonl"),
+        &d("v1-graph-kernels.jsonl"),
+        "--resamples",
+        "200",
+        "--hypothesis",
+        "h",
+        "--change",
+        "c",
+        "--experiment-log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(!out.contains("**Verdict:"), "{out}");
+    assert!(!out.contains("Speed-up"), "{out}");
+    let no = out
+        .find("**No verdict: A and B are not comparable.**")
+        .expect(&out);
+    let gpus = out
+        .find("- A ran on 1× NVIDIA H200 (sm_90, 132 SMs), B on 2× NVIDIA H200 (sm_90, 132 SMs)")
+        .expect(&out);
+    let level = out
+        .find("- A was profiled at level counters, B at level timeline")
+        .expect(&out);
+    let table = out.find("| | A | B |").expect(&out);
+    assert!(no < gpus && gpus < level && level < table, "{out}");
+    // Rust's debug text of a value never reaches a warning.
+    for debug in ["Some(", "None", "[(\"", "\"0,1\""] {
+        assert!(!out.contains(debug), "{debug}: {out}");
+    }
+    assert!(
+        stderr(&o).contains("(verdict: not comparable)"),
+        "{}",
+        stderr(&o)
+    );
+    let csv = std::fs::read_to_string(log.join("experiments.csv")).unwrap();
+    // No speed-up, interval or confidence figure beside the verdict.
+    assert!(csv.contains(",,,0.95,not comparable,"), "{csv}");
 }

@@ -151,7 +151,7 @@ fn straggler_and_spread_are_the_merges() {
         .iterations
         .iter()
         .filter(|i| i.wall_ns.iter().all(Option::is_some))
-        .map(|i| i.spread_ns as f64)
+        .filter_map(|i| i.spread_ns.map(|s| s as f64))
         .collect();
     spreads.sort_by(f64::total_cmp);
     let spread = sql(&j, "spread");
@@ -296,4 +296,41 @@ fn bad_queries_and_datasets_say_what_to_do() {
         "csv",
     ]));
     assert_eq!(n[1][0], (u64::from(RANKS) * ITERATIONS * 4).to_string());
+}
+
+#[test]
+fn ties_and_lone_iterations_name_no_straggler_in_sql_or_merge() {
+    // Ranks 0 and 1 tie in most iterations; only rank 0 has iteration 9.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    let ledgers: Vec<String> = ["v1-rank0.jsonl", "v1-rank1.jsonl"]
+        .iter()
+        .map(|n| data.join(n).display().to_string())
+        .collect();
+    let dataset = tmp.path().join("ds").display().to_string();
+    ok(&["parquet", &ledgers[0], &ledgers[1], "-o", &dataset]);
+    let q = csv(&ok(&[
+        "sql",
+        &dataset,
+        "--query",
+        "straggler",
+        "--format",
+        "csv",
+    ]));
+    let m = csv(&ok(&["merge", "--format", "csv", &ledgers[0], &ledgers[1]]));
+    let col = |name: &str| m[0].iter().position(|h| h == name).unwrap();
+    let (mi, ms, mspread) = (col("index"), col("slowest_rank"), col("spread_ns"));
+    let from_sql: Vec<[&str; 3]> = q[1..]
+        .iter()
+        .map(|r| [r[1].as_str(), r[2].as_str(), r[5].as_str()])
+        .collect();
+    let from_merge: Vec<[&str; 3]> = m[1..]
+        .iter()
+        .map(|r| [r[mi].as_str(), r[ms].as_str(), r[mspread].as_str()])
+        .collect();
+    assert_eq!(from_sql, from_merge);
+    let slowest: Vec<&str> = from_sql.iter().map(|r| r[1]).collect();
+    assert_eq!(slowest, ["", "", "", "1", "", "0", "", "1", "", ""]);
+    assert_eq!(from_sql[0][2], "0", "a tie has a spread of 0");
+    assert_eq!(from_sql[9][2], "", "one rank has no spread");
 }

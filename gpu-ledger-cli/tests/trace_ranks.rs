@@ -1,6 +1,7 @@
 //! `gpu-ledger trace` of several ranks: one trace, each rank's processes apart, every rank's
-//! iteration k starting where the earliest rank's starts, times inside an iteration each rank's
-//! own (as in its trace alone), and the metadata saying so.
+//! iteration k starting at one common time that never moves a rank's row onto its previous one,
+//! times inside an iteration each rank's own (as in its trace alone), the metadata saying so,
+//! and on every track of every trace the command writes slices that nest.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,15 +62,32 @@ fn ranks_are_aligned_on_iteration_starts_and_keep_their_own_times_inside() {
     let it_alone = starts(&alone, "iteration");
     let dev_alone = starts(&alone, "device summary");
     let mut shared = 0;
-    for r in &l1.iterations {
+    // The first common start is the earliest rank's; from one iteration to the next the common
+    // start moves by the longest step any rank took, so that no rank's slices overlap.
+    let mut common = l0.iterations[0]
+        .host_start_ns
+        .min(l1.iterations[0].host_start_ns) as f64
+        / 1e3;
+    for (n, r) in l1.iterations.iter().enumerate() {
         let k = r.index;
-        let Some(r0k) = l0.iterations.iter().find(|x| x.index == k) else {
+        if !l0.iterations.iter().any(|x| x.index == k) {
             continue;
-        };
+        }
         shared += 1;
-        let common = r.host_start_ns.min(r0k.host_start_ns) as f64 / 1e3;
-        assert_eq!(it[&(host(0), k)], common, "rank 0, iteration {k}");
-        assert_eq!(it[&(host(1), k)], common, "rank 1, iteration {k}");
+        if n > 0 {
+            let step = |l: &gpu_ledger_format::reader::Ledger| {
+                (l.iterations[n].host_start_ns - l.iterations[n - 1].host_start_ns) as f64 / 1e3
+            };
+            common += step(&l0).max(step(&l1));
+        }
+        assert!(
+            (it[&(host(0), k)] - common).abs() < 1e-6,
+            "rank 0, iteration {k}"
+        );
+        assert!(
+            (it[&(host(1), k)] - common).abs() < 1e-6,
+            "rank 1, iteration {k}"
+        );
         // Inside the iteration, rank 1's device slice keeps its offset from its iteration start.
         let offset = dev[&(gpu0(1), k)] - it[&(host(1), k)];
         let offset_alone = dev_alone[&(gpu0(0), k)] - it_alone[&(host(0), k)];
@@ -124,4 +142,72 @@ fn two_ledgers_of_one_rank_are_refused() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("both claim rank 0"));
     assert!(!out.exists(), "no trace written");
+}
+
+/// A trace's slices by track (pid, tid): start, end and name of each.
+type Tracks = BTreeMap<(u64, u64), Vec<(f64, f64, String)>>;
+
+/// Every complete event has a non-negative duration and on each track the slices nest:
+/// Perfetto does not draw a slice that partly overlaps another on its track.
+fn assert_slices_nest(doc: &Value, what: &str) {
+    let mut tracks = Tracks::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        if e["ph"] != "X" {
+            continue;
+        }
+        let ts = e["ts"].as_f64().unwrap();
+        let dur = e["dur"].as_f64().unwrap();
+        assert!(dur >= 0.0, "{what}: negative duration: {e}");
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let name = e["name"].as_str().unwrap_or_default().to_string();
+        tracks.entry(key).or_default().push((ts, ts + dur, name));
+    }
+    for (track, mut slices) in tracks {
+        slices.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        let mut open: Vec<(f64, f64, String)> = Vec::new();
+        for s in slices {
+            while open.last().is_some_and(|p| p.1 <= s.0 + 1e-6) {
+                open.pop();
+            }
+            if let Some(p) = open.last() {
+                assert!(
+                    s.1 <= p.1 + 1e-6,
+                    "{what}: slices overlap on track {track:?}: {p:?} and {s:?}"
+                );
+            }
+            open.push(s);
+        }
+    }
+}
+
+#[test]
+fn no_slice_overlaps_another_on_its_track_in_any_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let goldens: Vec<PathBuf> = std::fs::read_dir(data(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| !p.to_string_lossy().contains("corrupt"))
+        .collect();
+    assert!(goldens.len() >= 9, "{goldens:?}");
+    let mut cases: Vec<Vec<PathBuf>> = goldens.iter().map(|g| vec![g.clone()]).collect();
+    let (r0, r1) = (data("v1-rank0.jsonl"), data("v1-rank1.jsonl"));
+    cases.push(vec![r0.clone(), r1.clone()]);
+    cases.push(vec![r1, r0]);
+    // Ledgers without a rank are numbered in the order given: every unranked pair, each with
+    // its own clock and its own slow iterations.
+    let unranked: Vec<&PathBuf> = goldens
+        .iter()
+        .filter(|g| !g.to_string_lossy().contains("rank"))
+        .collect();
+    for (i, a) in unranked.iter().enumerate() {
+        for b in &unranked[i + 1..] {
+            cases.push(vec![(*a).clone(), (*b).clone()]);
+        }
+    }
+    cases.push(unranked.iter().map(|p| (*p).clone()).collect());
+    for (n, ledgers) in cases.iter().enumerate() {
+        let doc = trace(ledgers, &tmp.path().join(format!("{n}.json")));
+        assert_slices_nest(&doc, &format!("{ledgers:?}"));
+    }
 }

@@ -54,6 +54,29 @@ pub fn read_ledger(path: &Path) -> Result<Ledger> {
     parse_ledger(std::io::BufReader::new(file), path)
 }
 
+/// What to do with a ledger whose first bytes are those of a gzip or zstd file: this reader
+/// reads text only (the `gpu-ledger` command's analyses decompress as they read).
+pub(crate) fn compressed(first: &[u8], path: &Path) -> Option<String> {
+    let (what, tool, ext) = if first.starts_with(&[0x1f, 0x8b]) {
+        ("gzip", "zcat", "gz")
+    } else if first.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        ("zstd", "zstdcat", "zst")
+    } else {
+        return None;
+    };
+    let plain = if path.extension().is_some_and(|e| e == ext) {
+        path.with_extension("")
+    } else {
+        path.with_extension("jsonl")
+    };
+    Some(format!(
+        "the file is {what}-compressed and this reader reads text: decompress it first \
+         (`{tool} {} > {}`)",
+        path.display(),
+        plain.display()
+    ))
+}
+
 /// Parses a ledger from any reader; `path` is only used in error messages.
 ///
 /// # Errors
@@ -64,6 +87,9 @@ pub fn parse_ledger(mut input: impl BufRead, path: &Path) -> Result<Ledger> {
         line,
         message,
     };
+    if let Some(message) = input.fill_buf().ok().and_then(|b| compressed(b, path)) {
+        return Err(err(1, message));
+    }
     let mut header: Option<Header> = None;
     let mut iterations = Vec::new();
     let mut trailer = None;

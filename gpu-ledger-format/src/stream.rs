@@ -14,7 +14,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::reader::{parse_ledger, parse_line, read_raw_line, IndexOrder, Ledger, Parsed};
+use crate::reader::{
+    compressed, parse_ledger, parse_line, read_raw_line, IndexOrder, Ledger, Parsed,
+};
 use crate::schema::{Header, IterationRow, LedgerLine, Trailer};
 
 /// One line after the header.
@@ -63,6 +65,13 @@ impl<R: BufRead> LedgerStream<R> {
     /// # Errors
     /// As [`LedgerStream::open`].
     pub fn new(mut input: R, path: &Path) -> Result<Self> {
+        if let Some(message) = input.fill_buf().ok().and_then(|b| compressed(b, path)) {
+            return Err(Error::LedgerRead {
+                path: path.to_path_buf(),
+                line: 1,
+                message,
+            });
+        }
         let mut buf = Vec::new();
         let mut n = 0usize;
         loop {

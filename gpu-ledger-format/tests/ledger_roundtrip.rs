@@ -542,3 +542,26 @@ fn golden_ledgers_read_and_write_again_without_idle_fields() {
     }
     assert!(lines > 50, "the golden rows were read ({lines})");
 }
+
+/// A compressed ledger is refused on its first line, naming the command that decompresses it,
+/// by the whole-file reader and by the stream alike.
+#[test]
+fn compressed_ledgers_are_refused_naming_the_decompressor() {
+    use gpu_ledger_format::stream::LedgerStream;
+    let gz = [0x1f, 0x8b, 0x08, 0x00, 0x00];
+    let e = parse_ledger(&gz[..], Path::new("runs/a.jsonl.gz"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gzip-compressed"), "{e}");
+    assert!(e.contains("`zcat runs/a.jsonl.gz > runs/a.jsonl`"), "{e}");
+    let zst = [0x28, 0xb5, 0x2f, 0xfd, 0x00];
+    let e = LedgerStream::new(&zst[..], Path::new("b.zst"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`zstdcat b.zst > b`"), "{e}");
+    // Text that merely starts oddly is not taken for a compressed file.
+    let e = parse_ledger(&b"\x1fnot json"[..], Path::new("c.jsonl"))
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("compressed"), "{e}");
+}

@@ -3,7 +3,7 @@
 
 use gpu_ledger_format::schema::IterationRow;
 use gpu_ledger_tools::analysis::compare::{
-    bootstrap_speedup, compare, CompareError, CompareOptions, LedgerView,
+    bootstrap_speedup, compare, CompareError, CompareOptions, LedgerView, Verdict,
 };
 use gpu_ledger_tools::analysis::stats::{RowFilter, Warmup};
 
@@ -152,8 +152,16 @@ fn full_comparison_of_two_ledgers() {
     assert!(fwd.host_speedup.unwrap() > 1.15 && fwd.device_speedup.unwrap() > 1.15);
 
     let has = |needle: &str| c.warnings.iter().any(|w| w.contains(needle));
-    assert!(has("driver version differs"), "{:#?}", c.warnings);
-    assert!(has("profiling level differs"), "{:#?}", c.warnings);
+    assert!(
+        has("driver version differs: A 580.95.05, B 575.57.08"),
+        "{:#?}",
+        c.warnings
+    );
+    // Another level costs the application other time: no verdict, and the reason, once.
+    assert_eq!(c.verdict(), Verdict::NotComparable);
+    assert_eq!(c.incomparable.len(), 1, "{:#?}", c.incomparable);
+    assert!(c.incomparable[0].starts_with("A was profiled at level timeline, B at level counters"));
+    assert!(!has("level"), "{:#?}", c.warnings);
     assert!(
         has("perturbation differs: A has 0 perturbed iterations, B has 2"),
         "{:#?}",
@@ -211,13 +219,35 @@ fn differing_gpu_and_few_iterations_are_warned() {
         &CompareOptions::default(),
     )
     .unwrap();
+    // Another GPU model: no verdict, the reason in words rather than Rust's debug text.
+    assert_eq!(c.verdict(), Verdict::NotComparable);
+    assert_eq!(
+        c.incomparable,
+        [
+            "A ran on 1× NVIDIA H200 (sm_90, 132 SMs), B on 1× NVIDIA H100 80GB HBM3 (sm_90, 132 \
+          SMs): the work runs on different GPUs, or is split over a different number of them"
+        ]
+    );
     assert!(
-        c.warnings
-            .iter()
-            .any(|w| w.starts_with("GPU") && w.contains("H100")),
+        !c.warnings.iter().any(|w| w.contains("GPU")),
         "{:#?}",
         c.warnings
     );
+    // The same setups give a verdict.
+    let same = compare(
+        LedgerView {
+            header: &ha,
+            rows: &a,
+        },
+        LedgerView {
+            header: &ha,
+            rows: &b,
+        },
+        &CompareOptions::default(),
+    )
+    .unwrap();
+    assert!(same.incomparable.is_empty());
+    assert_ne!(same.verdict(), Verdict::NotComparable);
     assert!(
         c.warnings.iter().any(|w| w.contains("only 5 iterations")),
         "{:#?}",
@@ -345,7 +375,19 @@ fn nvml_operating_point_and_gpu_settings_are_compared() {
         "{:#?}",
         c.warnings
     );
-    assert!(has(r#"only in B ["sw_power_cap"]"#), "{:#?}", c.warnings);
+    assert!(
+        has("throttle reasons of device 0 differ: only in A none, only in B sw_power_cap"),
+        "{:#?}",
+        c.warnings
+    );
+    // No warning prints Rust's debug text of a value.
+    assert!(
+        !c.warnings
+            .iter()
+            .any(|w| w.contains("Some(") || w.contains("None") || w.contains("[\"")),
+        "{:#?}",
+        c.warnings
+    );
     assert!(
         !has("memory clock") && !has("temperature") && !has("pid") && !has("power_mw differs"),
         "{:#?}",

@@ -79,6 +79,11 @@ fn report_charts_carry_the_data() {
     // Shaded ranges on the line charts.
     assert!(html.contains("warm-up: iterations 0"));
     assert!(html.contains("perturbed: iterations 6"));
+    // Rows left out: counts and iteration numbers, each said as what it is.
+    assert!(html.contains(
+        "9 of 12 used; 3 left out: 1 warm-up (iteration 0), 1 perturbed (iteration 6), 1 \
+         incomplete (iteration 11)."
+    ));
 }
 
 #[test]

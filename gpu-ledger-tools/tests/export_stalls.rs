@@ -205,7 +205,7 @@ fn the_summary_shows_each_scope_s_reasons_lines_and_the_dropped_samples() {
     assert!(
         sec.contains(
             "| kernels/gemm.cu:42 | 1800 | 81.8 % | long_scoreboard 99.9 % | \
-             acc += (a &lt; b) ? a : b; |"
+             acc += (a < b) ? a : b; |"
         ),
         "{sec}"
     );
@@ -265,7 +265,7 @@ fn no_dropped_warning_without_dropped_samples_and_errors_are_listed() {
     assert!(!sec.contains("dropped 0 of"), "{sec}");
     assert!(!sec.contains("hardware_buffer_bytes"), "{sec}");
     assert!(
-        sec.contains("- iterations 4: CUPTI_ERROR_NOT_SUPPORTED: &lt;sampling&gt; refused"),
+        sec.contains("- iterations 4: CUPTI_ERROR_NOT_SUPPORTED: \\<sampling> refused"),
         "{sec}"
     );
     let page = html(&l);

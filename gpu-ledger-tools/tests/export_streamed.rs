@@ -295,7 +295,9 @@ fn a_streamed_merge_writes_what_the_whole_merge_writes() {
     let mut shorter = r1.clone();
     shorter.iterations.truncate(shorter.iterations.len() - 2);
     for (x, y) in [(&r1, &r0), (&r0, &shorter), (&r0, &r1)] {
-        let series = |l: &Ledger, src: &str| RankSeries::from_rows(&l.header, src, &l.iterations);
+        let series = |l: &Ledger, src: &str| {
+            RankSeries::from_rows(&l.header, src, &l.iterations).with_trailer(l.trailer.is_some())
+        };
         let whole = merge_ranks(vec![series(x, "x"), series(y, "y")]).unwrap();
         let mut m = MergeStream::new(vec![
             RankSeries::new(&x.header, "x"),
@@ -322,6 +324,8 @@ fn a_streamed_merge_writes_what_the_whole_merge_writes() {
             md.push_str(&it.to_markdown());
             csv.push_str(&it.to_csv());
         }
+        m.ended(0, x.trailer.is_some());
+        m.ended(1, y.trailer.is_some());
         md.push_str(&m.finish_markdown());
         assert_eq!(md, whole.to_markdown());
         assert_eq!(csv, whole.to_csv());

@@ -161,7 +161,9 @@ fn markdown_summary_has_the_tables() {
     let md = markdown_summary(&s, "nested.jsonl");
     for needle in [
         "**Environment:** 1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0",
-        "12 rows, 9 used (left out: warm-up 0; perturbed 6; incomplete 11)",
+        // Counts and iteration numbers, each said as what it is.
+        "12 rows, 9 used; 3 left out: 1 warm-up (iteration 0), 1 perturbed (iteration 6), 1 \
+         incomplete (iteration 11)",
         "### Scopes (per iteration)",
         "| scope | ran in | host median | host p90 | host p99 |",
         "| step/forward/attention | 9/9 |",
@@ -205,8 +207,9 @@ fn markdown_escapes_names_that_would_break_a_table() {
         r.scopes[0].path = "a|b<script>".into();
     }
     let md = markdown_summary(&LedgerSummary::compute(&l, &SummaryOptions::default()), "x");
-    assert!(md.contains("a\\|b&lt;script&gt;"));
-    assert!(!md.contains("<script>"));
+    // A backslash before the `<` keeps Markdown from reading a tag; the text reads as written.
+    assert!(md.contains("a\\|b\\<script>"), "{md}");
+    assert!(!md.replace("\\<", "").contains("<script>"), "{md}");
 }
 
 #[test]
@@ -219,6 +222,13 @@ fn comparison_markdown_and_experiment_ledger() {
     assert_tables_are_rectangular(&md);
     assert!(md.contains("**Verdict: B is faster.**"), "{md}");
     assert!(md.contains("| ampere_sgemm_128x64_nn |"));
+    assert!(
+        md.contains(
+            "| rows left out | 1 left out: 1 warm-up (iteration 0) | 1 left out: 1 warm-up \
+             (iteration 0) |"
+        ),
+        "{md}"
+    );
     let same = compare(view(&a), view(&a), &CompareOptions::default()).unwrap();
     assert_eq!(
         Verdict::from_estimate(&same.speedup),
@@ -259,13 +269,18 @@ fn merge_aligns_ranks_and_finds_the_slowest() {
     assert_eq!(v.ranks, [0, 1]);
     assert_eq!(v.sources, ["r0", "r1"]);
     assert_eq!(v.iterations.len(), 10);
-    let slowest: Vec<u32> = v.iterations.iter().map(|i| i.slowest_rank).collect();
-    // Rank 1 lags by 2 ms in iterations 3 and 7; rank 0 by 1 ms in 5; 9 only exists in rank 0.
-    assert_eq!(slowest, [0, 0, 0, 1, 0, 0, 0, 1, 0, 0]);
-    assert_eq!(v.iterations[3].spread_ns, 2_000_000);
-    assert_eq!(v.iterations[5].spread_ns, 1_000_000);
+    let slowest: Vec<Option<u32>> = v.iterations.iter().map(|i| i.slowest_rank).collect();
+    // Rank 1 lags by 2 ms in iterations 3 and 7; rank 0 by 1 ms in 5; the others are ties, and
+    // 9 only exists in rank 0: neither names a straggler.
+    let (n, zero, one) = (None, Some(0), Some(1));
+    assert_eq!(slowest, [n, n, n, one, n, zero, n, one, n, n]);
+    assert_eq!(v.iterations[3].spread_ns, Some(2_000_000));
+    assert_eq!(v.iterations[5].spread_ns, Some(1_000_000));
+    assert_eq!(v.iterations[0].spread_ns, Some(0));
     assert_eq!(v.iterations[9].wall_ns, [Some(8_090_000), None]);
-    assert_eq!(v.slowest_counts, [8, 2]);
+    assert_eq!(v.iterations[9].spread_ns, None);
+    assert_eq!(v.slowest_counts, [1, 2]);
+    assert_eq!((v.ties, v.single_rank), (6, 1));
     assert_eq!(v.spread.unwrap().n, 9);
     assert!(v
         .notes
@@ -278,9 +293,48 @@ fn merge_aligns_ranks_and_finds_the_slowest() {
         md.contains("| 3 | 8.03 ms | 10.0 ms | 1 | 2.00 ms |"),
         "{md}"
     );
+    assert!(
+        md.contains("| 0 | 8.00 ms | 8.00 ms | tie | 0 ns |"),
+        "{md}"
+    );
+    assert!(md.contains("| 9 | 8.09 ms | – | n/a | n/a | n/a |"), "{md}");
+    assert!(md.contains("| 0 | r0 | 8.05 ms | 1 |"), "{md}");
+    assert!(md.contains("7 iterations had no slowest rank (6 ties, 1 on one rank only)"));
+    // The flagged column says what it holds, also when it is empty.
+    assert!(md.contains("perturbed or incomplete |"), "{md}");
+    assert!(md.contains("no row is perturbed (counter replay) or incomplete"));
+    // A trailer is known only when the caller says so.
+    assert!(!md.contains("has no trailer"));
     let csv = v.to_csv();
     assert_eq!(csv.lines().count(), 11);
     assert!(csv.starts_with("index,wall_ns_rank0,wall_ns_rank1,slowest_rank"));
+    assert!(
+        csv.contains("\n0,8000000,8000000,,8000000,8000000,0,\n"),
+        "{csv}"
+    );
+    assert!(csv.contains("\n9,8090000,,,8090000,8090000,,\n"), "{csv}");
+
+    let ended = vec![
+        s0.clone().with_trailer(r0.trailer.is_some()),
+        s1.clone().with_trailer(r1.trailer.is_some()),
+    ];
+    let v = merge_ranks(ended).unwrap();
+    let note = "rank 1 (r1) has no trailer: the run did not finish (killed or crashed) after \
+                iteration 8";
+    assert!(v.notes.iter().any(|n| n.starts_with(note)), "{:?}", v.notes);
+    assert!(!v
+        .notes
+        .iter()
+        .any(|n| n.contains("rank 0 (r0) has no trailer")));
+    let mut flagged = s0.clone();
+    flagged.rows[2].2 = true;
+    let v = merge_ranks(vec![flagged, s1.clone()]).unwrap();
+    assert_eq!(v.iterations[2].flagged_ranks, [0]);
+    assert!(v.to_markdown().contains("| tie | 0 ns | 0.0% | 0 |"));
+    assert!(v
+        .notes
+        .iter()
+        .any(|n| n.starts_with("1 iterations have a perturbed")));
 
     let dup = merge_ranks(vec![s0.clone(), s0.clone()]).unwrap_err();
     assert!(matches!(dup, MergeError::DuplicateRank { rank: 0, .. }));
@@ -346,5 +400,67 @@ fn summary_says_once_when_most_device_time_is_unscoped_while_scopes_were_open() 
     assert!(
         !md.contains("of this iteration's kernel time"),
         "one line for the run, not one per row's share: {md}"
+    );
+}
+
+#[test]
+fn at_the_scopes_level_unmeasured_device_time_is_not_a_zero() {
+    // The scopes level runs no CUPTI: only a scope opened on a stream has device time (events).
+    let mut l = read("v1-nested-scopes.jsonl");
+    l.header.config.level = "scopes".into();
+    for r in &mut l.iterations {
+        r.devices.clear();
+        r.kernels.clear();
+        for sc in &mut r.scopes {
+            sc.device_ns = 0;
+            sc.device_ns_inclusive = 0;
+            sc.event_device_ns = (sc.path == "step/backward").then_some(5_000_000);
+        }
+    }
+    let s = LedgerSummary::compute(&l, &SummaryOptions::default());
+    let md = markdown_summary(&s, "scopes.jsonl");
+    assert_tables_are_rectangular(&md);
+    let line = |path: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {path} |")))
+            .unwrap_or_else(|| panic!("{path}: {md}"))
+            .to_string()
+    };
+    assert!(
+        line("step/forward").contains("| not measured | not measured | not measured |"),
+        "{md}"
+    );
+    assert!(!line("step/forward").contains("0 ns"), "{md}");
+    assert!(
+        line("step/backward").contains("| 5.00 ms | 5.00 ms | 5.00 ms |"),
+        "{md}"
+    );
+    assert!(md.contains("at the scopes level no GPU activity is traced"));
+    let mut html = Vec::new();
+    gpu_ledger_tools::export::write_html_report(
+        &l,
+        "scopes.jsonl",
+        &gpu_ledger_tools::export::ReportOptions::default(),
+        &mut html,
+    )
+    .unwrap();
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains("<td>not measured</td><td>not measured</td>"));
+    // A traced level keeps the union of the launches' intervals.
+    let timeline = markdown_summary(
+        &LedgerSummary::compute(&read("v1-nested-scopes.jsonl"), &SummaryOptions::default()),
+        "t",
+    );
+    // Only the launches outside every scope, which no scope timed on the host, say it there.
+    assert!(
+        timeline
+            .lines()
+            .filter(|l| l.contains("not measured"))
+            .all(|l| l.starts_with("| (unscoped) |")),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("| step/backward | 9/9 | 6.01 ms |"),
+        "{timeline}"
     );
 }

@@ -139,7 +139,7 @@ impl ExperimentEntry {
             ci_low: c.speedup.ci_low,
             ci_high: c.speedup.ci_high,
             confidence: c.speedup.confidence,
-            verdict: Verdict::from_estimate(&c.speedup),
+            verdict: c.verdict(),
             ledger_a: ledger_a.to_string(),
             ledger_b: ledger_b.to_string(),
             warnings: c.warnings.len(),
@@ -160,13 +160,17 @@ impl ExperimentEntry {
             counters,
             format!("{} → {}", ms(self.kernel_ns_a), ms(self.kernel_ns_b)),
             format!("{} → {}", ms(self.e2e_ns_a), ms(self.e2e_ns_b)),
-            format!(
-                "{:.3}× ({:.0}% CI {:.3}–{:.3})",
-                self.speedup,
-                self.confidence * 100.0,
-                self.ci_low,
-                self.ci_high
-            ),
+            if self.verdict == Verdict::NotComparable {
+                "—".to_string()
+            } else {
+                format!(
+                    "{:.3}× ({:.0}% CI {:.3}–{:.3})",
+                    self.speedup,
+                    self.confidence * 100.0,
+                    self.ci_low,
+                    self.ci_high
+                )
+            },
             format!(
                 "{}{}",
                 self.verdict.as_str(),
@@ -184,6 +188,15 @@ impl ExperimentEntry {
 
     /// The CSV line (no trailing newline), columns as [`CSV_COLUMNS`].
     fn csv_row(&self) -> String {
+        // A pair that is not comparable has no speed-up: empty cells, so that a script reading
+        // the column cannot take the figure for one.
+        let figure = |v: f64| {
+            if self.verdict == Verdict::NotComparable {
+                String::new()
+            } else {
+                format!("{v:.6}")
+            }
+        };
         let cells = [
             self.date.clone(),
             self.hypothesis.clone(),
@@ -193,9 +206,9 @@ impl ExperimentEntry {
             format!("{:.0}", self.kernel_ns_b),
             format!("{:.0}", self.e2e_ns_a),
             format!("{:.0}", self.e2e_ns_b),
-            format!("{:.6}", self.speedup),
-            format!("{:.6}", self.ci_low),
-            format!("{:.6}", self.ci_high),
+            figure(self.speedup),
+            figure(self.ci_low),
+            figure(self.ci_high),
             format!("{}", self.confidence),
             self.verdict.as_str().to_string(),
             self.ledger_a.clone(),

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{ceiling_text, LedgerSummary};
+use super::summary::{ceiling_text, left_out_text, LedgerSummary};
 use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell, sig3};
 use crate::analysis::compare::Comparison;
 use crate::analysis::stats::{Distribution, IterationMetric};
@@ -36,6 +36,15 @@ fn opt_x(x: Option<f64>) -> String {
 /// idle time, clocks and power, energy, and warnings. `source` names the ledger in the title.
 pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
     let mut o = String::new();
+    if s.rows == 0 {
+        // A run with no row (`fail_open` ran it unprofiled): its reason, once, is all there is
+        // to say; empty tables would bury it.
+        let _ = writeln!(o, "## gpu-ledger summary: `{}`\n", source.replace('`', "'"));
+        let _ = writeln!(o, "**Environment:** {}\n", md_cell(&s.environment));
+        let _ = writeln!(o, "**No iteration was profiled.**\n");
+        warning_list(&mut o, &s.warnings);
+        return o;
+    }
     summary_intro(&mut o, s, source);
     scopes_table(&mut o, s);
     families_table(&mut o, s);
@@ -64,12 +73,10 @@ fn summary_intro(o: &mut String, s: &LedgerSummary, source: &str) {
     let _ = writeln!(o, "**Environment:** {}\n", md_cell(&s.environment));
     let _ = writeln!(
         o,
-        "**Iterations:** {} rows, {} used (left out: warm-up {}; perturbed {}; incomplete {}){}\n",
+        "**Iterations:** {} rows, {} used; {}{}\n",
         s.rows,
         s.used.len(),
-        s.warmup,
-        s.perturbed,
-        s.incomplete,
+        s.left_out(),
         if s.run_complete {
             ""
         } else {
@@ -106,21 +113,29 @@ fn scopes_table(o: &mut String, s: &LedgerSummary) {
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for sc in &s.scopes {
+        let device = match s.scope_device_ns(sc) {
+            Some(d) => dist_cells(d),
+            None => "not measured | not measured | not measured".into(),
+        };
+        let host = s.scope_host_ns(sc).map_or_else(
+            || "not measured | not measured | not measured".into(),
+            dist_cells,
+        );
         let _ = writeln!(
             o,
             "| {} | {}/{} | {} | {} | {} |",
             md_cell(&sc.path),
             sc.present_in,
             sc.iterations,
-            dist_cells(&sc.host_ns),
-            dist_cells(&sc.device_ns_inclusive),
+            host,
+            device,
             fmt_count(sc.launches.median)
         );
     }
     let _ = writeln!(
         o,
-        "\nDistributions are over the iterations where the scope ran; device time is the \
-         union of the GPU intervals launched in the scope and below it.\n"
+        "\nDistributions are over the iterations where the scope ran; {}\n",
+        s.scope_device_note()
     );
 }
 
@@ -135,7 +150,7 @@ fn families_table(o: &mut String, s: &LedgerSummary) {
     let _ = writeln!(
         o,
         "| # | family | launches/iter | time/iter | mean/launch | share of device time | \
-         Amdahl ceiling | gain if 2× faster | shapes | graph launches |"
+         Amdahl ceiling | gain if 2× faster | shapes | graph launches/iter |"
     );
     let _ = writeln!(o, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let iters = fams.iterations.max(1) as f64;
@@ -152,7 +167,7 @@ fn families_table(o: &mut String, s: &LedgerSummary) {
             ceiling_text(f),
             opt_x(f.speedup_if_2x),
             f.shapes.len(),
-            f.graph_launches
+            fmt_count(f.graph_launches as f64 / iters)
         );
     }
     if fams.families.len() > s.top_families {
@@ -299,13 +314,23 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
 /// The title and the verdict with the speed-up, its interval and the metric it is of.
 fn comparison_verdict(o: &mut String, c: &Comparison, a_name: &str, b_name: &str) {
     let sp = &c.speedup;
-    let verdict = crate::analysis::compare::Verdict::from_estimate(sp);
     let _ = writeln!(
         o,
         "## gpu-ledger compare: A `{}` vs B `{}`\n",
         a_name.replace('`', "'"),
         b_name.replace('`', "'")
     );
+    if !c.incomparable.is_empty() {
+        // No speed-up is stated: next to "not comparable" a figure would still be read as one.
+        let _ = writeln!(o, "**No verdict: A and B are not comparable.**\n");
+        warning_list(o, &c.incomparable);
+        let _ = writeln!(
+            o,
+            "\nThe figures below describe each run; their differences do not measure a change.\n"
+        );
+        return;
+    }
+    let verdict = c.verdict();
     let _ = writeln!(
         o,
         "**Verdict: {}.** Speed-up A/B = **{:.3}×** ({:.0}% CI {:.3}–{:.3}, {} bootstrap \
@@ -339,10 +364,18 @@ fn sides_table(o: &mut String, c: &Comparison) {
     ] {
         let _ = writeln!(o, "| {label} | {} | {} |", fmt_ns(a), fmt_ns(b));
     }
+    let left_out = |s: &crate::analysis::compare::RunSide| {
+        md_cell(&left_out_text(&[
+            ("warm-up", &s.warmup),
+            ("perturbed", &s.perturbed),
+            ("incomplete", &s.incomplete),
+        ]))
+    };
     let _ = writeln!(
         o,
-        "| left out (warm-up / perturbed / incomplete) | {} / {} / {} | {} / {} / {} |",
-        c.a.warmup, c.a.perturbed, c.a.incomplete, c.b.warmup, c.b.perturbed, c.b.incomplete
+        "| rows left out | {} | {} |",
+        left_out(&c.a),
+        left_out(&c.b)
     );
     let l = &c.launches;
     let _ = writeln!(
@@ -366,9 +399,13 @@ fn scope_changes_table(o: &mut String, c: &Comparison) {
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
     for s in &c.scopes {
-        let med = |x: &Option<crate::analysis::stats::ScopeStats>| {
-            x.as_ref()
-                .map_or("absent".into(), |x| fmt_ns(x.host_ns.median))
+        let med = |x: &Option<crate::analysis::stats::ScopeStats>| match x {
+            None => "absent".into(),
+            // Launches outside every scope have no host time of their own.
+            Some(x) if s.path == gpu_ledger_format::UNSCOPED && x.host_ns.max == 0.0 => {
+                "not measured".into()
+            }
+            Some(x) => fmt_ns(x.host_ns.median),
         };
         let _ = writeln!(
             o,

@@ -29,6 +29,10 @@ pub struct RankSeries {
     /// `(index, host_wall_ns, flagged)` per row in file order; `flagged` when the row is
     /// perturbed or incomplete.
     pub rows: Vec<(u64, u64, bool)>,
+    /// Whether the ledger ended with its trailer: `Some(false)` when it was read to its end
+    /// without one (the run did not finish, so its last iterations may be missing), `None`
+    /// when not known.
+    pub finished: Option<bool>,
 }
 
 impl RankSeries {
@@ -39,7 +43,15 @@ impl RankSeries {
             world_size: header.rank.as_ref().and_then(|r| r.world_size),
             source: source.to_string(),
             rows: Vec::new(),
+            finished: None,
         }
+    }
+
+    /// The series with whether its ledger ended with a trailer.
+    #[must_use]
+    pub fn with_trailer(mut self, trailer: bool) -> Self {
+        self.finished = Some(trailer);
+        self
     }
 
     /// Adds one row.
@@ -97,14 +109,15 @@ pub struct MergedIteration {
     /// Host wall time per rank, in the order of [`MergedView::ranks`]; `None` where that rank
     /// has no row for the iteration.
     pub wall_ns: Vec<Option<u64>>,
-    /// The rank with the longest wall time.
-    pub slowest_rank: u32,
-    /// Its wall time, ns.
+    /// The one rank with the longest wall time; `None` when two or more ranks share it (a tie)
+    /// or when only one rank has the iteration.
+    pub slowest_rank: Option<u32>,
+    /// The longest wall time among the ranks present, ns.
     pub slowest_ns: u64,
     /// The shortest wall time among the ranks present, ns.
     pub fastest_ns: u64,
-    /// `slowest - fastest`, ns.
-    pub spread_ns: u64,
+    /// `slowest - fastest`, ns; `None` when only one rank has the iteration.
+    pub spread_ns: Option<u64>,
     /// Ranks whose row is perturbed or incomplete.
     pub flagged_ranks: Vec<u32>,
 }
@@ -118,14 +131,19 @@ pub struct MergedView {
     pub sources: Vec<String>,
     /// Iterations present in at least one rank, ascending by index.
     pub iterations: Vec<MergedIteration>,
-    /// How often each rank was the slowest (same order as `ranks`).
+    /// How often each rank alone was the slowest (same order as `ranks`).
     pub slowest_counts: Vec<usize>,
+    /// Iterations where two or more ranks tie for the longest wall time.
+    pub ties: usize,
+    /// Iterations only one rank has.
+    pub single_rank: usize,
     /// Distribution of the spread over iterations present in every rank, ns.
     pub spread: Option<Distribution>,
     /// Median wall time per rank over its rows, ns (same order as `ranks`).
     pub median_wall_ns: Vec<Option<f64>>,
     /// Things to know: ranks missing from the world size, iterations missing in some ranks,
-    /// duplicate indices, ranks numbered by argument order.
+    /// duplicate indices, ranks numbered by argument order, ledgers without a trailer, what the
+    /// flagged column holds.
     pub notes: Vec<String>,
 }
 
@@ -163,32 +181,129 @@ pub fn merge_ranks(series: Vec<RankSeries>) -> Result<MergedView, MergeError> {
         let walls: Vec<f64> = s.rows.iter().map(|r| r.1 as f64).collect();
         medians.push(median(&walls));
     }
+    let mut tally = Tally::new(&ranks);
     let mut iterations = Vec::new();
-    let mut slowest_counts = vec![0usize; ranks.len()];
-    let mut spreads = Vec::new();
-    let mut partial = IndexRuns::default();
     for (index, cells) in table {
-        let Some((it, slow_pos)) = MergedIteration::of_cells(index, &cells, &ranks) else {
-            continue;
-        };
-        slowest_counts[slow_pos] += 1;
-        if cells.iter().all(Option::is_some) {
-            spreads.push(it.spread_ns);
-        } else {
-            partial.push(index);
+        if let Some(it) = MergedIteration::of_cells(index, &cells, &ranks) {
+            tally.count(&it, &cells);
+            iterations.push(it);
         }
-        iterations.push(it);
     }
-    notes.extend(partial_note(&partial));
+    let ends: Vec<Ending> = by_rank.values().map(Ending::of).collect();
+    notes.extend(tally.notes(&ends));
     Ok(MergedView {
         sources: by_rank.values().map(|s| s.source.clone()).collect(),
         ranks,
         iterations,
-        slowest_counts,
-        spread: Distribution::from_u64(&spreads),
+        slowest_counts: tally.slowest_counts,
+        ties: tally.ties,
+        single_rank: tally.single_rank,
+        spread: tally.spreads.distribution(),
         median_wall_ns: medians,
         notes,
     })
+}
+
+/// How one rank's ledger ended, for the note on a ledger without a trailer.
+#[derive(Debug, Clone)]
+struct Ending {
+    rank: u32,
+    source: String,
+    finished: Option<bool>,
+    last_index: Option<u64>,
+}
+
+impl Ending {
+    fn of(s: &RankSeries) -> Self {
+        Self {
+            rank: s.rank.unwrap_or_default(),
+            source: s.source.clone(),
+            finished: s.finished,
+            last_index: s.rows.iter().map(|r| r.0).max(),
+        }
+    }
+}
+
+/// What the merged iterations add up to, for the totals under the table.
+#[derive(Debug)]
+struct Tally {
+    ranks: Vec<u32>,
+    slowest_counts: Vec<usize>,
+    ties: usize,
+    single_rank: usize,
+    spreads: Series,
+    partial: IndexRuns,
+    flagged: usize,
+}
+
+impl Tally {
+    fn new(ranks: &[u32]) -> Self {
+        Self {
+            ranks: ranks.to_vec(),
+            slowest_counts: vec![0; ranks.len()],
+            ties: 0,
+            single_rank: 0,
+            spreads: Series::new(),
+            partial: IndexRuns::default(),
+            flagged: 0,
+        }
+    }
+
+    /// Counts `it`, merged from `cells` (in the order of the ranks).
+    fn count(&mut self, it: &MergedIteration, cells: &[Option<(u64, bool)>]) {
+        match (it.slowest_rank, it.spread_ns) {
+            (Some(r), _) => {
+                if let Ok(pos) = self.ranks.binary_search(&r) {
+                    self.slowest_counts[pos] += 1;
+                }
+            }
+            (None, Some(_)) => self.ties += 1,
+            (None, None) => self.single_rank += 1,
+        }
+        if !it.flagged_ranks.is_empty() {
+            self.flagged += 1;
+        }
+        match it.spread_ns {
+            Some(spread) if cells.iter().all(Option::is_some) => self.spreads.push_u64(spread),
+            _ if cells.iter().all(Option::is_some) => {}
+            _ => self.partial.push(it.index),
+        }
+    }
+
+    /// The notes the tally and the ledgers' ends give: iterations some ranks lack, ledgers
+    /// without a trailer, and what the flagged column holds.
+    fn notes(&self, ends: &[Ending]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.partial.is_empty() {
+            notes.push(format!(
+                "iterations {} are missing in some ranks (shown with '–'; left out of the spread \
+                 statistics)",
+                self.partial
+            ));
+        }
+        for e in ends.iter().filter(|e| e.finished == Some(false)) {
+            notes.push(format!(
+                "rank {} ({}) has no trailer: the run did not finish (killed or crashed){}; \
+                 iterations it lacks are missing, not slow",
+                e.rank,
+                e.source,
+                e.last_index
+                    .map_or(String::new(), |i| format!(" after iteration {i}"))
+            ));
+        }
+        notes.push(if self.flagged == 0 {
+            "no row is perturbed (counter replay) or incomplete: the column \"perturbed or \
+             incomplete\" is empty"
+                .into()
+        } else {
+            format!(
+                "{} iterations have a perturbed (counter replay) or incomplete row, whose ranks \
+                 the column \"perturbed or incomplete\" lists; their wall times count as recorded",
+                self.flagged
+            )
+        });
+        notes
+    }
 }
 
 /// The series by rank, checked, with the notes their headers give.
@@ -240,50 +355,55 @@ fn plan(mut series: Vec<RankSeries>) -> Result<Plan, MergeError> {
         }
     }
     if world.len() > 1 {
+        let sizes: Vec<String> = world.iter().map(u32::to_string).collect();
         notes.push(format!(
-            "the ledgers disagree on the world size: {:?}",
-            world.iter().collect::<Vec<_>>()
+            "the ledgers disagree on the world size: {}",
+            sizes.join(", ")
         ));
     }
     Ok((by_rank, notes, given))
 }
 
-fn partial_note(partial: &IndexRuns) -> Option<String> {
-    (!partial.is_empty()).then(|| {
-        format!(
-            "iterations {} are missing in some ranks (shown with '–'; left out of the spread \
-             statistics)",
-            partial
-        )
-    })
-}
-
 impl MergedIteration {
     /// The iteration `index` from its per-rank cells (`(wall, flagged)`, in the order of
-    /// `ranks`), with the position of its slowest rank; `None` when no rank has it.
-    fn of_cells(index: u64, cells: &[Option<(u64, bool)>], ranks: &[u32]) -> Option<(Self, usize)> {
+    /// `ranks`); `None` when no rank has it.
+    fn of_cells(index: u64, cells: &[Option<(u64, bool)>], ranks: &[u32]) -> Option<Self> {
         let present: Vec<(usize, u64)> = cells
             .iter()
             .enumerate()
             .filter_map(|(i, c)| c.map(|(w, _)| (i, w)))
             .collect();
-        let &(slow_pos, slowest) = present.iter().max_by_key(|(i, w)| (*w, usize::MAX - i))?;
+        let slowest = present.iter().map(|p| p.1).max()?;
         let fastest = present.iter().map(|p| p.1).min().unwrap_or(slowest);
-        let it = MergedIteration {
+        let mut at_slowest = present.iter().filter(|p| p.1 == slowest).map(|p| p.0);
+        // One rank alone among several is a straggler; a tie or a lone rank names none.
+        let slowest_pos = match (at_slowest.next(), at_slowest.next()) {
+            (Some(pos), None) if present.len() > 1 => Some(pos),
+            _ => None,
+        };
+        Some(MergedIteration {
             index,
             wall_ns: cells.iter().map(|c| c.map(|x| x.0)).collect(),
-            slowest_rank: ranks[slow_pos],
+            slowest_rank: slowest_pos.map(|p| ranks[p]),
             slowest_ns: slowest,
             fastest_ns: fastest,
-            spread_ns: slowest - fastest,
+            spread_ns: (present.len() > 1).then_some(slowest - fastest),
             flagged_ranks: cells
                 .iter()
                 .enumerate()
                 .filter(|(_, c)| c.is_some_and(|x| x.1))
                 .map(|(i, _)| ranks[i])
                 .collect(),
-        };
-        Some((it, slow_pos))
+        })
+    }
+
+    /// The slowest rank as a table shows it: the rank, `tie`, or `n/a` (one rank only).
+    fn slowest_cell(&self) -> String {
+        match (self.slowest_rank, self.spread_ns) {
+            (Some(r), _) => r.to_string(),
+            (None, Some(_)) => "tie".into(),
+            (None, None) => "n/a".into(),
+        }
     }
 }
 
@@ -299,7 +419,8 @@ fn md_head(ranks: &[u32]) -> String {
     let head: Vec<String> = ranks.iter().map(|r| format!("rank {r}")).collect();
     let _ = writeln!(
         o,
-        "| iteration | {} | slowest rank | spread (max−min) | spread / slowest | flagged |",
+        "| iteration | {} | slowest rank | spread (max−min) | spread / slowest | perturbed or \
+         incomplete |",
         head.join(" | ")
     );
     let _ = writeln!(
@@ -328,22 +449,23 @@ impl MergedIteration {
             .map(|w| w.map_or("–".into(), |w| fmt_ns(w as f64)))
             .collect();
         let flagged: Vec<String> = self.flagged_ranks.iter().map(|r| r.to_string()).collect();
+        let share = match self.spread_ns {
+            Some(s) if self.slowest_ns > 0 => fmt_pct(s as f64 / self.slowest_ns as f64),
+            _ => "n/a".into(),
+        };
         format!(
             "| {} | {} | {} | {} | {} | {} |\n",
             self.index,
             walls.join(" | "),
-            self.slowest_rank,
-            fmt_ns(self.spread_ns as f64),
-            if self.slowest_ns > 0 {
-                fmt_pct(self.spread_ns as f64 / self.slowest_ns as f64)
-            } else {
-                "n/a".into()
-            },
+            self.slowest_cell(),
+            self.spread_ns.map_or("n/a".into(), |s| fmt_ns(s as f64)),
+            share,
             flagged.join(", ")
         )
     }
 
-    /// The iteration as one CSV line.
+    /// The iteration as one CSV line; `slowest_rank` is empty for a tie or a lone rank, and
+    /// `spread_ns` for a lone rank.
     pub fn to_csv(&self) -> String {
         let walls: Vec<String> = self
             .wall_ns
@@ -355,37 +477,49 @@ impl MergedIteration {
             "{},{},{},{},{},{},{}\n",
             self.index,
             walls.join(","),
-            self.slowest_rank,
+            self.slowest_rank.map_or(String::new(), |r| r.to_string()),
             self.slowest_ns,
             self.fastest_ns,
-            self.spread_ns,
+            self.spread_ns.map_or(String::new(), |s| s.to_string()),
             csv_field(&flagged.join(";"))
         )
     }
 }
 
 /// What follows the Markdown table: per-rank medians and counts, the spread, the notes.
-fn md_totals(
-    ranks: &[u32],
-    sources: &[String],
-    median_wall_ns: &[Option<f64>],
-    slowest_counts: &[usize],
-    spread: Option<&Distribution>,
-    notes: &[String],
-) -> String {
+fn md_totals(view: &MergedView) -> String {
     let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nslowest rank: the one rank with the longest host wall time; `tie` when ranks share \
+         it, `n/a` when only one rank has the iteration."
+    );
     let _ = writeln!(o, "\n| rank | ledger | median wall | times slowest |");
     let _ = writeln!(o, "|---:|---|---:|---:|");
-    for (i, r) in ranks.iter().enumerate() {
+    for (i, r) in view.ranks.iter().enumerate() {
         let _ = writeln!(
             o,
             "| {r} | {} | {} | {} |",
-            md_cell(&sources[i]),
-            median_wall_ns[i].map_or("n/a".into(), fmt_ns),
-            slowest_counts[i]
+            md_cell(&view.sources[i]),
+            view.median_wall_ns[i].map_or("n/a".into(), fmt_ns),
+            view.slowest_counts[i]
         );
     }
-    if let Some(s) = spread {
+    let _ = writeln!(
+        o,
+        "\nTimes slowest counts the iterations a rank alone was slowest in; {} iteration{} \
+         had no slowest rank ({} tie{}, {} on one rank only).",
+        view.ties + view.single_rank,
+        if view.ties + view.single_rank == 1 {
+            ""
+        } else {
+            "s"
+        },
+        view.ties,
+        if view.ties == 1 { "" } else { "s" },
+        view.single_rank
+    );
+    if let Some(s) = &view.spread {
         let _ = writeln!(
             o,
             "\n**Spread** over {} iterations present in every rank: median {}, p90 {}, max {}.",
@@ -395,9 +529,9 @@ fn md_totals(
             fmt_ns(s.max)
         );
     }
-    if !notes.is_empty() {
+    if !view.notes.is_empty() {
         let _ = writeln!(o, "\n### Notes\n");
-        for n in notes {
+        for n in &view.notes {
             let _ = writeln!(o, "- {}", md_cell(n));
         }
     }
@@ -411,18 +545,12 @@ impl MergedView {
         for it in &self.iterations {
             o.push_str(&it.to_markdown());
         }
-        o.push_str(&md_totals(
-            &self.ranks,
-            &self.sources,
-            &self.median_wall_ns,
-            &self.slowest_counts,
-            self.spread.as_ref(),
-            &self.notes,
-        ));
+        o.push_str(&md_totals(self));
         o
     }
 
-    /// The view as CSV: `index, wall_ns_rank{r}..., slowest_rank, spread_ns, flagged_ranks`.
+    /// The view as CSV: `index, wall_ns_rank{r}..., slowest_rank, slowest_ns, fastest_ns,
+    /// spread_ns, flagged_ranks`.
     pub fn to_csv(&self) -> String {
         let mut o = csv_head(&self.ranks);
         for it in &self.iterations {
@@ -439,15 +567,13 @@ impl MergedView {
 /// table. The text is the one [`MergedView::to_markdown`] and [`MergedView::to_csv`] write.
 #[derive(Debug)]
 pub struct MergeStream {
-    ranks: Vec<u32>,
     sources: Vec<String>,
-    /// For each series as given, its position in `ranks`.
+    /// For each series as given, its position in the ranks.
     positions: Vec<usize>,
     notes: Vec<String>,
-    slowest_counts: Vec<usize>,
-    spreads: Series,
+    tally: Tally,
     walls: Vec<Series>,
-    partial: IndexRuns,
+    ends: Vec<Ending>,
 }
 
 impl MergeStream {
@@ -466,38 +592,39 @@ impl MergeStream {
             .map(|r| ranks.binary_search(r).unwrap_or_default())
             .collect();
         Ok(Self {
-            slowest_counts: vec![0; ranks.len()],
             walls: vec![Series::new(); ranks.len()],
-            ranks,
+            ends: by_rank.values().map(Ending::of).collect(),
+            tally: Tally::new(&ranks),
             sources,
             positions,
             notes,
-            spreads: Series::new(),
-            partial: IndexRuns::default(),
         })
     }
 
     /// Ranks, ascending.
     pub fn ranks(&self) -> &[u32] {
-        &self.ranks
+        &self.tally.ranks
     }
 
     /// The head of the Markdown table, or of the CSV.
     pub fn head(&self, csv: bool) -> String {
         if csv {
-            csv_head(&self.ranks)
+            csv_head(self.ranks())
         } else {
-            md_head(&self.ranks)
+            md_head(self.ranks())
         }
     }
 
     /// The iteration `index`: `cells[i]` is `(host_wall_ns, flagged)` of the `i`-th series as
     /// given to [`MergeStream::new`], `None` where that ledger has no row for it.
     pub fn push(&mut self, index: u64, given: &[Option<(u64, bool)>]) -> Option<MergedIteration> {
-        let mut cells = vec![None; self.ranks.len()];
+        let mut cells = vec![None; self.ranks().len()];
         for (i, c) in given.iter().enumerate() {
             if let Some(&pos) = self.positions.get(i) {
                 cells[pos] = *c;
+                if c.is_some() {
+                    self.ends[pos].last_index = Some(index);
+                }
             }
         }
         for (pos, c) in cells.iter().enumerate() {
@@ -505,28 +632,33 @@ impl MergeStream {
                 self.walls[pos].push_u64(*wall);
             }
         }
-        let (it, slow_pos) = MergedIteration::of_cells(index, &cells, &self.ranks)?;
-        self.slowest_counts[slow_pos] += 1;
-        if cells.iter().all(Option::is_some) {
-            self.spreads.push_u64(it.spread_ns);
-        } else {
-            self.partial.push(index);
-        }
+        let it = MergedIteration::of_cells(index, &cells, self.ranks())?;
+        self.tally.count(&it, &cells);
         Some(it)
+    }
+
+    /// Says whether the `i`-th series as given ended with its trailer, once it is read whole.
+    pub fn ended(&mut self, given: usize, trailer: bool) {
+        if let Some(&pos) = self.positions.get(given) {
+            self.ends[pos].finished = Some(trailer);
+        }
     }
 
     /// What follows the Markdown table: per-rank totals, the spread and the notes.
     #[must_use]
     pub fn finish_markdown(mut self) -> String {
-        self.notes.extend(partial_note(&self.partial));
-        let medians: Vec<Option<f64>> = self.walls.iter().map(Series::median).collect();
-        md_totals(
-            &self.ranks,
-            &self.sources,
-            &medians,
-            &self.slowest_counts,
-            self.spreads.distribution().as_ref(),
-            &self.notes,
-        )
+        self.notes.extend(self.tally.notes(&self.ends));
+        let view = MergedView {
+            median_wall_ns: self.walls.iter().map(Series::median).collect(),
+            spread: self.tally.spreads.distribution(),
+            ranks: self.tally.ranks,
+            sources: self.sources,
+            iterations: Vec::new(),
+            slowest_counts: self.tally.slowest_counts,
+            ties: self.tally.ties,
+            single_rank: self.tally.single_rank,
+            notes: self.notes,
+        };
+        md_totals(&view)
     }
 }

@@ -7,6 +7,8 @@
 //! - [`trace`]: the Trace Event Format JSON that ui.perfetto.dev and `chrome://tracing` open,
 //!   written as a stream ([`TraceWriter`]);
 //! - [`mod@csv`]: one CSV line per iteration row ([`CsvLayout`]);
+//! - [`csv_long`]: one CSV line per iteration and scope, the same columns for every ledger
+//!   ([`LongCsv`]);
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]),
 //!   built row by row by the one summary engine ([`SummaryBuilder`]), in bounded memory for a
 //!   stream and exact for a ledger in memory;
@@ -37,8 +39,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod aligned;
 mod csp;
 pub mod csv;
+pub mod csv_long;
 pub mod experiment;
 pub mod html;
 pub mod markdown;
@@ -54,6 +58,7 @@ pub mod text;
 pub mod trace;
 
 pub use self::csv::{write_csv, CsvLayout};
+pub use csv_long::{LongCsv, LONG_COLUMNS};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use gpu_ledger_format::stream::{LedgerStream, StreamItem};
 pub use html::{write_html_report, ReportBuilder, ReportOptions};

@@ -56,19 +56,27 @@ pub fn csv_field(s: &str) -> String {
 
 /// One Markdown table cell, so that a kernel or scope name cannot break the table or the text
 /// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
-/// `<` and `>` as entities (no HTML tag survives), and backticks as `'`, because inside a code
-/// span the entities and backslash escapes would show literally. Every Markdown export, the
-/// experiment log included, escapes with this one function. Text longer than 2000 characters
-/// is cut, saying how much was left out.
+/// a `<` that could open an HTML tag, comment or autolink (before a letter, `/`, `!` or `?`)
+/// and a leading `>` (a quote) escaped with a backslash, and backticks as `'`, because inside a
+/// code span backslash escapes would show literally. Text stays readable as it is written:
+/// `a -> b` and `kernel<128, true>` are left alone. Every Markdown export, the experiment log
+/// included, escapes with this one function. Text longer than 2000 characters is cut, saying how
+/// much was left out.
 pub fn md_cell(s: &str) -> String {
     let (s, cut) = shown(s);
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
             '|' => out.push_str("\\|"),
             '\\' => out.push_str("\\\\"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
+            '<' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')) =>
+            {
+                out.push_str("\\<");
+            }
+            '>' if out.trim().is_empty() => out.push_str("\\>"),
             '`' => out.push('\''),
             c if c.is_control() => out.push(' '),
             c => out.push(c),
@@ -205,7 +213,13 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c&lt;d&gt;");
+        assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c\\<d>");
+        // Arrows and template arguments stay as written; what could open a tag, a comment, an
+        // autolink or a quote does not.
+        assert_eq!(md_cell("tile 128x128 -> 128x64"), "tile 128x128 -> 128x64");
+        assert_eq!(md_cell("k<128, true> < 3"), "k<128, true> < 3");
+        assert_eq!(md_cell("<!-- x --> </b> <?"), "\\<!-- x --> \\</b> \\<?");
+        assert_eq!(md_cell(" > quoted"), " \\> quoted");
         assert_eq!(md_cell("`a`\\"), "'a'\\\\");
         assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
     }

@@ -23,8 +23,9 @@
 //!
 //! # Several ranks
 //! [`TraceWriter::select_rank`] puts the rows of several ranks' ledgers in one trace, each rank's
-//! processes [`RANK_PID_STRIDE`] apart, its iteration k moved to start where the earliest rank's
-//! iteration k starts; the metadata (`ranks`, `alignment`) says so.
+//! processes [`RANK_PID_STRIDE`] apart, its rows moved by the shift the caller gives (the command
+//! line aligns every rank's iteration k on one start, never moving a rank's row before its
+//! previous one); the metadata (`ranks`, `alignment`) says so.
 //!
 //! # Without recorded activities
 //! Rows without `activities` (the default: `Config::record_activities` off) give per-iteration
@@ -438,9 +439,11 @@ impl<W: Write> TraceWriter<W> {
         self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
     }
 
-    /// The first lane of `key` free at `start` (slices on one track must nest), now busy until
-    /// `end`.
+    /// The first lane of `key` (a process and a stream) free at `start` (slices on one track
+    /// must nest), now busy until `end`. The times are a device's, moved by the rank's shift:
+    /// two ranks' processes have lanes of their own, and a rank's shift can change between rows.
     fn lane(&mut self, key: (u32, u32), start: i128, end: i128) -> usize {
+        let (start, end) = (start + self.shift_ns, end + self.shift_ns);
         let lanes = self.lanes.entry(key).or_default();
         let lane = match lanes.iter().position(|&last| last <= start) {
             Some(k) => k,
@@ -552,7 +555,7 @@ impl<W: Write> TraceWriter<W> {
             let pid = self.device_process(a.device_id)?;
             let start = i128::from(a.start_ns);
             let end = i128::from(a.end_ns.max(a.start_ns));
-            let lane = self.lane((a.device_id, a.stream_id), start, end);
+            let lane = self.lane((pid, a.stream_id), start, end);
             let tid64 = u64::from(a.stream_id) + 1 + lane as u64 * LANE_STRIDE;
             let tid = u32::try_from(tid64).unwrap_or(a.stream_id.saturating_add(1));
             if lane > 0 {
@@ -678,7 +681,7 @@ impl<W: Write> TraceWriter<W> {
             let end = d.last_end_ns.max(d.first_start_ns);
             // Windows of consecutive iterations overlap when the GPU runs behind the host.
             let lane = self.lane(
-                (d.device_id, u32::MAX),
+                (pid, u32::MAX),
                 i128::from(d.first_start_ns),
                 i128::from(end),
             );
@@ -819,11 +822,12 @@ impl<W: Write> TraceWriter<W> {
         if !self.aligned_ranks.is_empty() {
             meta["ranks"] = json!(self.aligned_ranks);
             meta["alignment"] = json!(
-                "ranks aligned on iteration boundaries: every rank's iteration k starts at the \
-                 earliest start of iteration k among the ranks (each on its own clock, as µs \
-                 since its profiler started); host clocks of different hosts are never compared: \
-                 times within an iteration are each rank's own, the time from one iteration's \
-                 start to the next is the earliest rank's"
+                "ranks aligned on iteration boundaries: every rank's iteration k starts at one \
+                 common time; host clocks of different hosts are never compared: times within an \
+                 iteration are each rank's own (µs since its profiler started, shifted), and the \
+                 time from iteration k-1's common start to k's is the longest any rank took from \
+                 its own k-1 to k, so that no rank's iterations overlap; a faster rank shows the \
+                 difference as a gap before its next iteration, the wait at the next collective"
             );
         }
         write!(

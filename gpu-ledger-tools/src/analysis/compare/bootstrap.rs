@@ -61,6 +61,9 @@ pub enum Verdict {
     Slower,
     /// The interval contains 1: no change can be claimed at this confidence.
     NoSignificantChange,
+    /// The runs differ in what they measure (GPUs, profiling level): no interval speaks of the
+    /// change, so none is given ([`super::Comparison::incomparable`] says why).
+    NotComparable,
 }
 
 impl Verdict {
@@ -75,21 +78,24 @@ impl Verdict {
         }
     }
 
-    /// `faster`, `slower` or `no significant change`.
+    /// `faster`, `slower`, `no significant change` or `not comparable`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
             Verdict::NoSignificantChange => "no significant change",
+            Verdict::NotComparable => "not comparable",
         }
     }
 
-    /// A sentence: `B is faster`, `B is slower`, `no significant change`.
+    /// A sentence: `B is faster`, `B is slower`, `no significant change`, `A and B are not
+    /// comparable`.
     pub fn describe(&self) -> &'static str {
         match self {
             Verdict::Faster => "B is faster",
             Verdict::Slower => "B is slower",
             Verdict::NoSignificantChange => "no significant change",
+            Verdict::NotComparable => "A and B are not comparable",
         }
     }
 }

@@ -24,8 +24,8 @@ mod side;
 mod warnings;
 
 use warnings::{
-    environment_warnings, nvml_warnings, record_warnings, selection_warnings, OperatingPoints,
-    RecordCounts,
+    comparability, environment_warnings, nvml_warnings, record_warnings, selection_warnings,
+    OperatingPoints, RecordCounts,
 };
 
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
@@ -188,6 +188,22 @@ pub struct Comparison {
     pub launches: LaunchChange,
     /// Reasons to doubt the comparison.
     pub warnings: Vec<String>,
+    /// Why the runs cannot be compared at all (different GPUs, different profiling levels):
+    /// when not empty, [`Comparison::verdict`] is [`Verdict::NotComparable`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomparable: Vec<String>,
+}
+
+impl Comparison {
+    /// The verdict: [`Verdict::NotComparable`] when the runs differ in what they measure, else
+    /// the one the interval gives ([`Verdict::from_estimate`]).
+    pub fn verdict(&self) -> Verdict {
+        if self.incomparable.is_empty() {
+            Verdict::from_estimate(&self.speedup)
+        } else {
+            Verdict::NotComparable
+        }
+    }
 }
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
@@ -344,6 +360,7 @@ fn combine(
     let [kernels_a, memcpy_a, memset_a] = a.ops;
     let [kernels_b, memcpy_b, memset_b] = b.ops;
 
+    let incomparable = comparability(ha, hb);
     let mut warnings = Vec::new();
     environment_warnings(ha, hb, &mut warnings);
     selection_warnings(&side_a, &side_b, opts, &mut warnings);
@@ -370,6 +387,7 @@ fn combine(
             memset_b,
         },
         warnings,
+        incomparable,
     })
 }
 

@@ -19,10 +19,65 @@ use crate::analysis::stats::FEW_ITERATIONS;
 use gpu_ledger_format::schema::{Header, IterationRow};
 use gpu_ledger_format::Environment;
 
-fn differ<T: PartialEq + std::fmt::Debug>(what: &str, a: &T, b: &T, out: &mut Vec<String>) {
+/// `{what} differs: A {a}, B {b}` when the texts differ.
+fn differ(what: &str, a: String, b: String, out: &mut Vec<String>) {
     if a != b {
-        out.push(format!("{what} differs: A {a:?}, B {b:?}"));
+        out.push(format!("{what} differs: A {a}, B {b}"));
     }
+}
+
+/// A value of the record as text, or `not recorded`.
+fn shown<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map_or_else(|| "not recorded".into(), ToString::to_string)
+}
+
+/// A CUDA version number (`13000`) as CUDA writes it (`13.0`), or `not recorded`.
+fn cuda_version(v: Option<u32>) -> String {
+    v.map_or_else(
+        || "not recorded".into(),
+        |v| format!("{}.{}", v / 1000, (v % 1000) / 10),
+    )
+}
+
+/// The GPUs of a run in one phrase: `2× NVIDIA H200 (sm_90, 132 SMs)`, models apart by `, `.
+fn gpus_text(e: &Environment) -> String {
+    let mut by: BTreeMap<(&str, [u32; 2], u32), usize> = BTreeMap::new();
+    for g in &e.gpus {
+        *by.entry((g.name.as_str(), g.compute_capability, g.sm_count))
+            .or_default() += 1;
+    }
+    if by.is_empty() {
+        return "no GPU recorded".into();
+    }
+    by.iter()
+        .map(|((name, cc, sms), n)| format!("{n}× {name} (sm_{}{}, {sms} SMs)", cc[0], cc[1]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why two runs cannot be compared at all, each reason a sentence: different GPUs (a model, a
+/// count: the work runs on other hardware or is split otherwise), or different profiling levels
+/// (each level costs the application its own time, and counters perturb whole iterations), so
+/// that a difference in time would be the setup's, not the change's.
+pub(super) fn comparability(a: &Header, b: &Header) -> Vec<String> {
+    let mut out = Vec::new();
+    let (ga, gb) = (gpus_text(&a.environment), gpus_text(&b.environment));
+    if ga != gb {
+        out.push(format!(
+            "A ran on {ga}, B on {gb}: the work runs on different GPUs, or is split over a \
+             different number of them"
+        ));
+    }
+    if a.config.level != b.config.level {
+        out.push(format!(
+            "A was profiled at level {}, B at level {}: each level adds its own cost to the \
+             application's time (counters also replay whole iterations), so a difference would \
+             be the profiler's; profile both at one level",
+            a.config.level, b.config.level
+        ));
+    }
+    out
 }
 
 /// Environment paths not compared field by field: compared on their own above, expected to differ
@@ -121,23 +176,23 @@ pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>
     gpu_warnings(ea, eb, out);
     differ(
         "driver version",
-        &ea.driver_version,
-        &eb.driver_version,
+        shown(&ea.driver_version),
+        shown(&eb.driver_version),
         out,
     );
     differ(
         "CUDA driver version",
-        &ea.cuda_driver_version,
-        &eb.cuda_driver_version,
+        cuda_version(ea.cuda_driver_version),
+        cuda_version(eb.cuda_driver_version),
         out,
     );
     differ(
-        "CUPTI version",
-        &ea.cupti_api_version,
-        &eb.cupti_api_version,
+        "CUPTI API version",
+        shown(&ea.cupti_api_version),
+        shown(&eb.cupti_api_version),
         out,
     );
-    differ("host", &ea.hostname, &eb.hostname, out);
+    differ("host", shown(&ea.hostname), shown(&eb.hostname), out);
     setting_warnings(ea, eb, out);
     config_warnings(a, b, out);
     for (name, h) in [("A", a), ("B", b)] {
@@ -147,35 +202,27 @@ pub(super) fn environment_warnings(a: &Header, b: &Header, out: &mut Vec<String>
     }
 }
 
-/// The GPUs differ in model, compute capability or SM count, or, being the same models, are
-/// different boards (UUID), which can differ in clocks and thermals.
+/// Being the same models (different ones make the runs incomparable, [`comparability`]), the
+/// GPUs are different boards (UUID), which can differ in clocks and thermals.
 fn gpu_warnings(ea: &Environment, eb: &Environment, out: &mut Vec<String>) {
-    let gpus = |e: &Environment| -> Vec<(String, [u32; 2], u32)> {
-        e.gpus
-            .iter()
-            .map(|g| (g.name.clone(), g.compute_capability, g.sm_count))
-            .collect()
+    if gpus_text(ea) != gpus_text(eb) {
+        return;
+    }
+    let uuids = |e: &Environment| -> Vec<Option<String>> {
+        e.gpus.iter().map(|g| g.uuid.clone()).collect()
     };
-    differ(
-        "GPU (name, compute capability, SMs)",
-        &gpus(ea),
-        &gpus(eb),
-        out,
-    );
-    if gpus(ea) == gpus(eb) {
-        let uuids = |e: &Environment| -> Vec<Option<String>> {
-            e.gpus.iter().map(|g| g.uuid.clone()).collect()
-        };
-        let (ua, ub) = (uuids(ea), uuids(eb));
-        if ua
-            .iter()
-            .zip(&ub)
-            .any(|(x, y)| x.is_some() && y.is_some() && x != y)
-        {
-            out.push(format!(
-                "different GPU boards of the same model (UUID): A {ua:?}, B {ub:?}"
-            ));
-        }
+    let (ua, ub) = (uuids(ea), uuids(eb));
+    if ua
+        .iter()
+        .zip(&ub)
+        .any(|(x, y)| x.is_some() && y.is_some() && x != y)
+    {
+        let text = |u: &[Option<String>]| u.iter().map(shown).collect::<Vec<_>>().join(", ");
+        out.push(format!(
+            "different GPU boards of the same model (UUID): A {}, B {}",
+            text(&ua),
+            text(&ub)
+        ));
     }
 }
 
@@ -191,9 +238,12 @@ fn setting_warnings(ea: &Environment, eb: &Environment, out: &mut Vec<String>) {
     flatten("", &va, &mut fa);
     flatten("", &vb, &mut fb);
     let keys: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    // A GPU one run has and the other lacks is one reason not to compare them
+    // ([`comparability`]), not a difference in each of its settings.
+    let shared_gpus = ea.nvml_gpus.len().min(eb.nvml_gpus.len());
     let diffs: Vec<String> = keys
         .into_iter()
-        .filter(|k| !env_path_ignored(k))
+        .filter(|k| !env_path_ignored(k) && !beyond_shared_gpus(k, shared_gpus))
         .filter_map(|k| {
             let (x, y) = (
                 fa.get(k).unwrap_or(&Value::Null),
@@ -212,38 +262,56 @@ fn setting_warnings(ea: &Environment, eb: &Environment, out: &mut Vec<String>) {
     }
 }
 
-/// The profiler's settings differ (level, counter iterations, NVML periods) or its version:
-/// each changes what is measured or what it costs.
+/// Whether `path` is a setting of an NVML GPU at or past index `shared`, one run's only, or the
+/// list of NVML GPUs itself when empty (NVML missing, which the ledger's own warning says).
+fn beyond_shared_gpus(path: &str, shared: usize) -> bool {
+    if path == "nvml_gpus" {
+        return true;
+    }
+    path.strip_prefix("nvml_gpus[")
+        .and_then(|rest| rest.split_once(']'))
+        .and_then(|(i, _)| i.parse::<usize>().ok())
+        .is_some_and(|i| i >= shared)
+}
+
+/// The profiler's settings differ (counter iterations, NVML periods) or its version: each
+/// changes what is measured or what it costs. A different level makes the runs incomparable
+/// ([`comparability`]).
 fn config_warnings(a: &Header, b: &Header, out: &mut Vec<String>) {
-    differ("profiling level", &a.config.level, &b.config.level, out);
     differ(
         "counter iterations",
-        &a.config.counter_iterations,
-        &b.config.counter_iterations,
+        shown(&a.config.counter_iterations),
+        shown(&b.config.counter_iterations),
         out,
     );
     differ(
         "NVML sampling period (ms)",
-        &a.config.nvml_period_ms,
-        &b.config.nvml_period_ms,
+        shown(&a.config.nvml_period_ms),
+        shown(&b.config.nvml_period_ms),
         out,
     );
     differ(
         "NVML energy counter period (ms)",
-        &a.config.nvml_energy_period_ms,
-        &b.config.nvml_energy_period_ms,
+        shown(&a.config.nvml_energy_period_ms),
+        shown(&b.config.nvml_energy_period_ms),
         out,
     );
     differ(
         "gpu-ledger version",
-        &a.gpu_ledger_version,
-        &b.gpu_ledger_version,
+        a.gpu_ledger_version.clone(),
+        b.gpu_ledger_version.clone(),
         out,
     );
 }
 
+/// A setting as text: a string without its JSON quotes, `not recorded` for null, anything else
+/// as JSON; cut to 80 characters.
 fn short(v: &Value) -> String {
-    let s = v.to_string();
+    let s = match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "not recorded".into(),
+        v => v.to_string(),
+    };
     if s.chars().count() > 80 {
         format!("{}…", s.chars().take(80).collect::<String>())
     } else {
@@ -443,8 +511,17 @@ pub(super) fn nvml_warnings(
         if x.throttle_known && y.throttle_known && x.throttle != y.throttle {
             let only_a: Vec<&String> = x.throttle.difference(&y.throttle).collect();
             let only_b: Vec<&String> = y.throttle.difference(&x.throttle).collect();
+            let list = |v: &[&String]| {
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                }
+            };
             out.push(format!(
-                "throttle reasons of device {dev} differ: only in A {only_a:?}, only in B {only_b:?}"
+                "throttle reasons of device {dev} differ: only in A {}, only in B {}",
+                list(&only_a),
+                list(&only_b)
             ));
         }
     }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::ReportOptions;
 use crate::analysis::stats::{idle_share, RowFilter};
 use crate::export::summary::LedgerSummary;
-use crate::export::svg::Series;
+use crate::export::svg::{Series, PALETTE};
 use gpu_ledger_format::schema::IterationRow;
 
 /// Positions of rows grouped into at most `max` consecutive buckets.
@@ -302,6 +302,7 @@ impl ChartBuckets {
             .iter()
             .map(|name| Series {
                 name: name.to_string(),
+                color: None,
                 values: self
                     .buckets
                     .iter()
@@ -312,6 +313,7 @@ impl ChartBuckets {
         if names.len() > shown.len() {
             series.push(Series {
                 name: "other scopes".into(),
+                color: Some(OTHER_SCOPES),
                 values: self
                     .buckets
                     .iter()
@@ -337,6 +339,7 @@ impl ChartBuckets {
         ids.iter()
             .map(|&d| Series {
                 name: format!("GPU {d}"),
+                color: None,
                 values: self
                     .buckets
                     .iter()
@@ -381,6 +384,7 @@ impl ChartBuckets {
         let mut host = self.stacked(|b| &b.host);
         host.push(Series {
             name: "outside any scope".into(),
+            color: Some(OUTSIDE_SCOPES),
             values: self
                 .buckets
                 .iter()
@@ -393,16 +397,52 @@ impl ChartBuckets {
                 self.per_gpu(&self.nvml_ids, |b| &b.power),
             )
         });
+        let mut device = self.stacked(|b| &b.device);
+        color_scopes(&mut host, &mut device);
         Charts {
             labels,
             dimmed,
             xs,
             bucket_note,
             has_scopes: self.has_scopes,
-            device: self.stacked(|b| &b.device),
+            device,
             idle: self.per_gpu(&self.device_ids, |b| &b.idle),
             host,
             nvml,
+        }
+    }
+}
+
+/// Colour of the "other scopes" segment, a grey no scope gets.
+const OTHER_SCOPES: &str = "#bab0ac";
+/// Colour of the time outside every scope, a lighter grey.
+const OUTSIDE_SCOPES: &str = "#d9d9d9";
+
+/// One colour per scope over both scope charts, so that a scope reads the same in each: the
+/// host chart's scopes in its order, then the device chart's others in colours no scope has
+/// (or, past the palette, none of that chart's). The palette's grey is left to "other scopes".
+fn color_scopes(host: &mut [Series], device: &mut [Series]) {
+    let palette = &PALETTE[..PALETTE.len() - 1];
+    let mut given: BTreeMap<String, &'static str> = BTreeMap::new();
+    for s in host.iter_mut().filter(|s| s.color.is_none()) {
+        let c = palette[given.len() % palette.len()];
+        s.color = Some(*given.entry(s.name.clone()).or_insert(c));
+    }
+    for s in device.iter_mut().filter(|s| s.color.is_none()) {
+        s.color = given.get(&s.name).copied();
+    }
+    // A colour no scope has yet, else one this chart does not show, else the palette's turn.
+    let mut taken: BTreeSet<&str> = given.values().copied().collect();
+    let mut shown: BTreeSet<&str> = device.iter().filter_map(|s| s.color).collect();
+    for (i, s) in device.iter_mut().enumerate() {
+        if s.color.is_none() {
+            let free = |set: &BTreeSet<&str>| palette.iter().copied().find(|c| !set.contains(c));
+            let c = free(&taken)
+                .or_else(|| free(&shown))
+                .unwrap_or(palette[i % palette.len()]);
+            taken.insert(c);
+            shown.insert(c);
+            s.color = Some(c);
         }
     }
 }
@@ -420,5 +460,29 @@ mod tests {
         assert_eq!(b[6].end, 1000);
         assert!(b.windows(2).all(|w| w[0].end == w[1].start));
         assert!(buckets(0, 5).is_empty());
+    }
+
+    #[test]
+    fn a_scope_has_one_colour_in_both_charts() {
+        let series = |names: &[&str]| -> Vec<Series> {
+            names
+                .iter()
+                .map(|n| Series {
+                    name: n.to_string(),
+                    values: vec![Some(1.0)],
+                    color: None,
+                })
+                .collect()
+        };
+        let mut host = series(&["step/load", "step/fwd", "step/bwd"]);
+        let mut device = series(&["step/bwd", "step/opt", "step/load"]);
+        color_scopes(&mut host, &mut device);
+        let of = |v: &[Series], n: &str| v.iter().find(|s| s.name == n).unwrap().color;
+        assert_eq!(of(&host, "step/load"), of(&device, "step/load"));
+        assert_eq!(of(&host, "step/bwd"), of(&device, "step/bwd"));
+        let mut all: Vec<_> = host.iter().chain(&device).map(|s| s.color).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 4, "four scopes, four colours");
     }
 }

@@ -86,10 +86,10 @@ figcaption { font-size: 0.85em; color: #555; margin-top: 4px; }
 ul.legend { list-style: none; padding: 0; margin: 6px 0 0; display: flex; flex-wrap: wrap; gap: 4px 14px; font-size: 0.85em; }
 ul.legend li { display: flex; align-items: center; }
 .swatch { display: inline-block; width: 11px; height: 11px; margin-right: 5px; border-radius: 2px; border: 1px solid #0002; }
-table { border-collapse: collapse; font-size: 0.85em; background: #fff; margin: 8px 0; }
+table { border-collapse: collapse; font-size: 0.85em; background: #fff; margin: 8px 0; display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f0f0f0; }
-td.l, th.l { text-align: left; max-width: 380px; overflow-wrap: anywhere; }
+td.l, th.l { text-align: left; max-width: 380px; min-width: 14ch; overflow-wrap: break-word; }
 ul.warnings li { margin: 3px 0; }
 footer { color: #777; font-size: 0.8em; padding: 24px 20px; }
 "#;
@@ -252,6 +252,23 @@ fn render(
         .unwrap_or_else(|| format!("gpu-ledger report: {source}"));
     let mut o = String::with_capacity(64 * 1024);
     page_head(&mut o, &title);
+    if s.rows == 0 {
+        // A run with no row (`fail_open` ran it unprofiled): its reason, once, at the top, and
+        // no empty panels or links to them.
+        let _ = write!(
+            o,
+            "<header><h1>{}</h1><p class=\"env\">{}</p></header><main>\
+             <section id=\"overview\"><h2>No iteration was profiled</h2><ul class=\"warnings\">",
+            html_escape(&title),
+            html_escape(&s.environment)
+        );
+        for w in &s.warnings {
+            let _ = write!(o, "<li>{}</li>", html_escape(w));
+        }
+        o.push_str("</ul></section>\n</main>");
+        page_footer(&mut o, header, source);
+        return o;
+    }
     page_header(&mut o, &title, s);
     overview_section(&mut o, s);
     families_section(&mut o, s);
@@ -339,10 +356,10 @@ fn overview_section(o: &mut String, s: &LedgerSummary) {
     o.push_str("</div>");
     let _ = writeln!(
         o,
-        "<p>Left out of the statistics: warm-up {}; perturbed {}; incomplete {}.{}{}</p></section>",
-        html_escape(&s.warmup.to_string()),
-        html_escape(&s.perturbed.to_string()),
-        html_escape(&s.incomplete.to_string()),
+        "<p>Rows of the statistics: {} of {} used; {}.{}{}</p></section>",
+        s.used.len(),
+        s.rows,
+        html_escape(&s.left_out()),
         if s.run_complete {
             ""
         } else {
@@ -415,7 +432,7 @@ fn family_table(o: &mut String, s: &LedgerSummary) {
     o.push_str(
         "<table><tr><th>#</th><th class=\"l\">family</th><th>launches/iter</th><th>time/iter</th>\
          <th>mean/launch</th><th>share</th><th>ceiling</th><th>2× gain</th><th>shapes</th>\
-         <th>graph launches</th></tr>",
+         <th>graph launches/iter</th></tr>",
     );
     let iters = fams.iterations.max(1) as f64;
     for f in fams.families.iter().take(s.top_families) {
@@ -433,7 +450,7 @@ fn family_table(o: &mut String, s: &LedgerSummary) {
             ceiling_text(f),
             f.speedup_if_2x.map_or("n/a".into(), |v| format!("{v:.3}×")),
             f.shapes.len(),
-            f.graph_launches
+            fmt_count(f.graph_launches as f64 / iters)
         );
     }
     o.push_str("</table>");
@@ -498,18 +515,26 @@ fn scope_table(o: &mut String, s: &LedgerSummary) {
          <th>launches (median)</th></tr>",
     );
     for sc in &s.scopes {
+        let device = match s.scope_device_ns(sc) {
+            Some(d) => dist_cells(d),
+            None => "<td>not measured</td>".repeat(3),
+        };
         let _ = write!(
             o,
             "<tr><td class=\"l\">{}</td><td>{}/{}</td>{}{}<td>{}</td></tr>",
             html_escape(&sc.path),
             sc.present_in,
             sc.iterations,
-            dist_cells(&sc.host_ns),
-            dist_cells(&sc.device_ns_inclusive),
+            s.scope_host_ns(sc)
+                .map_or_else(|| "<td>not measured</td>".repeat(3), dist_cells),
+            device,
             fmt_count(sc.launches.median)
         );
     }
     o.push_str("</table>");
+    if !s.device_traced() {
+        let _ = write!(o, "<p>{}</p>", html_escape(s.scope_device_note()));
+    }
 }
 
 /// Device idle time: the idle share per iteration and GPU, then each GPU's busy and idle
@@ -569,8 +594,9 @@ fn nvml_section(o: &mut String, charts: &Charts, shades: &[Shade]) {
             AxisFormat::Plain,
             "SM clock (MHz)",
             "iteration",
-            false,
-            "A clock that moves between iterations makes their times incomparable.",
+            true,
+            "A clock that moves between iterations makes their times incomparable; the axis \
+             starts at 0 MHz, so that a ripple of a few MHz looks as small as it is.",
         ));
         o.push_str(&line_chart(
             "chart-power",

@@ -157,6 +157,57 @@ pub(crate) fn ceiling_text(f: &FamilySummary) -> String {
     }
 }
 
+/// Most runs of iterations a left-out list names; the rest are counted.
+const SHOWN_RUNS: usize = 8;
+
+/// The rows left out, each kind with how many and which iterations, so that an index cannot be
+/// read as a count: `3 left out: 1 warm-up (iteration 0), 1 perturbed (iteration 6), 1
+/// incomplete (iteration 11)`, or `none left out`.
+pub(crate) fn left_out_text(kinds: &[(&str, &IndexRuns)]) -> String {
+    let parts: Vec<String> = kinds
+        .iter()
+        .filter(|(_, runs)| !runs.is_empty())
+        .map(|(label, runs)| format!("{} {label} ({})", runs.len(), iterations_text(runs)))
+        .collect();
+    let total: usize = kinds.iter().map(|(_, r)| r.len()).sum();
+    if parts.is_empty() {
+        "none left out".into()
+    } else {
+        format!("{total} left out: {}", parts.join(", "))
+    }
+}
+
+/// `iteration 6`, `iterations 0–4, 9`, the first [`SHOWN_RUNS`] runs and how many more.
+fn iterations_text(runs: &IndexRuns) -> String {
+    let shown: Vec<String> = runs
+        .runs()
+        .iter()
+        .take(SHOWN_RUNS)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}–{b}")
+            }
+        })
+        .collect();
+    let more = runs.runs().len().saturating_sub(SHOWN_RUNS);
+    format!(
+        "{} {}{}",
+        if runs.len() == 1 {
+            "iteration"
+        } else {
+            "iterations"
+        },
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more runs")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// The GPUs, driver, CUDA, CUPTI, host, level, gpu-ledger version and rank of a ledger in one
 /// line: `1× NVIDIA H200 (sm_90, 132 SMs) · driver 580.95.05 · CUDA 13.0 · ...`.
 pub(crate) fn environment_line(h: &Header) -> String {
@@ -202,6 +253,51 @@ pub(crate) fn environment_line(h: &Header) -> String {
 }
 
 impl LedgerSummary {
+    /// The rows the statistics left out, by kind, with their iterations ([`left_out_text`]).
+    pub fn left_out(&self) -> String {
+        left_out_text(&[
+            ("warm-up", &self.warmup),
+            ("perturbed", &self.perturbed),
+            ("incomplete", &self.incomplete),
+            ("untraced", &self.untraced),
+        ])
+    }
+
+    /// Whether GPU activity was traced, so that a scope's device time is the union of its
+    /// launches' intervals: not at the scopes level, which runs no CUPTI.
+    pub fn device_traced(&self) -> bool {
+        self.level != "scopes"
+    }
+
+    /// The device time of a scope worth showing: the union of its launches' intervals where
+    /// activity was traced, else the time between its events on a stream where it had them;
+    /// `None` when neither was measured (a zero would read as an idle GPU).
+    pub fn scope_device_ns<'a>(&self, sc: &'a ScopeStats) -> Option<&'a Distribution> {
+        if self.device_traced() {
+            Some(&sc.device_ns_inclusive)
+        } else {
+            sc.event_device_ns.as_ref()
+        }
+    }
+
+    /// A scope's host time worth showing: `None` for the launches outside every scope
+    /// (`(unscoped)`) when no scope timed any of them on the host (a zero would read as a free
+    /// scope).
+    pub fn scope_host_ns<'a>(&self, sc: &'a ScopeStats) -> Option<&'a Distribution> {
+        (sc.path != gpu_ledger_format::UNSCOPED || sc.host_ns.max > 0.0).then_some(&sc.host_ns)
+    }
+
+    /// What the scopes' device time is, for the sentence under their table.
+    pub fn scope_device_note(&self) -> &'static str {
+        if self.device_traced() {
+            "device time is the union of the GPU intervals launched in the scope and below it."
+        } else {
+            "at the scopes level no GPU activity is traced: device time is the GPU time between \
+             a scope's events, measured only for scopes opened on a stream \
+             (`Profiler::scope_on`), and not measured elsewhere."
+        }
+    }
+
     /// Summarises `ledger`: its rows pushed through a [`SummaryBuilder`] whose figures are exact
     /// whatever the ledger's length.
     pub fn compute(ledger: &Ledger, opts: &SummaryOptions) -> Self {

@@ -51,6 +51,33 @@ impl AxisFormat {
         }
     }
 
+    /// The labels of `ticks`, `step` apart: every label of a time axis in one unit, that of
+    /// its largest tick (`0 ms` under `2.0 ms`, never `0 ns`), so that they read as one scale.
+    fn tick_labels(&self, ticks: &[f64], step: f64) -> Vec<String> {
+        if *self != AxisFormat::Ns {
+            return ticks.iter().map(|&t| self.tick(t, step)).collect();
+        }
+        let top = ticks.iter().fold(0.0f64, |m, t| m.max(t.abs()));
+        let (div, unit) = if top < 1e3 {
+            (1.0, "ns")
+        } else if top < 1e6 {
+            (1e3, "µs")
+        } else if top < 1e9 {
+            (1e6, "ms")
+        } else {
+            (1e9, "s")
+        };
+        let decimals = if step > 0.0 && step.is_finite() {
+            (-(step / div).log10().floor()).clamp(0.0, 6.0) as usize
+        } else {
+            0
+        };
+        ticks
+            .iter()
+            .map(|&t| format!("{:.*} {unit}", decimals, t / div))
+            .collect()
+    }
+
     /// A tick label, with as many decimals as ticks `step` apart need.
     fn tick(&self, v: f64, step: f64) -> String {
         let decimals = |unit_step: f64| -> usize {
@@ -75,6 +102,16 @@ pub(crate) struct Series {
     pub(crate) name: String,
     /// Values, one per x position.
     pub(crate) values: Vec<Option<f64>>,
+    /// Its colour, when it must match the same name in another chart (a scope); else the
+    /// palette's by position.
+    pub(crate) color: Option<&'static str>,
+}
+
+impl Series {
+    /// The colour series `k` of a chart is drawn in.
+    fn color(&self, k: usize) -> &'static str {
+        self.color.unwrap_or_else(|| color(k))
+    }
 }
 
 /// A horizontal bar: a label, a value in `[0, 1]` (a share) and a text after the bar.
@@ -263,8 +300,9 @@ fn y_axis(o: &mut String, lo: f64, hi: f64, fmt: AxisFormat, y_title: &str) -> i
     let span = if hi > lo { hi - lo } else { 1.0 };
     let sy = move |v: f64| MT + plot_h - (v - lo) / span * plot_h;
     let step = nice_step(hi - lo, 5.0);
-    for t in ticks(lo, hi, 5.0) {
-        let y = sy(t);
+    let ts = ticks(lo, hi, 5.0);
+    for (t, label) in ts.iter().zip(fmt.tick_labels(&ts, step)) {
+        let y = sy(*t);
         let _ = write!(
             o,
             "<line x1=\"{ML}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e3e3e3\"/>\
@@ -272,7 +310,7 @@ fn y_axis(o: &mut String, lo: f64, hi: f64, fmt: AxisFormat, y_title: &str) -> i
             W - MR,
             ML - 6.0,
             y + 4.0,
-            html_escape(&fmt.tick(t, step))
+            html_escape(&label)
         );
     }
     axes(o, y_title);
@@ -334,7 +372,7 @@ pub(crate) fn stacked_bar_chart(
         })
         .collect();
     let max = totals.iter().copied().fold(0.0f64, f64::max);
-    let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
+    let hi = on_tick(if max > 0.0 { max * 1.05 } else { 1.0 });
     let mut o = String::new();
     open_svg(&mut o, id, title, H);
     let sy = y_axis(&mut o, 0.0, hi, fmt, y_title);
@@ -377,7 +415,7 @@ pub(crate) fn stacked_bar_chart(
                 o,
                 "<rect x=\"{x:.2}\" y=\"{y1:.2}\" width=\"{bw:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
                 (y0 - y1).max(0.0),
-                color(k)
+                s.color(k)
             );
             acc += v;
         }
@@ -397,9 +435,15 @@ pub(crate) fn stacked_bar_chart(
     let legend: Vec<(String, &str)> = series
         .iter()
         .enumerate()
-        .map(|(k, s)| (s.name.clone(), color(k)))
+        .map(|(k, s)| (s.name.clone(), s.color(k)))
         .collect();
     figure(id, &o, &legend, caption)
+}
+
+/// `hi` raised to the tick above it, so that the axis' top tick is at or above every value.
+fn on_tick(hi: f64) -> f64 {
+    let step = nice_step(hi, 5.0);
+    (hi / step).ceil() * step
 }
 
 /// Lines over numeric x values; `None` values break a line. `zero_based` starts the y axis at
@@ -463,7 +507,7 @@ pub(crate) fn line_chart(
     let mut legend: Vec<(String, &str)> = series
         .iter()
         .enumerate()
-        .map(|(k, s)| (s.name.clone(), color(k)))
+        .map(|(k, s)| (s.name.clone(), s.color(k)))
         .collect();
     if !shades.is_empty() {
         legend.push(("left out of statistics (shaded)".into(), "#ddd"));
@@ -496,7 +540,9 @@ fn line_y_range(vals: &[f64], zero_based: bool, fmt: AxisFormat) -> (f64, f64) {
     if fmt == AxisFormat::Percent && zero_based {
         lo = lo.max(0.0);
     }
-    (lo, hi)
+    // Both ends on ticks: no value sits above the top tick or below the bottom one.
+    let step = nice_step(hi - lo, 5.0);
+    ((lo / step).floor() * step, (hi / step).ceil() * step)
 }
 
 /// The x axis labels of a line chart from `x0` to `x1`: every index of a short run of whole
@@ -548,11 +594,20 @@ fn line_series(
             _ => pen_down = false,
         }
     }
+    // Later series are drawn thinner and dashed over the earlier ones, so that two GPUs with
+    // the same figures show both lines rather than the second hiding the first.
+    let (width, dash) = match k {
+        0 => ("2.6", String::new()),
+        k => (
+            "1.6",
+            format!(" stroke-dasharray=\"{} 3\"", 3 + 3 * ((k - 1) % 3)),
+        ),
+    };
     let _ = write!(
         o,
-        "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\"><title>{}</title></path>",
+        "<path class=\"line\" d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{width}\"{dash}><title>{}</title></path>",
         d.trim_end(),
-        color(k),
+        s.color(k),
         html_escape(&s.name)
     );
     if points > 60 {
@@ -566,7 +621,7 @@ fn line_series(
                     "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"><title>{} {}: {}</title></circle>",
                     sx(xv),
                     sy(*v),
-                    color(k),
+                    s.color(k),
                     html_escape(&s.name),
                     fmt_count(xv),
                     html_escape(&fmt.label(*v))
