@@ -46,6 +46,9 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
         o.push_str(&super::stall_profile::markdown_section(p));
     }
     devices_table(&mut o, s);
+    if let Some(i) = &s.idle {
+        o.push_str(&super::idle_view::markdown_section(i));
+    }
     nvml_table(&mut o, s);
     energy_line(&mut o, s);
     let _ = writeln!(o, "### Warnings\n");

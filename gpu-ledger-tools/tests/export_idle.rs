@@ -1,0 +1,213 @@
+//! Idle time by cause in the summary and its warning, on the golden ledger built for it
+//! (`tests/data/v1-idle-causes.jsonl`: steady rows idle 2.5 ms of 10 ms, host_launch in scope
+//! step/data 1.2 ms of it; a warm-up row with 5 ms unknown; an untraced row) and on ledgers
+//! without a split, which must show nothing of it.
+
+use gpu_ledger_format::reader::Ledger;
+use gpu_ledger_tools::export::{markdown_summary, LedgerSummary, SummaryBuilder, SummaryOptions};
+
+mod export_common;
+use export_common::read;
+
+const IDLE: &str = "v1-idle-causes.jsonl";
+
+fn summary(l: &Ledger) -> LedgerSummary {
+    LedgerSummary::compute(l, &SummaryOptions::default())
+}
+
+#[test]
+fn the_summary_tables_idle_time_by_cause_over_the_steady_state() {
+    let l = read(IDLE);
+    let s = summary(&l);
+    assert_eq!(s.used.len(), 8, "warm-up 0 and untraced 6 left out");
+    let i = s.idle.as_ref().expect("rows split idle time");
+    let d = &i.devices[0];
+    assert_eq!((d.device_id, d.iterations), (0, 8));
+    assert_eq!(d.idle_ns.median, 2_500_000.0);
+    assert!((d.idle_share_of_wall.unwrap() - 20_100_000.0 / 80_000_000.0).abs() < 1e-12);
+    assert_eq!(d.copy_only_ns.median, 150_000.0);
+    assert_eq!(d.copy_overlapped_ns.median, 500_000.0);
+    assert_eq!(d.compute_idle_ns.median, 2_650_000.0);
+    assert_eq!(d.lead_in_ns.as_ref().unwrap().median, 300_000.0);
+    assert_eq!(d.floor, Some((4_000, "calibration".into())));
+    let causes: Vec<(&str, Option<&str>, u64, u64)> = i
+        .causes
+        .iter()
+        .map(|c| (c.cause.as_str(), c.detail.as_deref(), c.total_ns, c.gaps))
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            ("host_launch", Some("scope"), 9_700_000, 9),
+            ("launch_latency", None, 4_800_000, 1200),
+            ("dependency", None, 3_200_000, 16),
+            ("host_launch", Some("blocked:synchronize"), 2_400_000, 8),
+        ],
+        "the warm-up row's unknown 5 ms is not in the steady state"
+    );
+    let host = &i.causes[0].per_iteration_ns;
+    assert_eq!(
+        (host.n, host.median, host.max),
+        (8, 1_200_000.0, 1_300_000.0)
+    );
+    let scopes: Vec<(&str, u64)> = (i.host_launch_scopes.iter())
+        .map(|x| (x.scope.as_str(), x.total_ns))
+        .collect();
+    assert_eq!(scopes, [("step/data", 9_600_000), ("step/log", 100_000)]);
+    let inv: Vec<(&str, &str, u64, Option<u64>, Option<u64>)> = (i.inventory.iter())
+        .map(|x| {
+            let (k, sc) = (x.kind.as_str(), x.scope.as_str());
+            (k, sc, x.count, x.bytes, x.synchronous)
+        })
+        .collect();
+    assert_eq!(
+        inv,
+        [
+            ("small_dtoh", "step/loss", 8, Some(32), Some(8)),
+            ("stream_sync", "step/loss", 8, None, None),
+            ("device_sync", "(unscoped)", 1, None, None),
+            ("alloc", "step/forward", 4, Some(128 << 20), None),
+        ]
+    );
+    assert_eq!(i.inventory_iterations, 8);
+    assert_eq!(i.largest_gaps.len(), 20, "bounded: 24 gaps, 20 kept");
+    assert_eq!(i.largest_gaps[0].gap.ns, 1_200_000);
+    assert_eq!(
+        (i.largest_gaps[0].iteration, i.largest_gaps[0].offset_ns),
+        (1, 1_000_000),
+        "ties keep the earliest row"
+    );
+    assert!(i.largest_gaps.iter().all(|g| g.gap.cause != "unknown"));
+}
+
+#[test]
+fn the_markdown_shows_the_table_the_scopes_copies_and_host_calls() {
+    let l = read(IDLE);
+    let md = markdown_summary(&summary(&l), IDLE);
+    for want in [
+        "### Idle time by cause",
+        "| 0 | host_launch (scope) | 1.20 ms | 1.23 ms | 48.3% | 9 |",
+        "| 0 | host_launch (blocked:synchronize) | 300 µs | 300 µs | 11.9% | 8 |",
+        "host_launch by scope** (mean per iteration, share of idle): step/data 1.20 ms (47.8%), \
+         step/log 12.5 µs (0.5%)",
+        "copy-only 150 µs",
+        "gap across step()** (lead-in, outside idle): median 300 µs over 8 iterations",
+        "| small_dtoh | step/loss | cuMemcpyDtoH_v2 | 0 | 1 | 4 B | 8 of 8 | 300 µs |",
+        "| alloc | step/forward | cuMemAlloc_v2 | 0 | 0.500 | 16.0 MiB |  | 20.0 µs |",
+    ] {
+        assert!(md.contains(want), "missing {want:?} in\n{md}");
+    }
+    assert!(!md.contains("unknown"), "warm-up's cause shown:\n{md}");
+}
+
+#[test]
+fn the_warning_names_the_dominant_cause_its_scope_and_the_remedy() {
+    let s = summary(&read(IDLE));
+    let w: Vec<&String> = s
+        .warnings
+        .iter()
+        .filter(|w| w.contains("idle 25 %"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", s.warnings);
+    assert!(
+        w[0].starts_with("GPU 0: idle 25 % of the host wall time"),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("(above 10 %)"), "{}", w[0]);
+    assert!(
+        w[0].contains("60 % of it host_launch in scope step/data"),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("move the host work off the launching thread"));
+}
+
+/// The golden ledger with every steady row's causes replaced by `pieces` (cause, detail, ns)
+/// and its wall time by `wall`.
+fn reshaped(pieces: &[(&str, Option<&str>, u64)], wall: u64) -> Ledger {
+    let mut l = read(IDLE);
+    for r in l.iterations.iter_mut().filter(|r| r.index > 0) {
+        r.host_wall_ns = wall;
+        for d in &mut r.devices {
+            let Some(b) = d.idle.as_mut() else { continue };
+            b.causes = pieces
+                .iter()
+                .map(|(c, det, ns)| gpu_ledger_format::idle::IdleCause {
+                    cause: c.to_string(),
+                    detail: det.map(str::to_string),
+                    rule: "r".into(),
+                    ns: *ns,
+                    gaps: 1,
+                })
+                .collect();
+            d.idle_ns = pieces.iter().map(|p| p.2).sum();
+        }
+    }
+    l
+}
+
+#[test]
+fn the_warning_names_each_causes_remedy_and_stays_quiet_below_its_thresholds() {
+    let warn = |l: &Ledger| {
+        summary(l)
+            .warnings
+            .into_iter()
+            .find(|w| w.starts_with("GPU 0: idle"))
+    };
+    let ms = 1_000_000;
+    let sync = reshaped(
+        &[("host_launch", Some("blocked:synchronize"), 2 * ms)],
+        10 * ms,
+    );
+    let w = warn(&sync).expect("20 % idle, all blocked");
+    assert!(
+        w.contains("100 % of it host_launch (blocked:synchronize): remove the synchronization"),
+        "{w}"
+    );
+    let latency = reshaped(&[("launch_latency", None, 2 * ms)], 10 * ms);
+    assert!(warn(&latency)
+        .unwrap()
+        .contains("CUDA graph, or fuse kernels"));
+    let dep = reshaped(&[("dependency", Some("event"), 2 * ms)], 10 * ms);
+    assert!(warn(&dep).unwrap().contains("cross-stream wait"));
+    let quiet = reshaped(&[("launch_latency", None, 900_000)], 10 * ms);
+    assert_eq!(warn(&quiet), None, "9 % idle is below the threshold");
+    let spread = reshaped(
+        &[
+            ("launch_latency", None, ms),
+            ("host_launch", Some("launch_call"), ms),
+            ("dependency", Some("graph"), ms),
+        ],
+        10 * ms,
+    );
+    assert_eq!(warn(&spread), None, "no cause holds more than half");
+}
+
+#[test]
+fn ledgers_without_a_split_show_nothing_of_it() {
+    for name in [
+        "v1-overlapping-streams.jsonl",
+        "v1-nested-scopes.jsonl",
+        "v1-ab-baseline.jsonl",
+    ] {
+        let s = summary(&read(name));
+        assert!(s.idle.is_none(), "{name}");
+        let md = markdown_summary(&s, name);
+        assert!(!md.contains("Idle time by cause"), "{name}");
+        assert!(!s
+            .warnings
+            .iter()
+            .any(|w| w.contains("of the host wall time of the iterations used")));
+    }
+}
+
+#[test]
+fn a_streamed_summary_gives_the_same_idle_figures() {
+    let l = read(IDLE);
+    let opts = SummaryOptions::default();
+    let mut b = SummaryBuilder::new(&opts);
+    l.iterations.iter().cloned().for_each(|r| b.push(r));
+    let streamed = b.finish(&l.header, l.trailer.as_ref());
+    assert_eq!(streamed.idle, summary(&l).idle);
+}
