@@ -1,10 +1,14 @@
-//! Idle time by cause in the summary and its warning, on the golden ledger built for it
+//! Idle time by cause in the summary and its warning, and in the HTML report, on the golden ledger built for it
 //! (`tests/data/v1-idle-causes.jsonl`: steady rows idle 2.5 ms of 10 ms, host_launch in scope
 //! step/data 1.2 ms of it; a warm-up row with 5 ms unknown; an untraced row) and on ledgers
 //! without a split, which must show nothing of it.
 
 use gpu_ledger_format::reader::Ledger;
-use gpu_ledger_tools::export::{markdown_summary, LedgerSummary, SummaryBuilder, SummaryOptions};
+use gpu_ledger_tools::export::summary::LARGEST_GAPS_KEPT;
+use gpu_ledger_tools::export::{
+    markdown_summary, write_html_report, LedgerSummary, ReportBuilder, ReportOptions,
+    SummaryBuilder, SummaryOptions,
+};
 
 mod export_common;
 use export_common::read;
@@ -210,4 +214,98 @@ fn a_streamed_summary_gives_the_same_idle_figures() {
     l.iterations.iter().cloned().for_each(|r| b.push(r));
     let streamed = b.finish(&l.header, l.trailer.as_ref());
     assert_eq!(streamed.idle, summary(&l).idle);
+}
+
+fn report(l: &Ledger, opts: &ReportOptions) -> String {
+    let mut out = Vec::new();
+    write_html_report(l, IDLE, opts, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The text between `<table id="{id}"` and its `</table>`.
+fn table<'h>(html: &'h str, id: &str) -> &'h str {
+    let start = html
+        .find(&format!("<table id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
+    let len = html[start..].find("</table>").unwrap();
+    &html[start..start + len]
+}
+
+#[test]
+fn the_report_charts_idle_time_by_cause_and_tables_the_longest_gaps() {
+    let html = report(&read(IDLE), &ReportOptions::default());
+    assert!(html.contains("<a href=\"#idle-causes\">Idle causes</a>"));
+    assert!(html.contains("<svg id=\"chart-idle-causes\""));
+    let chart = &html[html.find("<svg id=\"chart-idle-causes\"").unwrap()..];
+    let chart = &chart[..chart.find("</figure>").unwrap()];
+    assert_eq!(
+        chart.matches("<g class=\"stack\"").count(),
+        10,
+        "a bar per row"
+    );
+    assert!(chart.contains("<title>1: total 2.50 ms\nlaunch_latency: 600 µs\nhost_launch: 1.50 ms"));
+    assert!(
+        chart.contains("<title>0: total 7.50 ms"),
+        "the warm-up's unknown is charted"
+    );
+    assert!(
+        chart.contains("<title>6: not measured</title>"),
+        "untraced: no zero"
+    );
+    let causes = table(&html, "idle-causes-table");
+    assert!(causes.contains("<td class=\"l\">host_launch (scope)</td><td>1.20 ms</td>"));
+    let gaps = table(&html, "idle-gaps");
+    assert_eq!(
+        gaps.matches("<tr>").count(),
+        1 + LARGEST_GAPS_KEPT,
+        "bounded"
+    );
+    let first = gaps.split("<tr>").nth(2).unwrap();
+    for want in [
+        "<td>1</td><td>0</td><td>1.00 ms</td><td>1.20 ms</td>",
+        "host_launch (scope:step/data)",
+        "scope_open",
+        "step/data",
+        "main (tid 4242)",
+        "ampere_sgemm_128x64_nn",
+        "softmax_kernel",
+    ] {
+        assert!(first.contains(want), "{want:?} not in {first}");
+    }
+    assert!(gaps.contains("cuStreamSynchronize"));
+    let calls = table(&html, "idle-host-calls");
+    assert!(calls.contains("<td class=\"l\">small_dtoh</td><td class=\"l\">step/loss</td>"));
+    assert_eq!(
+        html.matches("<table").count(),
+        html.matches("</table>").count()
+    );
+}
+
+#[test]
+fn a_streamed_report_in_few_buckets_still_charts_the_causes() {
+    let l = read(IDLE);
+    let opts = ReportOptions {
+        max_points: 3,
+        ..ReportOptions::default()
+    };
+    let mut b = ReportBuilder::new(&opts);
+    l.iterations.iter().cloned().for_each(|r| b.push(r));
+    let mut out = Vec::new();
+    b.finish(&l.header, l.trailer.as_ref(), IDLE, &mut out)
+        .unwrap();
+    let html = String::from_utf8(out).unwrap();
+    let chart = &html[html.find("<svg id=\"chart-idle-causes\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(chart.matches("<g class=\"stack\"").count() <= 3);
+    // Rows 4..=7 share a bucket with untraced row 6: the mean is over the three that split.
+    assert!(chart.contains("<title>4–7: total 2.50 ms"), "{chart}");
+}
+
+#[test]
+fn reports_of_ledgers_without_a_split_have_no_idle_cause_section() {
+    for name in ["v1-overlapping-streams.jsonl", "v1-graph-kernels.jsonl"] {
+        let html = report(&read(name), &ReportOptions::default());
+        assert!(!html.contains("chart-idle-causes"), "{name}");
+        assert!(!html.contains("#idle-causes"), "{name}");
+    }
 }
