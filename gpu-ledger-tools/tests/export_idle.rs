@@ -1,10 +1,11 @@
-//! Idle time by cause in the summary and its warning, and in the HTML report, on the golden ledger built for it
+//! Idle time by cause in the summary and its warning, the HTML report and the trace, on the golden ledger built for it
 //! (`tests/data/v1-idle-causes.jsonl`: steady rows idle 2.5 ms of 10 ms, host_launch in scope
 //! step/data 1.2 ms of it; a warm-up row with 5 ms unknown; an untraced row) and on ledgers
 //! without a split, which must show nothing of it.
 
 use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_tools::export::summary::LARGEST_GAPS_KEPT;
+use gpu_ledger_tools::export::trace::{write_trace, TraceOptions};
 use gpu_ledger_tools::export::{
     markdown_summary, write_html_report, LedgerSummary, ReportBuilder, ReportOptions,
     SummaryBuilder, SummaryOptions,
@@ -307,5 +308,77 @@ fn reports_of_ledgers_without_a_split_have_no_idle_cause_section() {
         let html = report(&read(name), &ReportOptions::default());
         assert!(!html.contains("chart-idle-causes"), "{name}");
         assert!(!html.contains("#idle-causes"), "{name}");
+    }
+}
+
+fn trace_of(l: &Ledger) -> serde_json::Value {
+    let mut out = Vec::new();
+    write_trace(l, &mut out, &TraceOptions::default()).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn the_trace_marks_each_longest_gap_on_its_device_track() {
+    let v = trace_of(&read(IDLE));
+    let events = v["traceEvents"].as_array().unwrap();
+    let gaps: Vec<&serde_json::Value> = events.iter().filter(|e| e["cat"] == "idle gap").collect();
+    assert_eq!(
+        gaps.len(),
+        8 * 3 + 4,
+        "3 per traced steady row, 4 in the warm-up"
+    );
+    assert_eq!(v["otherData"]["idle_gaps"], 28);
+    let track = events
+        .iter()
+        .find(|e| e["name"] == "thread_name" && e["args"]["name"] == "idle gaps")
+        .expect("the track is named");
+    assert_eq!(track["pid"], 1, "GPU 0's process");
+    let first = gaps
+        .iter()
+        .find(|g| g["args"]["iteration"] == 1 && g["name"] == "host_launch" && g["dur"] == 1200.0)
+        .expect("row 1's 1.2 ms gap");
+    assert_eq!(
+        (first["pid"].clone(), first["tid"].clone()),
+        (track["pid"].clone(), track["tid"].clone())
+    );
+    let a = &first["args"];
+    assert_eq!(a["detail"], "scope:step/data");
+    assert_eq!(a["rule"], "scope_open");
+    assert_eq!(a["scope"], "step/data");
+    assert_eq!(
+        (a["thread"].clone(), a["tid"].clone()),
+        ("main".into(), 4242.into())
+    );
+    assert_eq!(a["before"], "ampere_sgemm_128x64_nn");
+    assert_eq!(
+        a["after"], "softmax_kernel<256>",
+        "kernel names demangled as elsewhere"
+    );
+    assert_eq!(
+        a["parts"][0],
+        "host_launch (scope:step/data) by scope_open: 1200000 ns"
+    );
+    // On one track slices must not overlap.
+    let mut spans: Vec<(f64, f64)> = gaps
+        .iter()
+        .filter(|g| g["tid"] == track["tid"])
+        .map(|g| {
+            (
+                g["ts"].as_f64().unwrap(),
+                g["ts"].as_f64().unwrap() + g["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+    assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0 + 1e-9));
+}
+
+#[test]
+fn traces_of_ledgers_without_a_split_have_no_gap_slices() {
+    for name in ["v1-overlapping-streams.jsonl", "v1-nested-scopes.jsonl"] {
+        let v = trace_of(&read(name));
+        let events = v["traceEvents"].as_array().unwrap();
+        assert!(!events.iter().any(|e| e["cat"] == "idle gap"), "{name}");
+        assert!(v["otherData"].get("idle_gaps").is_none(), "{name}");
     }
 }
