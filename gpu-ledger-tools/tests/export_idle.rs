@@ -382,3 +382,86 @@ fn traces_of_ledgers_without_a_split_have_no_gap_slices() {
         assert!(v["otherData"].get("idle_gaps").is_none(), "{name}");
     }
 }
+
+#[test]
+fn the_comparison_gives_each_causes_medians_and_their_difference() {
+    use gpu_ledger_tools::analysis::compare::{
+        compare, compare_streamed, CompareOptions, CompareSide, LedgerView,
+    };
+    fn view(l: &Ledger) -> LedgerView<'_> {
+        LedgerView {
+            header: &l.header,
+            rows: &l.iterations,
+        }
+    }
+    let a = read(IDLE);
+    let b = reshaped(
+        &[
+            ("host_launch", Some("scope:step/data"), 600_000),
+            ("launch_latency", None, 600_000),
+            ("dependency", Some("event"), 400_000),
+        ],
+        10_000_000,
+    );
+    let opts = CompareOptions {
+        resamples: 200,
+        ..CompareOptions::default()
+    };
+
+    let c = compare(view(&a), view(&b), &opts).unwrap();
+    let got: Vec<(&str, Option<&str>, Option<f64>, Option<f64>, Option<f64>)> =
+        (c.idle_causes.iter())
+            .map(|x| {
+                let (c, d) = (x.cause.as_str(), x.detail.as_deref());
+                (c, d, x.a_median_ns, x.b_median_ns, x.delta_median_ns)
+            })
+            .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "host_launch",
+                Some("scope"),
+                Some(1.2e6),
+                Some(6e5),
+                Some(-6e5)
+            ),
+            (
+                "host_launch",
+                Some("blocked:synchronize"),
+                Some(3e5),
+                Some(0.0),
+                Some(-3e5)
+            ),
+            ("dependency", None, Some(4e5), Some(4e5), Some(0.0)),
+            ("launch_latency", None, Some(6e5), Some(6e5), Some(0.0)),
+        ],
+        "largest change first; B measured without a blocked piece: 0, not absent"
+    );
+    let md = gpu_ledger_tools::export::markdown_comparison(&c, "a", "b");
+    assert!(
+        md.contains("| 0 | host_launch (scope) | 1.20 ms | 600 µs | −600 µs |"),
+        "{md}"
+    );
+    let mut sa = CompareSide::new(&opts);
+    a.iterations.iter().cloned().for_each(|r| sa.push(r));
+    let mut sb = CompareSide::new(&opts);
+    b.iterations.iter().cloned().for_each(|r| sb.push(r));
+    let streamed = compare_streamed(&a.header, sa, &b.header, sb, &opts).unwrap();
+    assert_eq!(streamed.idle_causes, c.idle_causes);
+
+    let without = read("v1-ab-baseline.jsonl");
+    let c = compare(view(&without), view(&a), &opts).unwrap();
+    assert!(c
+        .idle_causes
+        .iter()
+        .all(|x| x.a_median_ns.is_none() && x.delta_median_ns.is_none()));
+    assert!(
+        gpu_ledger_tools::export::markdown_comparison(&c, "a", "b").contains("| not measured |")
+    );
+    let c = compare(view(&without), view(&without), &opts).unwrap();
+    assert!(c.idle_causes.is_empty());
+    assert!(
+        !gpu_ledger_tools::export::markdown_comparison(&c, "a", "b").contains("Idle time by cause")
+    );
+}

@@ -1,11 +1,13 @@
 //! The summary's section on why the GPU was idle, as Markdown: the idle time by cause per
 //! device, the scopes behind `host_launch`, the copy-overlap figures, the gap across `step()`,
-//! and the host calls of the steady state. The HTML report's section is `html/idle.rs`.
+//! and the host calls of the steady state; and the comparison's change of idle time by cause.
+//! The HTML report's section is `html/idle.rs`.
 
 use std::fmt::Write as _;
 
 use super::summary::IdleSummary;
 use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell};
+use crate::analysis::compare::IdleCauseChange;
 
 /// Scopes behind `host_launch` listed per device.
 pub(crate) const TOP_SCOPES: usize = 5;
@@ -177,4 +179,45 @@ fn inventory_table(o: &mut String, i: &IdleSummary) {
          `synchronous` how many of all those calls blocked the host.\n",
         i.inventory_iterations
     );
+}
+
+/// The comparison's section: each device's causes, A against B.
+pub(crate) fn comparison_section(changes: &[IdleCauseChange]) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "### Idle time by cause (median per iteration)\n");
+    let _ = writeln!(
+        o,
+        "| GPU | cause | A | B | B − A | share of idle A | share of idle B |"
+    );
+    let _ = writeln!(o, "|---:|---|---:|---:|---:|---:|---:|");
+    let ns = |x: Option<f64>| x.map_or("not measured".into(), fmt_ns);
+    let pct = |x: Option<f64>| x.map_or("n/a".into(), fmt_pct);
+    for c in changes {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            c.device_id,
+            md_cell(&cause_label(&c.cause, c.detail.as_deref())),
+            ns(c.a_median_ns),
+            ns(c.b_median_ns),
+            c.delta_median_ns.map_or("n/a".into(), |d| {
+                if d > 0.0 {
+                    format!("+{}", fmt_ns(d))
+                } else if d < 0.0 {
+                    format!("−{}", fmt_ns(-d))
+                } else {
+                    "0".into()
+                }
+            }),
+            pct(c.a_share),
+            pct(c.b_share)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nMedians over each side's kept iterations that split idle time by cause (not measured \
+         where a side has none); the difference has no interval: the verdict above is the \
+         compared metric's.\n"
+    );
+    o
 }

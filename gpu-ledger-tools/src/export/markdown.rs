@@ -290,6 +290,9 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
     if !c.families.is_empty() {
         family_changes_table(&mut o, c);
     }
+    if !c.idle_causes.is_empty() {
+        o.push_str(&super::idle_view::comparison_section(&c.idle_causes));
+    }
     let _ = writeln!(o, "### Warnings\n");
     if c.warnings.is_empty() {
         let _ = writeln!(o, "None: the runs look comparable.");
