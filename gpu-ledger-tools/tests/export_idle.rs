@@ -16,6 +16,18 @@ use export_common::read;
 
 const IDLE: &str = "v1-idle-causes.jsonl";
 
+/// An inventory line as compared: kind, scope, count, bytes, synchronous.
+type Inventoried<'a> = (&'a str, &'a str, u64, Option<u64>, Option<u64>);
+
+/// A cause's change as compared: cause, detail, median A, median B, B − A.
+type CauseChange<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+);
+
 fn summary(l: &Ledger) -> LedgerSummary {
     LedgerSummary::compute(l, &SummaryOptions::default())
 }
@@ -59,7 +71,7 @@ fn the_summary_tables_idle_time_by_cause_over_the_steady_state() {
         .map(|x| (x.scope.as_str(), x.total_ns))
         .collect();
     assert_eq!(scopes, [("step/data", 9_600_000), ("step/log", 100_000)]);
-    let inv: Vec<(&str, &str, u64, Option<u64>, Option<u64>)> = (i.inventory.iter())
+    let inv: Vec<Inventoried> = (i.inventory.iter())
         .map(|x| {
             let (k, sc) = (x.kind.as_str(), x.scope.as_str());
             (k, sc, x.count, x.bytes, x.synchronous)
@@ -409,13 +421,12 @@ fn the_comparison_gives_each_causes_medians_and_their_difference() {
     };
 
     let c = compare(view(&a), view(&b), &opts).unwrap();
-    let got: Vec<(&str, Option<&str>, Option<f64>, Option<f64>, Option<f64>)> =
-        (c.idle_causes.iter())
-            .map(|x| {
-                let (c, d) = (x.cause.as_str(), x.detail.as_deref());
-                (c, d, x.a_median_ns, x.b_median_ns, x.delta_median_ns)
-            })
-            .collect();
+    let got: Vec<CauseChange> = (c.idle_causes.iter())
+        .map(|x| {
+            let (c, d) = (x.cause.as_str(), x.detail.as_deref());
+            (c, d, x.a_median_ns, x.b_median_ns, x.delta_median_ns)
+        })
+        .collect();
     assert_eq!(
         got,
         [

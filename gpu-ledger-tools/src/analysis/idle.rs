@@ -182,7 +182,7 @@ impl CauseSeries {
                     })
                 })
                 .collect();
-            causes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+            causes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
             out.causes.extend(causes);
             let mut scopes: Vec<ScopeIdle> = dev
                 .scopes
@@ -194,7 +194,7 @@ impl CauseSeries {
                     share_of_idle: share(ns),
                 })
                 .collect();
-            scopes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+            scopes.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
             out.host_launch_scopes.extend(scopes);
         }
         out
