@@ -188,12 +188,12 @@ pub struct Comparison {
     pub families: Vec<FamilyChange>,
     /// Launch counts per iteration.
     pub launches: LaunchChange,
-    /// Reasons to doubt the comparison.
-    pub warnings: Vec<String>,
     /// Per device and cause, the median idle time per iteration on each side; empty when
     /// neither side split idle time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle_causes: Vec<IdleCauseChange>,
+    /// Reasons to doubt the comparison.
+    pub warnings: Vec<String>,
 }
 
 fn ratio(a: f64, b: f64) -> Option<f64> {
@@ -379,8 +379,8 @@ fn combine(
             memset_a,
             memset_b,
         },
-        warnings,
         idle_causes,
+        warnings,
     })
 }
 

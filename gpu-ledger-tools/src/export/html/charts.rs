@@ -445,9 +445,7 @@ impl ChartBuckets {
                 self.per_gpu(&self.nvml_ids, |b| &b.power),
             )
         });
-        let idle_causes = self.idle_causes();
         Charts {
-            idle_causes,
             labels,
             dimmed,
             xs,
@@ -457,6 +455,7 @@ impl ChartBuckets {
             idle: self.per_gpu(&self.device_ids, |b| &b.idle),
             host,
             nvml,
+            idle_causes: self.idle_causes(),
         }
     }
 }

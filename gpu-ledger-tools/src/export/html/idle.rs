@@ -1,5 +1,5 @@
-//! The report's section on why the GPU was idle, present when some row split idle time by cause
-//! (docs/idle.md): `chart-idle-causes`, idle time per iteration by cause, stacked; the causes'
+//! The report's section on why the GPU was idle, present when some used row split idle time by
+//! cause (docs/idle.md): `chart-idle-causes`, idle time per iteration by cause, stacked; the causes'
 //! table over the used rows; the scopes behind `host_launch`; the longest gaps with their
 //! cause, scope, thread and the work on either side; and the host calls of the steady state.
 
@@ -7,24 +7,21 @@ use std::fmt::Write as _;
 
 use super::charts::Charts;
 use crate::export::idle_view::{cause_label, fmt_bytes, TOP_SCOPES};
-use crate::export::summary::IdleSummary;
+use crate::export::summary::{IdleSummary, LedgerSummary};
 use crate::export::svg::{stacked_bar_chart, AxisFormat};
 use crate::export::text::{fmt_count, fmt_ns, fmt_pct, html_escape};
 
 /// The navigation's link to the section, when there is one.
-pub(super) fn nav_link(charts: &Charts) -> &'static str {
-    if charts.idle_causes.is_empty() {
-        ""
-    } else {
-        "<a href=\"#idle-causes\">Idle causes</a>"
+pub(super) fn nav_link(s: &LedgerSummary) -> &'static str {
+    match s.idle {
+        Some(_) => "<a href=\"#idle-causes\">Idle causes</a>",
+        None => "",
     }
 }
 
-/// The section, or nothing when no row split idle time.
+/// The section, or nothing when no used row split idle time.
 pub(super) fn section(o: &mut String, idle: Option<&IdleSummary>, charts: &Charts) {
-    if charts.idle_causes.is_empty() {
-        return;
-    }
+    let Some(i) = idle else { return };
     o.push_str("<section id=\"idle-causes\"><h2>Why the GPU was idle</h2>");
     o.push_str(&stacked_bar_chart(
         "chart-idle-causes",
@@ -42,15 +39,10 @@ pub(super) fn section(o: &mut String, idle: Option<&IdleSummary>, charts: &Chart
             charts.bucket_note
         ),
     ));
-    match idle {
-        Some(i) => {
-            cause_table(o, i);
-            scopes(o, i);
-            gaps_table(o, i);
-            inventory_table(o, i);
-        }
-        None => o.push_str("<p>No iteration used for the statistics split idle time.</p>"),
-    }
+    cause_table(o, i);
+    scopes(o, i);
+    gaps_table(o, i);
+    inventory_table(o, i);
     o.push_str("</section>\n");
 }
 

@@ -255,7 +255,7 @@ fn render(
         .unwrap_or_else(|| format!("gpu-ledger report: {source}"));
     let mut o = String::with_capacity(64 * 1024);
     page_head(&mut o, &title);
-    page_header(&mut o, &title, s, idle::nav_link(charts));
+    page_header(&mut o, &title, s);
     overview_section(&mut o, s);
     families_section(&mut o, s);
     scopes_section(&mut o, s, charts);
@@ -290,7 +290,8 @@ fn page_head(o: &mut String, title: &str) {
 
 /// The page's title, environment line and links to its sections (warp stalls only when PC
 /// sampling ran), so that a reader jumps to the section they came for.
-fn page_header(o: &mut String, title: &str, s: &LedgerSummary, idle_link: &str) {
+fn page_header(o: &mut String, title: &str, s: &LedgerSummary) {
+    let idle_link = idle::nav_link(s);
     let _ = writeln!(
         o,
         "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
