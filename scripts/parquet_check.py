@@ -22,7 +22,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 TABLES = ["iterations", "devices", "scopes", "kernels", "transfers", "activities",
-          "scope_spans", "nvml", "counters", "launch_threads", "environment"]
+          "scope_spans", "nvml", "counters", "launch_threads", "environment", "idle_gaps",
+          "idle_causes"]
 KEYS = ["gpu_ledger.dataset_version", "gpu_ledger.table", "gpu_ledger.run", "gpu_ledger.rank",
         "gpu_ledger.schema_version", "gpu_ledger.start_unix_ns", "gpu_ledger.start_cupti_ns",
         "gpu_ledger.clock"]
@@ -58,6 +59,10 @@ def expected_counts(ledgers):
                 n["scope_spans"] += len(o.get("scope_spans") or [])
                 n["nvml"] += len(o.get("nvml") or [])
                 n["launch_threads"] += len(o.get("launch_threads") or [])
+                for d in o["devices"]:
+                    idle = d.get("idle") or {}
+                    n["idle_gaps"] += len(idle.get("largest_gaps") or [])
+                    n["idle_causes"] += len(idle.get("causes") or [])
                 c = o.get("counters")
                 if c:
                     n["counters"] += sum(len(r["values"]) for r in c["ranges"])

@@ -132,12 +132,60 @@ fn with_counters(dir: &Path) -> PathBuf {
     path
 }
 
+/// Every device's idle split of `rows`.
+fn splits(
+    rows: &[gpu_ledger_format::schema::IterationRow],
+) -> impl Iterator<Item = &gpu_ledger_format::idle::IdleBreakdown> {
+    rows.iter()
+        .flat_map(|r| &r.devices)
+        .filter_map(|d| d.idle.as_ref())
+}
+
+#[test]
+fn idle_gaps_and_causes_land_in_their_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = data("v1-idle-causes.jsonl");
+    let out = tmp.path().join("ds");
+    write_dataset(
+        std::slice::from_ref(&ledger),
+        &out,
+        &DatasetOptions::default(),
+    )
+    .unwrap();
+    let l = read_ledger(&ledger).unwrap();
+    let run = run_key(&l.header);
+    let (gaps, _) = read(&part_path(&out, "idle_gaps", &run, 0));
+    assert_eq!(
+        rows(&gaps),
+        28,
+        "3 gaps in each of 8 steady rows, 4 in the warm-up"
+    );
+    assert_eq!(i64s(&gaps, "position")[..4], [0, 1, 2, 3]);
+    assert_eq!(i64s(&gaps, "ns")[4..7], [1_200_000, 300_000, 204_000]);
+    assert_eq!(strs(&gaps, "cause")[4], "host_launch");
+    assert_eq!(strs(&gaps, "thread")[4], "main");
+    assert_eq!(i64s(&gaps, "floor_ns")[4], 4_000);
+    let (causes, _) = read(&part_path(&out, "idle_causes", &run, 0));
+    // The pieces of each device add up to its idle_ns, as in the ledger.
+    let (its, ns) = (i64s(&causes, "iteration"), i64s(&causes, "ns"));
+    for r in l.iterations.iter().filter(|r| !r.devices.is_empty()) {
+        let sum: i64 = (its.iter().zip(&ns))
+            .filter(|(i, _)| **i == r.index as i64)
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(sum, r.devices[0].idle_ns as i64, "row {}", r.index);
+    }
+    assert!(!its.contains(&6), "the untraced row has no split");
+    assert!(strs(&causes, "rule").contains(&"stream_wait_event".to_string()));
+}
+
 #[test]
 fn every_item_of_every_golden_ledger_lands_in_its_table() {
     let tmp = tempfile::tempdir().unwrap();
     let mut ledgers: Vec<PathBuf> = [
         "v1-ab-baseline.jsonl",
         "v1-graph-kernels.jsonl",
+        "v1-idle-causes.jsonl",
         "v1-missing-nvml.jsonl",
         "v1-nested-scopes.jsonl",
         "v1-overlapping-streams.jsonl",
@@ -182,6 +230,8 @@ fn every_item_of_every_golden_ledger_lands_in_its_table() {
                 .sum(),
             it.iter().map(|r| r.launch_threads.len()).sum(),
             1,
+            splits(it).map(|b| b.largest_gaps.len()).sum(),
+            splits(it).map(|b| b.causes.len()).sum(),
         ];
         for (t, table) in TABLES.iter().enumerate() {
             let part = part_path(&out, table, &run, rank);

@@ -406,6 +406,120 @@ def broken():
         f.write("\n".join(lines) + "\n")
 
 
+# --- 8. idle time split by cause, with the host calls, the longest gaps and the dispatch floor ---
+# Steady rows: 10 ms wall, GPU 0 busy 6 ms, idle 2.5 ms (2.6 ms in row 3) = 25 % of the wall time,
+# host_launch 60 % of it (scope step/data 1.2 ms, blocked:synchronize 0.3 ms), launch_latency
+# 0.6 ms, dependency (event) 0.4 ms. Row 0 is a slow warm-up with 5 ms of unknown idle time; row 6
+# was not traced (no split); allocations in rows 4 and 8, a device-wide synchronize in row 9.
+def idle_pieces(i):
+    p = lambda cause, detail, rule, ns, gaps: {**{"cause": cause}, **({"detail": detail} if detail else {}),
+                                                **{"rule": rule, "ns": ns, "gaps": gaps}}
+    out = [p("dependency", "event", "stream_wait_event", 400 * US, 2),
+           p("host_launch", "blocked:synchronize", "in_cuda_call", 300 * US, 1),
+           p("host_launch", "scope:step/data", "scope_open", 1200 * US, 1),
+           p("launch_latency", None, "below_floor", 600 * US, 150)]
+    if i == 3:
+        out.insert(3, p("host_launch", "scope:step/log", "scope_open", 100 * US, 1))
+    if i == 0:
+        out.append(p("unknown", None, "no_launch_call", 5 * MS, 1))
+    return out
+
+
+def gap(start, ns, parts, **kw):
+    top = max(parts, key=lambda x: x["ns"])
+    g = {"start_ns": start, "ns": ns, "cause": top["cause"]}
+    if "detail" in top:
+        g["detail"] = top["detail"]
+    g["rule"] = top["rule"]
+    g["parts"] = [{**x, "gaps": 1} for x in parts]
+    g.update(kw)
+    return g
+
+
+def idle_row(i, start):
+    wall = 30 * MS if i == 0 else 10 * MS
+    if i == 6:
+        r = row(i, start, wall, [], [scope("step", wall - 100 * US, 0, 0),
+                                     scope("step/data", 1200 * US, 0, 0)], [],
+                nvml=[nvml_sum(0, wall, 1980.0, 500.0)])
+        r["untraced"] = True
+        return r
+    pieces = idle_pieces(i)
+    idle = sum(x["ns"] for x in pieces)
+    busy = 6 * MS
+    first = START_CUPTI + start + 200 * US
+    d = device(0, first, first + busy + idle, busy, 1200 * US, 12)
+    p = lambda cause, detail, rule, ns: {**{"cause": cause}, **({"detail": detail} if detail else {}),
+                                         "rule": rule, "ns": ns}
+    d["idle"] = {
+        "floor_ns": 4 * US, "floor_source": "calibration", "host_offset_ns": -1500, "causes": pieces,
+        "compute_idle_ns": idle + 150 * US, "copy_only_ns": 150 * US, "copy_overlapped_ns": 500 * US,
+        "lead_in": gap(first - 300 * US, 300 * US,
+                       [p("host_launch", "blocked:synchronize", "in_cuda_call", 300 * US)],
+                       function="cuStreamSynchronize", scope="step/loss", tid=4242, thread="main",
+                       before=GEMM, before_stream=7, after="memcpy HtoD", after_stream=7),
+        "largest_gaps": [
+            gap(first + 1000 * US, 1200 * US, [p("host_launch", "scope:step/data", "scope_open", 1200 * US)],
+                scope="step/data", tid=4242, thread="main", before=GEMM, before_stream=7, after=SOFTMAX,
+                after_stream=7),
+            gap(first + 4000 * US, 300 * US,
+                [p("host_launch", "blocked:synchronize", "in_cuda_call", 300 * US)],
+                function="cuStreamSynchronize", scope="step/loss", tid=4242, thread="main", before=SOFTMAX,
+                before_stream=7, after=GEMM, after_stream=7),
+            gap(first + 6000 * US, 204 * US,
+                [p("launch_latency", None, "below_floor", 4 * US),
+                 p("dependency", "event", "stream_wait_event", 200 * US)],
+                scope="step/forward", tid=4242, thread="main", before=GEMM, before_stream=7, after=SOFTMAX,
+                after_stream=13),
+        ],
+    }
+    if i == 0:
+        d["idle"]["largest_gaps"].insert(0, gap(first + 7000 * US, 5 * MS,
+                                                [p("unknown", None, "no_launch_call", 5 * MS)],
+                                                before=GEMM, before_stream=7, after=SOFTMAX, after_stream=7))
+    inv = [{"kind": "small_dtoh", "scope": "step/loss", "function": "cuMemcpyDtoH_v2", "device_id": 0,
+            "count": 1, "host_ns": 300 * US, "bytes": 4, "synchronous": 1},
+           {"kind": "stream_sync", "scope": "step/loss", "function": "cuStreamSynchronize", "count": 1,
+            "host_ns": 290 * US}]
+    if i in (4, 8):
+        inv.append({"kind": "alloc", "scope": "step/forward", "function": "cuMemAlloc_v2", "device_id": 0,
+                    "count": 2, "host_ns": 80 * US, "bytes": 64 << 20})
+    if i == 9:
+        inv.append({"kind": "device_sync", "scope": "(unscoped)", "function": "cuCtxSynchronize", "count": 1,
+                    "host_ns": 500 * US})
+    r = row(i, start, wall, [d],
+            [scope("step", wall - 100 * US, 0, busy), scope("step/data", 1200 * US, 0, 0),
+             scope("step/forward", 3 * MS, busy, busy, 12, 12), scope("step/loss", 400 * US, 0, 0, 1, 0)],
+            [kgroup(GEMM, 4, 1000 * US, regs=126), kgroup(SOFTMAX, 8, 250 * US, regs=32)],
+            [{"device_id": 0, "kind": "DtoH", "count": 1, "bytes": 4, "total_ns": 2 * US},
+             {"device_id": 0, "kind": "HtoD", "count": 1, "bytes": 8 << 20, "total_ns": 650 * US}],
+            sync=[{"kind": "stream", "count": 1, "total_ns": 290 * US}],
+            nvml=[nvml_sum(0, wall, 1980.0, 500.0)])
+    r["launch_threads"] = [{"name": "main", "tid": 4242, "kernels": 12, "kernel_ns": busy, "copies": 2,
+                            "attribution": {"own_thread": 12, "handoff": 0, "followed": 0, "profiler": 0,
+                                            "unscoped": 0},
+                            "run_queue_ns": 20 * US, "on_cpu_ns": 9 * MS, "timeslices": 40}]
+    r["host_inventory"] = inv
+    return r
+
+
+def idle_causes():
+    lines = [header()]
+    lines[0]["config"]["idle_causes"] = "on: largest_gaps=3 small_read_bytes=1024 floor=calibration"
+    rows, start = [], 0
+    for i in range(10):
+        r = idle_row(i, start)
+        rows.append(r)
+        start += r["host_wall_ns"]
+    lines += rows
+    t = trailer(len(rows), 12 * 9, 14 * 9, energy=run_energy(rows))
+    t["untraced_records"] = 14
+    t["dispatch_floors"] = [{"device_id": 0, "floor_ns": 4 * US, "median_ns": 3 * US, "p90_ns": 4 * US,
+                             "samples": 640, "source": "calibration"}]
+    lines.append(t)
+    dump("v1-idle-causes.jsonl", lines)
+
+
 overlapping()
 nested()
 graphs()
@@ -413,3 +527,4 @@ missing_nvml()
 ranks()
 ab()
 broken()
+idle_causes()

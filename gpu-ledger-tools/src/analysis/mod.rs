@@ -14,6 +14,7 @@
 //! - [`series`]: one figure in bounded memory, exact up to a bound and a quantile sketch beyond;
 //! - [`mod@compare`]: A/B comparison of two ledgers with a bootstrap interval and warnings when the
 //!   runs are not comparable;
+//! - [`idle`]: each device's idle time by cause across rows, for the summary and the comparison;
 //! - [`indices`]: iteration lists as runs; [`rng`]: the one random number generator.
 //!
 //! One engine does the work: rows are pushed one at a time into builders ([`selection::RowSelector`],
@@ -46,6 +47,7 @@
 pub mod compare;
 pub mod distributions;
 pub mod families;
+pub mod idle;
 pub mod indices;
 pub use gpu_ledger_format::intervals;
 pub mod occupancy;

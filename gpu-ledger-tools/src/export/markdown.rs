@@ -55,6 +55,9 @@ pub fn markdown_summary(s: &LedgerSummary, source: &str) -> String {
         o.push_str(&super::stall_profile::markdown_section(p));
     }
     devices_table(&mut o, s);
+    if let Some(i) = &s.idle {
+        o.push_str(&super::idle_view::markdown_section(i));
+    }
     nvml_table(&mut o, s);
     energy_line(&mut o, s);
     let _ = writeln!(o, "### Warnings\n");
@@ -301,6 +304,9 @@ pub fn markdown_comparison(c: &Comparison, a_name: &str, b_name: &str) -> String
     }
     if !c.families.is_empty() {
         family_changes_table(&mut o, c);
+    }
+    if !c.idle_causes.is_empty() {
+        o.push_str(&super::idle_view::comparison_section(&c.idle_causes));
     }
     let _ = writeln!(o, "### Warnings\n");
     if c.warnings.is_empty() {

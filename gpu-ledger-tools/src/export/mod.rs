@@ -12,7 +12,8 @@
 //! - [`summary`]: the figures the Markdown summary and the HTML report share ([`LedgerSummary`]),
 //!   built row by row by the one summary engine ([`SummaryBuilder`]), in bounded memory for a
 //!   stream and exact for a ledger in memory;
-//! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue;
+//! - [`markdown`]: the summary and the A/B comparison as Markdown, for pasting into an issue
+//!   (`idle_view.rs`: its section on idle time by cause);
 //! - [`html`] and [`svg`]: the report and its charts (inline CSS and SVG, no script, no network),
 //!   built row by row ([`ReportBuilder`]);
 //! - [`stalls`]: warp stall reasons and hot source lines of the PC-sampled iterations, gathered
@@ -45,6 +46,7 @@ pub mod csv;
 pub mod csv_long;
 pub mod experiment;
 pub mod html;
+mod idle_view;
 pub mod markdown;
 pub mod merge;
 #[cfg(feature = "parquet")]

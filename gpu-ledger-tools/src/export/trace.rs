@@ -7,6 +7,7 @@
 //! | `GPU d` (`d + 1`) | `stream s` (`s + 1`) | kernels, copies and memsets as complete events (`"ph":"X"`) |
 //! | `GPU d` | `stream s (overlap k)` (`s + 1 + k·2²⁰`) | activities that overlap an earlier one on the same stream (programmatic dependent launch) |
 //! | `GPU d` | `device busy (summary)` ([`DEVICE_SUMMARY_TID`], `+ k` for overlap lanes) | one slice per iteration over the device's activity window, when activities were not recorded |
+//! | `GPU d` | `idle gaps` (`0x7FFE_0000`, `+ k` for overlap lanes) | each row's longest idle gaps, named by cause (`trace/idle.rs`) |
 //! | `GPU d` | counters (`"ph":"C"`) | `SM clock`, `memory clock`, `power`, `temperature` from NVML and `device busy` (% of the window), one value per iteration |
 //! | `host` ([`HOST_PID`]) | `iterations` (1) | one slice per iteration; when activities were not recorded, scope summary slices nested in it |
 //! | `host` | `thread t` (`t + 2`) | scope spans of gpu-ledger thread `t` |
@@ -44,6 +45,8 @@ use serde_json::json;
 use crate::analysis::families::qualified_name;
 use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
+
+mod idle;
 
 /// Process id of the host tracks.
 pub const HOST_PID: u32 = 100_000;
@@ -191,6 +194,8 @@ pub struct TraceStats {
     pub summary_iterations: u64,
     /// Activities moved to an overlap lane of their stream.
     pub overlapping_activities: u64,
+    /// Idle-gap slices (rows' longest gaps).
+    pub idle_gaps: u64,
 }
 
 #[derive(Serialize)]
@@ -485,6 +490,7 @@ impl<W: Write> TraceWriter<W> {
                 self.write_device_summary(row)?;
             }
         }
+        self.write_idle_gaps(row)?;
         if let Some(spans) = &row.scope_spans {
             for s in spans {
                 let tid = s.thread.saturating_add(2);
@@ -819,6 +825,7 @@ impl<W: Write> TraceWriter<W> {
             "run_complete": trailer.is_some(),
             "dropped_records": trailer.map(|t| t.dropped_records),
         });
+        self.idle_meta(&mut meta);
         if !self.aligned_ranks.is_empty() {
             meta["ranks"] = json!(self.aligned_ranks);
             meta["alignment"] = json!(

@@ -1,8 +1,8 @@
 //! A/B comparison of two ledgers of the same workload: the speed-up `S = median(A) / median(B)`
 //! of the per-iteration metric (host wall time by default) over the rows each side keeps
 //! ([`crate::analysis::selection`]), with its bootstrap interval ([`bootstrap_speedup`]); the
-//! per-scope and per-family changes; and the warnings that say when the two runs are not
-//! comparable.
+//! per-scope and per-family changes; the change of idle time by cause (`idle.rs`); and the
+//! warnings that say when the two runs are not comparable.
 //!
 //! Each side is a [`CompareSide`] that takes the ledger's rows one at a time ([`compare_streamed`]);
 //! [`compare`] pushes the rows of two ledgers in memory through the same sides, exact whatever
@@ -20,6 +20,7 @@ use super::stats::{Distribution, FamilyStats, IterationMetric, RowFilter, ScopeS
 use gpu_ledger_format::schema::{Header, IterationRow};
 
 mod bootstrap;
+mod idle;
 mod side;
 mod warnings;
 
@@ -29,6 +30,7 @@ use warnings::{
 };
 
 pub use bootstrap::{bootstrap_speedup, SpeedupEstimate, Verdict, DEFAULT_RESAMPLES, DEFAULT_SEED};
+pub use idle::IdleCauseChange;
 pub use side::{compare_streamed, CompareSide, BOOTSTRAP_SAMPLE};
 
 /// One ledger: its header and its iteration rows.
@@ -186,6 +188,10 @@ pub struct Comparison {
     pub families: Vec<FamilyChange>,
     /// Launch counts per iteration.
     pub launches: LaunchChange,
+    /// Per device and cause, the median idle time per iteration on each side; empty when
+    /// neither side split idle time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub idle_causes: Vec<IdleCauseChange>,
     /// Reasons to doubt the comparison.
     pub warnings: Vec<String>,
     /// Why the runs cannot be compared at all (different GPUs, different profiling levels):
@@ -249,6 +255,8 @@ struct SideFigures {
     ops: [f64; 3],
     records: RecordCounts,
     nvml: OperatingPoints,
+    /// Idle time by cause of the kept rows that split it.
+    idle: crate::analysis::idle::IdleCauses,
 }
 
 impl SideFigures {
@@ -291,6 +299,7 @@ impl SideFigures {
                 .families
                 .iter()
                 .any(|x| x.total_ns.sketched || x.launches.sketched)
+            || (self.idle.causes.iter()).any(|c| c.per_iteration_ns.sketched)
     }
 }
 
@@ -357,6 +366,7 @@ fn combine(
     let any_sketched = a.sketched() || b.sketched();
     let scopes = scope_changes(a.scopes, b.scopes);
     let families = family_changes(a.families, b.families);
+    let idle_causes = idle::idle_cause_changes(&a.idle, &b.idle);
     let [kernels_a, memcpy_a, memset_a] = a.ops;
     let [kernels_b, memcpy_b, memset_b] = b.ops;
 
@@ -386,6 +396,7 @@ fn combine(
             memset_a,
             memset_b,
         },
+        idle_causes,
         warnings,
         incomparable,
     })

@@ -18,6 +18,7 @@ use super::{
     Comparison, SideFigures,
 };
 use crate::analysis::distributions::{FamilySeries, ScopeSeries};
+use crate::analysis::idle::CauseSeries;
 use crate::analysis::selection::RowSelector;
 use crate::analysis::series::{Budget, Series, EXACT_VALUES};
 use gpu_ledger_format::schema::{Header, IterationRow};
@@ -37,6 +38,7 @@ struct Kept<'o> {
     ops: [u64; 3],
     records: RecordCounts,
     nvml: OperatingPoints,
+    idle: CauseSeries,
 }
 
 impl Kept<'_> {
@@ -60,6 +62,7 @@ impl Kept<'_> {
         }
         self.records.push(r);
         self.nvml.push(r);
+        self.idle.push(r);
     }
 }
 
@@ -101,7 +104,8 @@ impl<'o, R: Borrow<IterationRow>> CompareSide<'o, R> {
                 families: FamilySeries::with_budget(&opts.family_rules, budget.clone()),
                 ops: [0; 3],
                 records: RecordCounts::default(),
-                nvml: OperatingPoints::with_budget(budget),
+                nvml: OperatingPoints::with_budget(budget.clone()),
+                idle: CauseSeries::new(budget),
             },
         }
     }
@@ -149,6 +153,7 @@ impl<'o, R: Borrow<IterationRow>> CompareSide<'o, R> {
                 .map(|x| if sel.used == 0 { 0.0 } else { x as f64 / n }),
             records: kept.records,
             nvml: kept.nvml,
+            idle: kept.idle.finish(),
         }
     }
 }

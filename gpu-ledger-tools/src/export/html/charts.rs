@@ -1,6 +1,7 @@
 //! What the report's per-iteration charts show, built as the rows go past: consecutive rows
 //! grouped into at most [`ReportOptions::max_points`] buckets, and per bucket each scope's own
-//! host time, its device time, each GPU's idle share and NVML's clock and power. Each bucket keeps
+//! host time, its device time, each GPU's idle share, idle time by cause and NVML's clock and
+//! power. Each bucket keeps
 //! sums and counts, so that a bar or point is the mean of its rows.
 //!
 //! A ledger whose rows are counted before they are pushed (one in memory) is split evenly: of
@@ -82,6 +83,9 @@ pub(crate) struct Charts {
     pub(crate) host: Vec<Series>,
     pub(crate) device: Vec<Series>,
     pub(crate) idle: Vec<Series>,
+    /// Idle time by cause, summed over devices, per row that split idle time; empty when no row
+    /// did.
+    pub(crate) idle_causes: Vec<Series>,
     /// SM clock and board power per GPU; `None` when no row has NVML figures.
     pub(crate) nvml: Option<(Vec<Series>, Vec<Series>)>,
 }
@@ -99,6 +103,9 @@ struct Bucket {
     outside: f64,
     device: BTreeMap<String, f64>,
     idle: BTreeMap<u32, (f64, usize)>,
+    /// Idle time by cause over the rows that split it, and those rows.
+    causes: BTreeMap<String, f64>,
+    cause_rows: usize,
     sm: BTreeMap<u32, (f64, usize)>,
     power: BTreeMap<u32, (f64, usize)>,
 }
@@ -127,6 +134,8 @@ impl Bucket {
         add_all(&mut self.host, o.host);
         add_all(&mut self.device, o.device);
         add_counted(&mut self.idle, o.idle);
+        add_all(&mut self.causes, o.causes);
+        self.cause_rows += o.cause_rows;
         add_counted(&mut self.sm, o.sm);
         add_counted(&mut self.power, o.power);
     }
@@ -257,6 +266,14 @@ impl ChartBuckets {
                 e.1 += 1;
             }
         }
+        if row.devices.iter().any(|d| d.idle.is_some()) {
+            b.cause_rows += 1;
+            for c in row.devices.iter().filter_map(|d| d.idle.as_ref()) {
+                for (cause, ns) in c.by_cause() {
+                    *b.causes.entry(cause.to_string()).or_default() += ns as f64;
+                }
+            }
+        }
         for n in &row.nvml {
             self.nvml_ids.insert(n.device_id);
             for (map, v) in [
@@ -354,6 +371,43 @@ impl ChartBuckets {
             .collect()
     }
 
+    /// Idle time by cause per bucket: the mean over its rows that split idle time, none where
+    /// no row did; the causes in the order of docs/idle.md, any other after them.
+    fn idle_causes(&self) -> Vec<Series> {
+        use gpu_ledger_format::idle::cause;
+        let order = [
+            cause::LAUNCH_LATENCY,
+            cause::HOST_LAUNCH,
+            cause::DEPENDENCY,
+            cause::UNKNOWN,
+        ];
+        let mut names: Vec<&str> = Vec::new();
+        for b in &self.buckets {
+            for k in b.causes.keys() {
+                if !names.contains(&k.as_str()) {
+                    names.push(k);
+                }
+            }
+        }
+        let rank = |n: &str| order.iter().position(|o| *o == n).unwrap_or(order.len());
+        names.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
+        names
+            .into_iter()
+            .map(|name| Series {
+                name: name.to_string(),
+                // The palette by position, the causes in the fixed order above.
+                color: None,
+                values: (self.buckets.iter())
+                    .map(|b| {
+                        (b.cause_rows > 0).then(|| {
+                            b.causes.get(name).copied().unwrap_or(0.0) / b.cause_rows as f64
+                        })
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// The charts, with the rows `s` left out faded.
     pub(crate) fn finish(self, s: &LedgerSummary) -> Charts {
         let labels = self
@@ -409,6 +463,7 @@ impl ChartBuckets {
             idle: self.per_gpu(&self.device_ids, |b| &b.idle),
             host,
             nvml,
+            idle_causes: self.idle_causes(),
         }
     }
 }

@@ -10,6 +10,8 @@
 //!   children's time subtracted, plus the time outside every scope: the stack is the wall time);
 //! - `chart-scopes-device`: per-iteration device time by scope (each scope's own launches);
 //! - `chart-idle`: idle share of each device's activity window per iteration;
+//! - `chart-idle-causes`: when rows split idle time by cause, idle time per iteration by cause,
+//!   stacked, with the longest gaps and the steady state's host calls below (`idle.rs`);
 //! - `chart-clocks` and `chart-power`: NVML SM clock and board power per iteration;
 //! - `chart-roofline`: the roofline when counters are present, otherwise a notice;
 //! - `chart-stalls`: when PC sampling ran, each scope's samples by warp stall reason, stacked,
@@ -36,6 +38,7 @@ use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
 
 mod charts;
+mod idle;
 
 use charts::{ChartBuckets, Charts};
 
@@ -278,6 +281,7 @@ fn render(
     }
     let shades = shades_for(s);
     idle_section(&mut o, s, charts, &shades);
+    idle::section(&mut o, s.idle.as_ref(), charts);
     nvml_section(&mut o, charts, &shades);
     roofline_section(&mut o, opts);
     warnings_section(&mut o, s);
@@ -304,11 +308,12 @@ fn page_head(o: &mut String, title: &str) {
 /// The page's title, environment line and links to its sections (warp stalls only when PC
 /// sampling ran), so that a reader jumps to the section they came for.
 fn page_header(o: &mut String, title: &str, s: &LedgerSummary) {
+    let idle_link = idle::nav_link(s);
     let _ = writeln!(
         o,
         "<header><h1>{}</h1><p class=\"env\">{}</p><nav><a href=\"#overview\">Overview</a>\
          <a href=\"#families\">Kernel families</a><a href=\"#scopes\">Scopes</a>\
-         {}<a href=\"#idle\">Idle</a><a href=\"#nvml\">Clocks &amp; power</a>\
+         {}<a href=\"#idle\">Idle</a>{idle_link}<a href=\"#nvml\">Clocks &amp; power</a>\
          <a href=\"#roofline\">Roofline</a><a href=\"#warnings\">Warnings ({})</a></nav></header><main>",
         html_escape(title),
         html_escape(&s.environment),

@@ -1,12 +1,15 @@
 //! The dataset's tables: their columns, and what each ledger line puts in them. Every table
 //! but `environment` has one row per item of a ledger row and starts with its `iteration`; the
-//! run and the rank are the Hive partition (`run=…/rank=…`), not columns of the files.
+//! run and the rank are the Hive partition (`run=…/rank=…`), not columns of the files. The
+//! idle-time tables are in `tables/idle.rs`.
 
 use super::columns::{opt, req, Col, Kind::*, Row};
 use gpu_ledger_format::schema::{AttributionCounts, Header, IterationRow, Trailer};
 
+mod idle;
+
 /// The tables, in the order their part files are written.
-pub const TABLES: [&str; 11] = [
+pub const TABLES: [&str; 13] = [
     "iterations",
     "devices",
     "scopes",
@@ -18,11 +21,15 @@ pub const TABLES: [&str; 11] = [
     "counters",
     "launch_threads",
     "environment",
+    "idle_gaps",
+    "idle_causes",
 ];
 
 /// Index of each table in [`TABLES`].
 pub(super) const ITERATIONS: usize = 0;
 pub(super) const ENVIRONMENT: usize = 10;
+const IDLE_GAPS: usize = 11;
+const IDLE_CAUSES: usize = 12;
 
 const ATTRIBUTION: [Col; 5] = [
     opt("attribution_own_thread", I64),
@@ -234,7 +241,9 @@ pub(super) fn columns(t: usize) -> &'static [Col] {
         7 => &NVML_COLS,
         8 => &COUNTER_COLS,
         9 => &THREAD_COLS,
-        _ => &ENVIRONMENT_COLS,
+        ENVIRONMENT => &ENVIRONMENT_COLS,
+        IDLE_GAPS => &idle::GAP_COLS,
+        _ => &idle::CAUSE_COLS,
     }
 }
 
@@ -263,7 +272,9 @@ pub(super) fn iteration_rows<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> R
     span_rows(row, sink)?;
     nvml_rows(row, sink)?;
     counter_rows(row, sink)?;
-    thread_rows(row, sink)
+    thread_rows(row, sink)?;
+    idle::gap_rows(row, sink)?;
+    idle::cause_rows(row, sink)
 }
 
 /// The `iterations` table's one row: the ledger row's own figures and the counts of its items.

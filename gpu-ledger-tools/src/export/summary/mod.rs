@@ -1,7 +1,7 @@
 //! The figures of one ledger that the Markdown summary and the HTML report share: which
 //! iterations count, distributions per scope, kernel families with their Amdahl ceilings, device
-//! idle time, NVML clocks and power, energy, the warp stall reasons of PC-sampled iterations,
-//! and every warning worth reading before trusting the numbers.
+//! idle time and why it was idle (`idle.rs`), NVML clocks and power, energy, the warp stall
+//! reasons of PC-sampled iterations, and every warning worth reading before trusting the numbers.
 //!
 //! One engine computes them: [`SummaryBuilder`] takes the rows one at a time, in ledger order, in
 //! memory independent of their number, and [`LedgerSummary::compute`] pushes a ledger in memory
@@ -32,8 +32,11 @@ use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, RankInfo, Trailer};
 use gpu_ledger_format::{EnergyAccumulator, RunEnergy};
 
+mod idle;
 mod warnings;
 
+use idle::IdleFigures;
+pub use idle::{GapAt, IdleDevice, IdleSummary, InventoryLine, INVENTORY_KEPT, LARGEST_GAPS_KEPT};
 use warnings::{summary_warnings, RowWarnings};
 
 /// What to summarise and how.
@@ -142,6 +145,10 @@ pub struct LedgerSummary {
     /// `None` when the trailer has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_stalls: Option<gpu_ledger_format::stalls::RunStalls>,
+    /// Why the GPU was idle, over the used rows that split idle time by cause; `None` when no
+    /// used row did (docs/idle.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleSummary>,
     /// Whether some percentile comes from a quantile sketch (a series longer than
     /// [`crate::analysis::series::EXACT_VALUES`]); the warnings say so.
     pub sketched: bool,
@@ -372,6 +379,8 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
         let lacks_nvml = used.any_row && used.with_nvml == 0;
         let (devices, devices_sketched) = used.devices.finish(used.total_wall);
         let (nvml, nvml_sketched) = used.nvml.finish();
+        let idle = used.idle.finish();
+        let idle_sketched = idle.as_ref().is_some_and(|i| i.sketched);
         let mut s = LedgerSummary {
             environment: environment_line(header),
             level: header.config.level.clone(),
@@ -386,7 +395,8 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
             sketched: used.wall.is_sketched()
                 || used.scopes.sketched()
                 || devices_sketched
-                || nvml_sketched,
+                || nvml_sketched
+                || idle_sketched,
             scopes: used.scopes.finish(),
             families: used.families.finish(),
             top_families: opts.top_families,
@@ -398,6 +408,7 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
             warnings: Vec::new(),
             stalls: stalls.finish(),
             run_stalls: trailer.and_then(|t| t.stalls.clone()),
+            idle,
         };
         s.warnings = summary_warnings(header, trailer, &s, &warnings, lacks_nvml);
         s
@@ -417,6 +428,7 @@ struct Used<'o> {
     nvml: NvmlFigures,
     energy: EnergyAccumulator,
     with_nvml: usize,
+    idle: IdleFigures,
 }
 
 impl<'o> Used<'o> {
@@ -429,7 +441,8 @@ impl<'o> Used<'o> {
             scopes: ScopeSeries::with_budget(budget.clone()),
             families: FamilyTableBuilder::new(rules),
             devices: DeviceFigures::new(budget.clone()),
-            nvml: NvmlFigures::new(budget),
+            nvml: NvmlFigures::new(budget.clone()),
+            idle: IdleFigures::new(budget),
             energy: EnergyAccumulator::default(),
             with_nvml: 0,
         }
@@ -444,6 +457,7 @@ impl<'o> Used<'o> {
         self.families.push(r);
         self.devices.push(r);
         self.nvml.push(r);
+        self.idle.push(r);
         if !r.nvml.is_empty() {
             self.with_nvml += 1;
             self.energy.push(&r.nvml);

@@ -1,6 +1,7 @@
 //! Every warning of a summary, the reasons to doubt its figures: what the run said went wrong,
 //! why fewer rows count than the ledger has, what the rows themselves carried (gathered one row at
-//! a time by [`RowWarnings`]), NVML's operating point, and the distributions' own limits.
+//! a time by [`RowWarnings`]), NVML's operating point, the GPU idle for one cause most of the
+//! time, and the distributions' own limits.
 
 use std::collections::BTreeMap;
 
@@ -152,6 +153,7 @@ pub(super) fn summary_warnings(
     selection_warnings(header, s, &mut w);
     rows.warnings(&mut w);
     nvml_warnings(s, lacks_nvml, &mut w);
+    idle_warnings(s, &mut w);
     distribution_warnings(s, &mut w);
     w
 }
@@ -268,6 +270,66 @@ fn distribution_warnings(s: &LedgerSummary, w: &mut Vec<String>) {
             crate::analysis::series::EXACT_VALUES,
             crate::analysis::series::EXACT_BUDGET,
             crate::analysis::series::SKETCH_RELATIVE_ERROR * 100.0
+        ));
+    }
+}
+
+/// Share of the host wall time a device may be idle (inside its window, over the used rows that
+/// split idle time) before the idle warning looks for a dominant cause.
+pub(crate) const IDLE_WARN_SHARE: f64 = 0.10;
+
+/// Share of the idle time one cause must pass to be named by the idle warning.
+pub(crate) const IDLE_DOMINANT_SHARE: f64 = 0.5;
+
+/// Each device idle more than [`IDLE_WARN_SHARE`] of the wall time with one cause holding more
+/// than [`IDLE_DOMINANT_SHARE`] of it: the cause, its largest detail (and for `host_launch` in
+/// a scope, the scope), and the funnel's remedy.
+fn idle_warnings(s: &LedgerSummary, w: &mut Vec<String>) {
+    let Some(idle) = &s.idle else { return };
+    for d in &idle.devices {
+        let Some(share) = d.idle_share_of_wall.filter(|x| *x > IDLE_WARN_SHARE) else {
+            continue;
+        };
+        let causes: Vec<_> = (idle.causes.iter())
+            .filter(|c| c.device_id == d.device_id)
+            .cloned()
+            .collect();
+        let Some((cause, detail, of_idle)) =
+            crate::analysis::idle::dominant_cause(&causes, IDLE_DOMINANT_SHARE)
+        else {
+            continue;
+        };
+        let scope = (idle.host_launch_scopes.iter())
+            .find(|x| x.device_id == d.device_id)
+            .filter(|_| {
+                cause == gpu_ledger_format::idle::cause::HOST_LAUNCH && detail == Some("scope")
+            });
+        let named = match (detail, scope) {
+            (_, Some(sc)) => format!(
+                "{cause} in scope {} ({:.0} % of the idle time)",
+                sc.scope,
+                100.0 * sc.share_of_idle.unwrap_or(0.0)
+            ),
+            (Some(x), None) => format!("{cause} ({x})"),
+            (None, None) => cause.to_string(),
+        };
+        let remedy = match cause {
+            gpu_ledger_format::idle::cause::DEPENDENCY => format!(
+                "{}; look at the cross-stream wait before each gap (gpu-ledger trace marks them)",
+                gpu_ledger_format::idle::remedy(cause, detail).unwrap_or_default()
+            ),
+            _ => gpu_ledger_format::idle::remedy(cause, detail).map_or_else(
+                || "nothing recorded says why (docs/idle.md: what the split cannot see)".into(),
+                str::to_string,
+            ),
+        };
+        w.push(format!(
+            "GPU {}: idle {:.0} % of the host wall time of the iterations used (above {:.0} %), \
+             {:.0} % of it {named}: {remedy}",
+            d.device_id,
+            100.0 * share,
+            100.0 * IDLE_WARN_SHARE,
+            100.0 * of_idle
         ));
     }
 }

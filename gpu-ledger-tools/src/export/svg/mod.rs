@@ -346,7 +346,8 @@ fn x_title(o: &mut String, t: &str) {
     );
 }
 
-/// Stacked bars: one bar per x label, one segment per series (missing values count as 0).
+/// Stacked bars: one bar per x label, one segment per series (missing values count as 0; a bar
+/// with no value in any series says it was not measured).
 /// `dimmed[i]` draws bar `i` faded (iterations left out of the statistics).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn stacked_bar_chart(
@@ -383,14 +384,22 @@ pub(crate) fn stacked_bar_chart(
     for i in 0..n {
         let x = ML + slot * i as f64 + (slot - bw) / 2.0;
         let faded = dimmed.get(i).copied().unwrap_or(false);
+        // A bar with no value at all was not measured: no total of 0 is shown for it.
+        let measured = series
+            .iter()
+            .any(|s| s.values.get(i).copied().flatten().is_some());
         let _ = write!(
             o,
             "<g class=\"stack\"{}><title>{}</title>",
             if faded { " opacity=\"0.35\"" } else { "" },
             html_escape(&format!(
-                "{}: total {}{}{}",
+                "{}: {}{}{}",
                 x_labels[i],
-                fmt.label(totals[i]),
+                if measured {
+                    format!("total {}", fmt.label(totals[i]))
+                } else {
+                    "not measured".to_string()
+                },
                 series
                     .iter()
                     .filter_map(|s| s.values.get(i).copied().flatten().map(|v| (s, v)))
