@@ -439,6 +439,7 @@ fn trace(
     demangle: bool,
     ctx: Ctx,
 ) -> Result<(), CliError> {
+    output::refuse_input(output, &[path])?;
     let (mut stream, mut p) = open(path, ctx)?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
@@ -510,6 +511,7 @@ fn report(
         Some(rows) => ReportBuilder::for_rows(&opts, rows),
         None => ReportBuilder::new(&opts),
     };
+    output::refuse_input(output, &[path])?;
     let read = read_bounded(path, ctx, make, |b, r| b.push(r))?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
@@ -531,6 +533,7 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     // The columns depend on every row, and the input is read once (a FIFO or a process
     // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
     // that a ledger of any length is written in constant memory.
+    output::refuse_input(output, &[path])?;
     let mut layout = CsvLayout::new();
     let mut rows = 0u64;
     let spill_err =

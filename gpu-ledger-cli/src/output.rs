@@ -2,6 +2,7 @@
 //! symlink's target, or a special file written in place.
 
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::{display, io_err, CliError};
@@ -44,6 +45,32 @@ fn resolve_links(path: &Path) -> Result<PathBuf, CliError> {
         "{}: more than {MAX_LINKS} symlinks to follow; give the output's real path",
         display(path)
     )))
+}
+
+/// Refuses an output that is one of the inputs: the same file (device and inode), whether named
+/// alike, through a symlink or a hard link. Writing it would replace the ledger being read.
+pub(crate) fn refuse_input(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    if output.as_os_str() == "-" {
+        return Ok(());
+    }
+    // Only a regular file is replaced; a FIFO or a device is written in place.
+    let out = match std::fs::metadata(output) {
+        Ok(m) if m.is_file() => m,
+        _ => return Ok(()),
+    };
+    for input in inputs {
+        let same = std::fs::metadata(input)
+            .is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
+        if same {
+            return Err(CliError::Other(format!(
+                "the output {} is the input {}: writing it would replace the ledger; give \
+                 another output file",
+                display(output),
+                display(input)
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Output {

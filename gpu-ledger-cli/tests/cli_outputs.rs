@@ -1,0 +1,54 @@
+//! What the `gpu-ledger` binary does to the files it writes: it never replaces a ledger it reads,
+//! keeps a replaced file's permissions, and leaves no temporary file behind when it is stopped.
+
+use std::path::Path;
+
+mod cli_common;
+use cli_common::{data, run, stderr};
+
+/// A copy of a golden ledger in `dir`.
+fn copy_ledger(dir: &Path, name: &str) -> String {
+    let p = dir.join(name);
+    std::fs::copy(data(name), &p).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused_and_the_ledger_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = copy_ledger(dir.path(), "v1-missing-nvml.jsonl");
+    let before = std::fs::read(&ledger).unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&ledger, &link).unwrap();
+    let hard = dir.path().join("hard.jsonl");
+    std::fs::hard_link(&ledger, &hard).unwrap();
+    let rank1 = copy_ledger(dir.path(), "v1-rank1.jsonl");
+    let rank0 = copy_ledger(dir.path(), "v1-rank0.jsonl");
+    let link = link.display().to_string();
+    let hard = hard.display().to_string();
+    let cases: [&[&str]; 7] = [
+        &["trace", &ledger, "-o", &ledger],
+        &["csv", &ledger, "-o", &ledger],
+        &["report", &ledger, "-o", &ledger],
+        // The same file through a symlink and a hard link.
+        &["csv", &ledger, "-o", &link],
+        &["trace", &link, "-o", &hard],
+        &["report", &hard, "-o", &ledger],
+        // Any input of several.
+        &["trace", &rank0, &rank1, "-o", &rank1],
+    ];
+    for args in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("writing it would replace the ledger"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+    assert_eq!(
+        std::fs::read(&rank1).unwrap(),
+        std::fs::read(data("v1-rank1.jsonl")).unwrap()
+    );
+}
