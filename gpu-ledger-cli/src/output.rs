@@ -11,7 +11,9 @@ use super::{display, io_err, CliError};
 /// name beside it and renamed over it when complete, so that a failed export leaves the old file
 /// whole; a symlink is resolved first, so that the rename lands on its target and the link stays;
 /// anything else (a FIFO, a device such as `/dev/null`, a socket) is written in place, since a
-/// rename would replace the special file itself with a regular one.
+/// rename would replace the special file itself with a regular one. A replaced file keeps its
+/// permission bits; as any replacement by rename, it becomes a new file: a hard link to the old
+/// one keeps the old content.
 pub(crate) struct Output {
     /// What the messages call it (the target, and the link it was reached through).
     name: String,
@@ -95,7 +97,8 @@ impl Output {
             )
         };
         let cannot = || io_err(format!("cannot create {name}"));
-        match std::fs::metadata(&real) {
+        let old = std::fs::metadata(&real);
+        match &old {
             Ok(m) if m.is_dir() => {
                 return Err(CliError::Other(format!(
                     "cannot write {name}: it is a directory; give a file name inside it"
@@ -131,6 +134,14 @@ impl Output {
             .create_new(true)
             .open(&tmp)
             .map_err(cannot())?;
+        // The replacement keeps the permissions of the file it replaces (a private 600 output
+        // stays private); a new file gets the umask's, as any created file.
+        if let Ok(m) = &old {
+            if let Err(e) = file.set_permissions(m.permissions()) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(cannot()(e));
+            }
+        }
         Ok(Self {
             name,
             stdout: false,

@@ -1,6 +1,7 @@
 //! What the `gpu-ledger` binary does to the files it writes: it never replaces a ledger it reads,
 //! keeps a replaced file's permissions, and leaves no temporary file behind when it is stopped.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 mod cli_common;
@@ -51,4 +52,24 @@ fn an_output_that_is_an_input_is_refused_and_the_ledger_kept() {
         std::fs::read(&rank1).unwrap(),
         std::fs::read(data("v1-rank1.jsonl")).unwrap()
     );
+}
+
+#[test]
+fn a_replaced_output_keeps_its_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("private.csv");
+    std::fs::write(&out, "old").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let ledger = data("v1-graph-kernels.jsonl");
+    for cmd in ["csv", "trace", "report"] {
+        let o = run(&[cmd, ledger.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{cmd}");
+    }
+    // A new file gets the default permissions, not the temporary file's.
+    let fresh = dir.path().join("fresh.csv");
+    let o = run(&["csv", ledger.to_str().unwrap(), "-o", fresh.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(fresh.is_file());
 }
