@@ -38,6 +38,7 @@ use gpu_ledger_tools::export::{
 };
 
 mod input;
+mod interrupt;
 mod merge;
 mod output;
 mod parquet;
@@ -609,6 +610,7 @@ fn check(paths: &[PathBuf], ctx: Ctx) -> Result<(), CliError> {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    interrupt::install();
     let progress = Ctx {
         progress: cli.progress,
         terminal: true,

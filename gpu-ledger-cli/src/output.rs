@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{display, io_err, CliError};
+use super::{display, interrupt, io_err, CliError};
 
 /// Where an output goes. A regular file (or a name not taken yet) is written under a temporary
 /// name beside it and renamed over it when complete, so that a failed export leaves the old file
@@ -128,17 +128,26 @@ impl Output {
             ".{file_name}.gpu-ledger-{}.tmp",
             std::process::id()
         ));
+        // Registered before it exists, so that a signal at any moment finds it.
+        interrupt::register_file(&tmp);
         // create_new: a file (or a planted symlink) already at the temporary name is not reused.
-        let file = std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(cannot())?;
+        {
+            Ok(f) => f,
+            Err(e) => {
+                interrupt::forget_file(&tmp);
+                return Err(cannot()(e));
+            }
+        };
         // The replacement keeps the permissions of the file it replaces (a private 600 output
         // stays private); a new file gets the umask's, as any created file.
         if let Ok(m) = &old {
             if let Err(e) = file.set_permissions(m.permissions()) {
                 let _ = std::fs::remove_file(&tmp);
+                interrupt::forget_file(&tmp);
                 return Err(cannot()(e));
             }
         }
@@ -168,12 +177,14 @@ impl Output {
             });
         }
         if let (Some(tmp), Some(target)) = (self.tmp.take(), self.target.as_ref()) {
-            std::fs::rename(&tmp, target).map_err(|e| {
+            let renamed = std::fs::rename(&tmp, target);
+            if renamed.is_err() {
                 let _ = std::fs::remove_file(&tmp);
-                CliError::Io {
-                    what: format!("cannot write {}", self.name),
-                    source: e,
-                }
+            }
+            interrupt::forget_file(&tmp);
+            renamed.map_err(|e| CliError::Io {
+                what: format!("cannot write {}", self.name),
+                source: e,
             })?;
         }
         Ok(())
@@ -184,7 +195,8 @@ impl Drop for Output {
     fn drop(&mut self) {
         // Not committed: leave no partial file behind.
         if let Some(tmp) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
+            let _ = std::fs::remove_file(&tmp);
+            interrupt::forget_file(&tmp);
         }
     }
 }

@@ -73,3 +73,65 @@ fn a_replaced_output_keeps_its_permissions() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(fresh.is_file());
 }
+
+/// A ledger of `rows` copies of a golden row in `dir`: large enough that an export takes a while.
+fn long_ledger(dir: &Path, rows: u64) -> String {
+    let text = std::fs::read_to_string(data("v1-missing-nvml.jsonl")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let mut row: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let mut out = String::with_capacity(rows as usize * 1200);
+    out.push_str(header);
+    out.push('\n');
+    for i in 0..rows {
+        row["index"] = i.into();
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    let p = dir.join("long.jsonl");
+    std::fs::write(&p, out).unwrap();
+    p.display().to_string()
+}
+
+/// The hidden temporary files in `dir`.
+fn hidden(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
+#[test]
+fn a_killed_export_leaves_no_temporary_file_and_dies_by_its_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let input = tempfile::tempdir().unwrap();
+    let ledger = long_ledger(input.path(), 100_000);
+    for (sig, name) in [(15, "TERM"), (2, "INT")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("big.json");
+        let mut child = cli_common::bin()
+            .args(["trace", &ledger, "-o", out.to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while hidden(dir.path()).is_empty() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the export ended before it could be killed"
+            );
+            assert!(start.elapsed().as_secs() < 60, "no temporary file appeared");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let killed = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(sig), "{name}: {status:?}");
+        assert_eq!(hidden(dir.path()), Vec::<String>::new(), "{name}");
+        assert!(!out.exists(), "{name}: a partial output was left");
+    }
+}
