@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use gpu_ledger_format::schema::{Header, IterationRow};
+use gpu_ledger_format::schema::Header;
 use gpu_ledger_format::{check_ledger, truncation_warning};
 use gpu_ledger_tools::analysis::compare::{compare_streamed, CompareOptions, CompareSide};
 use gpu_ledger_tools::analysis::families::{FamilyRules, GroupingRule};
@@ -33,7 +33,7 @@ use gpu_ledger_tools::analysis::stats::{IterationMetric, RowFilter, Warmup, Warm
 use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger_tools::export::text::md_cell;
 use gpu_ledger_tools::export::{
-    markdown_comparison, markdown_summary, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
+    markdown_comparison, markdown_summary, CsvCells, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
     StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
 
@@ -532,8 +532,8 @@ fn report(
 
 fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     // The columns depend on every row, and the input is read once (a FIFO or a process
-    // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
-    // that a ledger of any length is written in constant memory.
+    // substitution cannot be read again): what the table shows of each row is kept in an
+    // unnamed temporary file, so that a ledger of any length is written in constant memory.
     output::refuse_input(output, &[path])?;
     let mut layout = CsvLayout::new();
     let mut rows = 0u64;
@@ -542,15 +542,12 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
     let (mut stream, mut p) = open(path, ctx)?;
     for item in stream.by_ref() {
-        if let StreamItem::Row(_, mut row) = item? {
+        if let StreamItem::Row(_, row) = item? {
             rows += 1;
             p.tick(rows);
-            layout.observe(&row);
-            // What the table does not show stays out of the temporary file.
-            row.activities = None;
-            row.scope_spans = None;
-            row.counters = None;
-            serde_json::to_writer(&mut spill, &row).map_err(|e| spill_err()(e.into()))?;
+            let cells = CsvCells::of(&row);
+            layout.observe_cells(&cells);
+            serde_json::to_writer(&mut spill, &cells).map_err(|e| spill_err()(e.into()))?;
             spill.write_all(b"\n").map_err(spill_err())?;
         }
     }
@@ -567,12 +564,12 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     let mut written = 0u64;
     for line in BufReader::new(spilled).lines() {
         let line = line.map_err(spill_err())?;
-        let row: IterationRow = serde_json::from_str(&line).map_err(|e| {
+        let cells: CsvCells = serde_json::from_str(&line).map_err(|e| {
             CliError::Other(format!(
                 "the CSV's temporary file could not be read back: {e}"
             ))
         })?;
-        layout.write_row(&mut out.writer, &row).map_err(werr())?;
+        layout.write_cells(&mut out.writer, &cells).map_err(werr())?;
         written += 1;
     }
     out.commit()?;

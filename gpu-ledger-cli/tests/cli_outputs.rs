@@ -135,3 +135,43 @@ fn a_killed_export_leaves_no_temporary_file_and_dies_by_its_signal() {
         assert!(!out.exists(), "{name}: a partial output was left");
     }
 }
+
+#[test]
+fn csv_keeps_only_its_cells_between_its_passes() {
+    // Rows of 300 kernel groups each, which the table does not show: under a file size limit of
+    // a quarter of the ledger, the temporary file of whole rows could not be written.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(data("v1-missing-nvml.jsonl")).unwrap();
+    let mut lines = text.lines();
+    let mut out = format!("{}\n", lines.next().unwrap());
+    let mut row: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let kernel = row["kernels"][0].clone();
+    row["kernels"] = (0..300)
+        .map(|i| {
+            let mut k = kernel.clone();
+            k["name"] = format!("kernel_with_a_long_name_{i:04}").into();
+            k
+        })
+        .collect::<Vec<_>>()
+        .into();
+    for i in 0..200u64 {
+        row["index"] = i.into();
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    let ledger = dir.path().join("wide.jsonl");
+    std::fs::write(&ledger, &out).unwrap();
+    let limit_kib = out.len() / 4 / 1024;
+    let script = format!(
+        "ulimit -f {limit_kib}; TMPDIR={} exec {} csv {} -o -",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_gpu-ledger"),
+        ledger.display()
+    );
+    let o = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 201);
+}

@@ -53,7 +53,7 @@ pub mod svg;
 pub mod text;
 pub mod trace;
 
-pub use self::csv::{write_csv, CsvLayout};
+pub use self::csv::{write_csv, CsvCells, CsvLayout};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use gpu_ledger_format::stream::{LedgerStream, StreamItem};
 pub use html::{write_html_report, ReportBuilder, ReportOptions};
