@@ -175,3 +175,27 @@ fn csv_keeps_only_its_cells_between_its_passes() {
     assert!(o.status.success(), "{:?}: {}", o.status, stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 201);
 }
+
+#[test]
+fn the_experiment_log_csv_guards_text_against_formulas() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (data("v1-ab-baseline.jsonl"), data("v1-ab-change.jsonl"));
+    let o = run(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--hypothesis",
+        "=HYPERLINK(\"http://x\",\"y\")",
+        "--change",
+        "@SUM(1+1)",
+        "--experiment-log",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(dir.path().join("experiments.csv")).unwrap();
+    let line = csv.lines().nth(1).unwrap();
+    assert!(
+        line.contains(",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",'@SUM(1+1),"),
+        "{line}"
+    );
+}

@@ -37,7 +37,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::text::csv_field;
+use super::text::csv_text;
 use crate::analysis::stats::idle_share;
 use gpu_ledger_format::schema::IterationRow;
 
@@ -204,7 +204,7 @@ impl CsvLayout {
     /// # Errors
     /// Any error of `out`.
     pub fn write_header(&self, out: &mut impl Write) -> io::Result<()> {
-        let cols: Vec<String> = self.columns().iter().map(|c| csv_field(c)).collect();
+        let cols: Vec<String> = self.columns().iter().map(|c| csv_text(c)).collect();
         writeln!(out, "{}", cols.join(","))
     }
 

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::text::{csv_field, md_cell};
+use super::text::{csv_text, md_cell};
 use crate::analysis::compare::{Comparison, Verdict};
 
 /// File name of the Markdown experiment ledger inside its directory.
@@ -184,11 +184,12 @@ impl ExperimentEntry {
 
     /// The CSV line (no trailing newline), columns as [`CSV_COLUMNS`].
     fn csv_row(&self) -> String {
+        // Text a user or a ledger wrote is guarded against formulas; numbers are not.
         let cells = [
-            self.date.clone(),
-            self.hypothesis.clone(),
-            self.change.clone(),
-            self.counters_moved.join(";"),
+            csv_text(&self.date),
+            csv_text(&self.hypothesis),
+            csv_text(&self.change),
+            csv_text(&self.counters_moved.join(";")),
             format!("{:.0}", self.kernel_ns_a),
             format!("{:.0}", self.kernel_ns_b),
             format!("{:.0}", self.e2e_ns_a),
@@ -197,12 +198,11 @@ impl ExperimentEntry {
             format!("{:.6}", self.ci_low),
             format!("{:.6}", self.ci_high),
             format!("{}", self.confidence),
-            self.verdict.as_str().to_string(),
-            self.ledger_a.clone(),
-            self.ledger_b.clone(),
+            csv_text(self.verdict.as_str()),
+            csv_text(&self.ledger_a),
+            csv_text(&self.ledger_b),
             self.warnings.to_string(),
         ];
-        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
         cells.join(",")
     }
 }

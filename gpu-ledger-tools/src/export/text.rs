@@ -54,6 +54,19 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
+/// One CSV field of text that a ledger or a user wrote (a kernel or scope name, a path, a
+/// hypothesis): [`csv_field`], after a leading `'` on text that a spreadsheet would run as a
+/// formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return), as OWASP advises.
+/// Every CSV the tools write passes such text through this one function; numbers go through
+/// [`csv_field`] alone, so that a negative number stays a number.
+pub fn csv_text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        csv_field(&format!("'{s}"))
+    } else {
+        csv_field(s)
+    }
+}
+
 /// One Markdown table cell, so that a kernel or scope name cannot break the table or the text
 /// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
 /// `<` and `>` as entities (no HTML tag survives), and backticks as `'`, because inside a code
@@ -203,6 +216,12 @@ mod tests {
         );
         assert_eq!(html_escape("a\u{1}b"), "a\u{FFFD}b");
         assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        for formula in ["+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx"] {
+            assert!(csv_text(formula).trim_start_matches('"').starts_with('\''), "{formula:?}");
+        }
+        assert_eq!(csv_text("step/forward"), "step/forward");
+        assert_eq!(csv_field("-1.5"), "-1.5");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c&lt;d&gt;");
