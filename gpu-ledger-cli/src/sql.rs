@@ -13,6 +13,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use gpu_ledger_tools::export::parquet::{MARKER, TABLES};
+use gpu_ledger_tools::export::text::{csv_field, csv_text};
 
 use super::{display, CliError};
 
@@ -154,11 +155,7 @@ pub(crate) fn sql(dataset: &Path, query: &str, format: SqlFormat) -> Result<(), 
 /// is an empty field.
 fn to_csv(schema: &Schema, batches: &[RecordBatch]) -> Result<String, CliError> {
     let mut o = String::new();
-    let head: Vec<String> = schema
-        .fields()
-        .iter()
-        .map(|f| gpu_ledger_tools::export::text::csv_field(f.name()))
-        .collect();
+    let head: Vec<String> = schema.fields().iter().map(|f| csv_text(f.name())).collect();
     o.push_str(&head.join(","));
     o.push('\n');
     let opts = FormatOptions::default();
@@ -169,10 +166,28 @@ fn to_csv(schema: &Schema, batches: &[RecordBatch]) -> Result<String, CliError> 
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| CliError::Other(format!("cannot format the result: {e}")))?;
+        // Text (a kernel or scope name from a ledger) is guarded against spreadsheet formulas;
+        // a number, negative ones included, is written as it is.
+        let text: Vec<bool> = b
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                DataType::Dictionary(_, v) => v.is_string(),
+                t => t.is_string(),
+            })
+            .collect();
         for row in 0..b.num_rows() {
             let cells: Vec<String> = cols
                 .iter()
-                .map(|c| gpu_ledger_tools::export::text::csv_field(&c.value(row).to_string()))
+                .zip(&text)
+                .map(|(c, &text)| {
+                    let v = c.value(row).to_string();
+                    if text {
+                        csv_text(&v)
+                    } else {
+                        csv_field(&v)
+                    }
+                })
                 .collect();
             o.push_str(&cells.join(","));
             o.push('\n');

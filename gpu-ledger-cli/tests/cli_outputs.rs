@@ -199,3 +199,61 @@ fn the_experiment_log_csv_guards_text_against_formulas() {
         "{line}"
     );
 }
+
+#[test]
+fn sums_past_u64_saturate_in_every_command() {
+    // Five entries of one scope and five devices, each at the reader's bound (2^62): their
+    // sums pass u64::MAX, which every command holds there (a debug build panicked on the
+    // overflow in trace and parquet; a release build wrapped to a small figure).
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(data("v1-missing-nvml.jsonl")).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let big = serde_json::Value::from(1u64 << 62);
+    let mut scope = lines[1]["scopes"][0].clone();
+    scope["host_ns"] = big.clone();
+    scope["calls"] = big.clone();
+    lines[1]["scopes"] = vec![scope; 5].into();
+    let mut device = lines[1]["devices"][0].clone();
+    device["kernel_count"] = big.clone();
+    lines[1]["devices"] = (0..5u32)
+        .map(|d| {
+            let mut x = device.clone();
+            x["device_id"] = d.into();
+            x
+        })
+        .collect::<Vec<_>>()
+        .into();
+    let mut text = String::new();
+    for l in &lines {
+        text.push_str(&l.to_string());
+        text.push('\n');
+    }
+    let p = dir.path().join("sums.jsonl");
+    std::fs::write(&p, text).unwrap();
+    let p = p.to_str().unwrap();
+    let ds = dir.path().join("ds");
+    for args in [
+        &["trace", p, "-o", "-"][..],
+        &["csv", p, "-o", "-"],
+        &["summary", p],
+        &["report", p, "-o", "-"],
+        &["parquet", p, "-o", ds.to_str().unwrap()],
+    ] {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        if args[0] == "trace" {
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let calls: Vec<u64> = v["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["cat"] == "scope summary" && e["args"]["iteration"] == 0)
+                .map(|e| e["args"]["calls"].as_u64().unwrap())
+                .collect();
+            assert_eq!(calls, [u64::MAX], "{calls:?}");
+        }
+    }
+}

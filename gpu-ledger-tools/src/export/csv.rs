@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::text::csv_text;
 use crate::analysis::stats::idle_share;
+use gpu_ledger_format::saturating_sum;
 use gpu_ledger_format::schema::IterationRow;
 
 /// The columns of a CSV export: the devices and scope paths seen in the rows.
@@ -97,11 +98,7 @@ impl CsvCells {
                 .unwrap_or_default(),
             row.dropped_records.to_string(),
             row.missing_records.to_string(),
-            row.kernels
-                .iter()
-                .map(|k| k.count)
-                .fold(0, u64::saturating_add)
-                .to_string(),
+            saturating_sum(row.kernels.iter().map(|k| k.count)).to_string(),
         ];
         let mut ids: BTreeSet<u32> = row.devices.iter().map(|d| d.device_id).collect();
         ids.extend(row.nvml.iter().map(|n| n.device_id));

@@ -621,10 +621,10 @@ impl<W: Write> TraceWriter<W> {
                 order.push(s.path.as_str());
                 (0, 0, 0, 0)
             });
-            e.0 += s.host_ns;
-            e.1 += s.device_ns_inclusive;
-            e.2 += s.calls;
-            e.3 += s.launches;
+            e.0 = e.0.saturating_add(s.host_ns);
+            e.1 = e.1.saturating_add(s.device_ns_inclusive);
+            e.2 = e.2.saturating_add(s.calls);
+            e.3 = e.3.saturating_add(s.launches);
         }
         let mut children: HashMap<Option<String>, Vec<&str>> = HashMap::new();
         for p in &order {

@@ -3,6 +3,7 @@
 //! run and the rank are the Hive partition (`run=…/rank=…`), not columns of the files.
 
 use super::columns::{opt, req, Col, Kind::*, Row};
+use gpu_ledger_format::saturating_sum;
 use gpu_ledger_format::schema::{AttributionCounts, Header, IterationRow, Trailer};
 
 /// The tables, in the order their part files are written.
@@ -277,7 +278,7 @@ fn iteration_row<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E>
             .bool(Some(row.complete))
             .bool(Some(row.perturbed))
             .u(row.devices.len() as u64)
-            .u(row.devices.iter().map(|d| d.kernel_count).sum())
+            .u(saturating_sum(row.devices.iter().map(|d| d.kernel_count)))
             .u(row.scopes.len() as u64)
             .u(row.kernels.len() as u64)
             .u(row.dropped_records)
