@@ -54,6 +54,9 @@ use output::Output;
 /// sketch past 100 000 rows, said in the output).
 const HOLD_BYTES: u64 = 8 << 20;
 
+/// The most bootstrap resamples `compare` takes: 80 MB of them.
+const MAX_RESAMPLES: u64 = 10_000_000;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "gpu-ledger",
@@ -105,8 +108,9 @@ enum Command {
         /// device-window[:D] (D = device ordinal, default 0).
         #[arg(long, default_value = "host-wall", value_parser = parse_metric)]
         metric: IterationMetric,
-        /// Bootstrap resamples.
-        #[arg(long, default_value_t = 10_000)]
+        /// Bootstrap resamples (at most 10 000 000: each takes 8 bytes, and far fewer already
+        /// give an interval's bounds to three digits).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_RESAMPLES))]
         resamples: usize,
         /// Confidence of the interval, in (0, 1).
         #[arg(long, default_value_t = 0.95)]

@@ -257,3 +257,97 @@ fn sums_past_u64_saturate_in_every_command() {
         }
     }
 }
+
+/// The lines of golden ledger `name` as JSON values.
+fn golden_lines(name: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(data(name))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Writes `lines` as `name` in `dir`.
+fn write_lines(dir: &Path, name: &str, lines: &[serde_json::Value]) -> String {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn messages_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    // A schema version that is there but not a whole number is not "missing".
+    for (v, shown) in [
+        (serde_json::json!(1.0), "1.0"),
+        (serde_json::json!(-1), "-1"),
+        (serde_json::Value::Null, "null"),
+    ] {
+        let mut lines = golden_lines("v1-missing-nvml.jsonl");
+        lines[0]["schema_version"] = v;
+        let p = write_lines(dir.path(), "version.jsonl", &lines);
+        let o = run(&["check", &p]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            stderr(&o).contains(&format!(
+                "{p}:1: schema_version must be a whole number, not {shown}: write it as 1"
+            )),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // Non-UTF-8 text: where on its line.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus");
+    let bad = corpus.join("bad-invalid-utf8.jsonl");
+    let o = run(&["check", bad.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains(":2: cannot read: stream did not contain valid UTF-8: byte 1 of the line (0xC3)"),
+        "{}",
+        stderr(&o)
+    );
+    // The last index there is, as a range of one.
+    let ledger = data("v1-missing-nvml.jsonl");
+    let max = u64::MAX.to_string();
+    let range = format!("{max}..={max}");
+    let o = run(&["trace", ledger.to_str().unwrap(), "-o", "-", "--iterations", &range]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Resamples past the bound are a usage error, not an allocation that aborts.
+    let (a, b) = (data("v1-ab-baseline.jsonl"), data("v1-ab-change.jsonl"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let o = run(&["compare", a, b, "--resamples", "100000000000000"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not in 1..=10000000"), "{}", stderr(&o));
+    // A confidence just below 1 is not rounded to 100 %.
+    let o = run(&[
+        "compare",
+        a,
+        b,
+        "--confidence",
+        "0.999999999",
+        "--resamples",
+        "500",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("(99.9999999% CI "),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn an_unknown_nvml_figure_is_an_empty_csv_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = golden_lines("v1-ab-baseline.jsonl");
+    lines[1]["nvml"][0]["sm_clock"]["mean_mhz"] = serde_json::Value::Null;
+    let p = write_lines(dir.path(), "nan.jsonl", &lines);
+    let o = run(&["csv", &p, "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!text.contains("NaN"), "{text}");
+    let head: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = head.iter().position(|c| *c == "dev0_sm_clock_mhz").unwrap();
+    let first: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!(first[col], "");
+}

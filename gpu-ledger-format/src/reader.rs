@@ -219,10 +219,21 @@ pub(crate) fn read_raw_line(
             buf.pop();
         }
     }
-    let invalid = || {
+    // Where the text stops being UTF-8, so that the byte can be found (`cmp`, `xxd -s`).
+    let invalid = |e: std::str::Utf8Error| {
+        let at = e.valid_up_to();
+        let bad: Vec<String> = buf[at..]
+            .iter()
+            .take(e.error_len().unwrap_or(1))
+            .map(|b| format!("0x{b:02X}"))
+            .collect();
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
+            format!(
+                "stream did not contain valid UTF-8: byte {} of the line ({}) is not UTF-8 text",
+                at + 1,
+                bad.join(" ")
+            ),
         )
     };
     match std::str::from_utf8(buf) {
@@ -236,7 +247,7 @@ pub(crate) fn read_raw_line(
             terminated,
             cut_char: true,
         })),
-        Err(_) => Err(LineError::Io(invalid())),
+        Err(e) => Err(LineError::Io(invalid(e))),
     }
 }
 
@@ -280,13 +291,19 @@ fn check_version(line: &str) -> std::result::Result<(), String> {
             "schema_version must be a number, not {v}: write it as {SCHEMA_VERSION}"
         ));
     }
-    match value.get("schema_version").and_then(|v| v.as_u64()) {
+    let version = match value.get("schema_version") {
+        None => return Err("the header has no schema_version".into()),
+        Some(v) => v,
+    };
+    match version.as_u64() {
+        None => Err(format!(
+            "schema_version must be a whole number, not {version}: write it as {SCHEMA_VERSION}"
+        )),
         Some(v) if v == u64::from(SCHEMA_VERSION) => Ok(()),
         Some(v) if v > u64::from(SCHEMA_VERSION) => Err(format!(
             "schema version {v} is newer than this gpu-ledger reads ({SCHEMA_VERSION}); upgrade gpu-ledger"
         )),
         Some(v) => Err(format!("schema version {v} is not supported (this gpu-ledger reads {SCHEMA_VERSION})")),
-        None => Err("the header has no schema_version".into()),
     }
 }
 

@@ -20,9 +20,11 @@ mod walk;
 pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
     if let Some(found) = walk::first_above(row, MAX_PLAUSIBLE) {
         return Err(format!(
-            "{} = {} cannot be true (more than 2^62, 146 years in ns): the ledger is corrupt \
-             at this line; regenerate it, or remove the line",
-            found.path, found.value
+            "{} = {} cannot be true (more than 2^62, {}): the ledger is corrupt at this line; \
+             regenerate it, or remove the line",
+            found.path,
+            found.value,
+            bound_meaning(&found.path)
         ));
     }
     for (i, d) in row.devices.iter().enumerate() {
@@ -38,6 +40,18 @@ pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// What 2^62 is in the unit of the field at `path`: a time, a size or a count.
+fn bound_meaning(path: &str) -> &'static str {
+    let field = path.rsplit(['.', '[']).next().unwrap_or(path);
+    if field.ends_with("_ns") {
+        "146 years in ns"
+    } else if field.contains("bytes") {
+        "4 EiB"
+    } else {
+        "more than any run counts"
+    }
 }
 
 /// Why a line that is complete JSON (or not JSON at all) is not a ledger line: the line's
@@ -188,6 +202,24 @@ mod tests {
                  the ledger is corrupt at this line; regenerate it, or remove the line"
             )
         );
+        // A count and a size are not said in years.
+        let count = IterationRow {
+            dropped_records: HUGE,
+            ..IterationRow::default()
+        };
+        assert!(check_row(&count)
+            .unwrap_err()
+            .contains("(more than 2^62, more than any run counts)"));
+        let size = IterationRow {
+            devices: vec![DeviceIteration {
+                peak_memory_bytes: Some(HUGE),
+                ..DeviceIteration::default()
+            }],
+            ..IterationRow::default()
+        };
+        assert!(check_row(&size)
+            .unwrap_err()
+            .contains("(more than 2^62, 4 EiB)"));
     }
 
     #[test]

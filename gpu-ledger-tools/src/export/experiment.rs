@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::text::{csv_text, md_cell};
+use super::text::{csv_text, fmt_confidence, md_cell};
 use crate::analysis::compare::{Comparison, Verdict};
 
 /// File name of the Markdown experiment ledger inside its directory.
@@ -161,9 +161,9 @@ impl ExperimentEntry {
             format!("{} → {}", ms(self.kernel_ns_a), ms(self.kernel_ns_b)),
             format!("{} → {}", ms(self.e2e_ns_a), ms(self.e2e_ns_b)),
             format!(
-                "{:.3}× ({:.0}% CI {:.3}–{:.3})",
+                "{:.3}× ({}% CI {:.3}–{:.3})",
                 self.speedup,
-                self.confidence * 100.0,
+                fmt_confidence(self.confidence),
                 self.ci_low,
                 self.ci_high
             ),

@@ -138,6 +138,19 @@ pub(crate) fn fmt_ns(ns: f64) -> String {
     }
 }
 
+/// A confidence level as a percentage with the decimals it needs and no more: `95`, `99.9`,
+/// `99.9999999` (never `100` for a level below 1, as a fixed number of decimals would round it).
+pub(crate) fn fmt_confidence(c: f64) -> String {
+    let p = c * 100.0;
+    for decimals in 0..=12 {
+        let s = format!("{p:.decimals$}");
+        if s.parse::<f64>().is_ok_and(|v| (v - p).abs() <= p.abs() * 1e-12) {
+            return s;
+        }
+    }
+    format!("{p}")
+}
+
 /// A fraction as a percentage with one decimal: `0.1234` → `12.3%`.
 pub(crate) fn fmt_pct(p: f64) -> String {
     if p.is_finite() {

@@ -131,19 +131,19 @@ impl FromStr for IterationRange {
             }
         };
         let t = s.trim();
+        // An inclusive end of u64::MAX has no exclusive end: the range is open above.
         let Some((a, b)) = t.split_once("..") else {
             let n = num(t)?.ok_or_else(|| err("empty"))?;
             return Ok(Self {
                 start: Some(n),
-                end: Some(n.saturating_add(1)),
+                end: n.checked_add(1),
             });
         };
         let start = num(a)?;
         let end = match b.strip_prefix('=') {
             Some(b) => num(b)?
-                .map(|e| e.saturating_add(1))
-                .map(Some)
-                .ok_or_else(|| err("..= needs an end"))?,
+                .ok_or_else(|| err("..= needs an end"))?
+                .checked_add(1),
             None => num(b)?,
         };
         if let (Some(a), Some(b)) = (start, end) {
@@ -884,6 +884,12 @@ mod tests {
         assert!("a..b".parse::<IterationRange>().is_err());
         assert!("".parse::<IterationRange>().is_err());
         assert!("3..=".parse::<IterationRange>().is_err());
+        // The last index there is: a range of one, open above.
+        let max = u64::MAX;
+        for text in [format!("{max}..={max}"), format!("{max}")] {
+            let r: IterationRange = text.parse().unwrap();
+            assert!(r.contains(max) && !r.contains(max - 1), "{text}");
+        }
         assert_eq!(
             "2..5".parse::<IterationRange>().unwrap().to_string(),
             "2..5"
