@@ -505,6 +505,9 @@ fn the_largest_plausible_values_sum_without_overflow() {
         row["devices"][0]["first_start_ns"] = Value::from(0);
         row["devices"][0]["last_end_ns"] = big.clone();
         row["devices"][0]["busy_ns"] = big.clone();
+        // Busy over the whole window: no idle time, no gap.
+        row["devices"][0]["idle_ns"] = Value::from(0);
+        row["devices"][0]["largest_gap_ns"] = Value::from(0);
         row["dropped_records"] = big.clone();
     }
     let p = write_ledger(dir.path(), "big.jsonl", &lines);

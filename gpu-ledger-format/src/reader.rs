@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::schema::{Header, IterationRow, LedgerLine, Trailer, SCHEMA_VERSION};
-use crate::validate::{check_row, diagnose};
+use crate::validate::{check_record, check_row, diagnose};
 
 /// The longest line the reader accepts: a row with every activity of a large iteration recorded
 /// stays far below it, and input without newlines (`/dev/zero`, a binary file) stops here rather
@@ -268,7 +268,14 @@ pub(crate) fn parse_line(line: &RawLine) -> std::result::Result<Parsed, String> 
             check_row(&row)?;
             Ok(Parsed::Line(Box::new(LedgerLine::Iteration(row))))
         }
-        Ok(parsed) => Ok(Parsed::Line(Box::new(parsed))),
+        Ok(LedgerLine::Header(h)) => {
+            check_record(&h)?;
+            Ok(Parsed::Line(Box::new(LedgerLine::Header(h))))
+        }
+        Ok(LedgerLine::Trailer(t)) => {
+            check_record(&t)?;
+            Ok(Parsed::Line(Box::new(LedgerLine::Trailer(t))))
+        }
         Err(e) if e.is_eof() && !line.terminated => Ok(Parsed::CutLastLine),
         Err(e) if e.is_eof() => Err(format!(
             "truncated line (the run may have been killed while writing it): {e}; expected a \
