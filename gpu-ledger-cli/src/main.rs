@@ -135,6 +135,10 @@ enum Command {
         /// Keep kernel names as CUPTI reports them (mangled).
         #[arg(long)]
         no_demangle: bool,
+        /// Without --iterations, stop the trace of one ledger once this much JSON is written
+        /// (trace viewers do not open much more); 0 for no bound.
+        #[arg(long, value_name = "BYTES", default_value_t = TRACE_BYTES)]
+        max_bytes: u64,
     },
     /// Write a self-contained HTML report with SVG charts.
     Report {
@@ -437,11 +441,25 @@ fn compare_cmd(
     Ok(())
 }
 
+/// `bytes` as `1 GiB`, `512 MiB` or `4096 bytes`.
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{:.0} MiB", b as f64 / f64::from(1 << 20)),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Bytes of JSON a trace stops at when no `--iterations` is given: trace viewers (Perfetto's UI,
+/// chrome://tracing) fail to open JSON much past this, and a million rows make several GB.
+const TRACE_BYTES: u64 = 1 << 30;
+
 fn trace(
     path: &Path,
     output: &Path,
     range: Option<IterationRange>,
     demangle: bool,
+    max_bytes: u64,
     ctx: Ctx,
 ) -> Result<(), CliError> {
     output::refuse_input(output, &[path])?;
@@ -452,23 +470,54 @@ fn trace(
         iterations: range.unwrap_or_default(),
         demangle,
     };
+    let limit = Some(max_bytes).filter(|&b| b > 0 && range.is_none());
+    if let (Some(limit), Ok(m)) = (limit, std::fs::metadata(path)) {
+        // A trace takes one to two bytes of JSON per byte of ledger (more with activities):
+        // say so before writing it.
+        if m.is_file() && m.len() > limit / 2 {
+            eprintln!(
+                "gpu-ledger: note: {} is {:.0} MB: its trace may pass {} of JSON, which \
+                 trace viewers do not open; the trace stops there (give --iterations A..B for \
+                 a window, or --iterations .. for the whole trace)",
+                display(path),
+                m.len() as f64 / 1e6,
+                size_text(limit)
+            );
+        }
+    }
     let werr = || io_err(format!("cannot write {out_name}"));
     let header = stream.header().clone();
-    let mut w = TraceWriter::new(&mut out.writer, &header, opts.clone()).map_err(werr())?;
+    let (mut counted, bytes) = progress::Counted::new(&mut out.writer);
+    let mut w = TraceWriter::new(&mut counted, &header, opts.clone()).map_err(werr())?;
     let mut trailer = None;
-    let mut rows = 0u64;
-    while let Some(item) = stream.next_item()? {
+    let (mut rows, mut cut_at) = (0u64, None);
+    // Rows outside the range, or past the size bound, are passed over unparsed.
+    while let Some(item) =
+        stream.next_item_in(|i| cut_at.is_none() && opts.iterations.contains(i))?
+    {
         match item {
             StreamItem::Row(_, row) => {
                 rows += 1;
                 p.tick(rows);
                 w.write_row(&row).map_err(werr())?;
+                if limit.is_some_and(|l| bytes.get() >= l) {
+                    cut_at = Some(row.index);
+                }
             }
             StreamItem::Trailer(_, t) => trailer = Some(t),
         }
     }
-    p.done(rows);
+    let passed = stream.skipped_rows();
+    p.done(rows + passed);
     warn_truncated(path, stream.truncated_last_line());
+    if let Some(at) = cut_at {
+        w.set_metadata(
+            "stopped_at_iteration",
+            serde_json::json!({"iteration": at, "bytes": max_bytes, "iterations_left_out": passed}),
+        );
+    } else {
+        w.add_skipped(passed);
+    }
     let stats = w.finish(trailer.as_deref()).map_err(werr())?;
     out.commit()?;
     eprintln!(
@@ -483,6 +532,14 @@ fn trace(
         },
         out_name
     );
+    if let Some(at) = cut_at.filter(|_| passed > 0) {
+        eprintln!(
+            "gpu-ledger: the trace stopped after iteration {at} at {} of JSON, which trace \
+             viewers do not open: {passed} later iterations are not in it (give --iterations \
+             A..B for another window, or --iterations .. for the whole trace)",
+            size_text(max_bytes)
+        );
+    }
     if stats.summary_iterations > 0 {
         eprintln!(
             "gpu-ledger: activities were not recorded in {} iterations: the trace shows \
@@ -490,7 +547,7 @@ fn trace(
             stats.summary_iterations
         );
     }
-    if stats.iterations > 10_000 && opts.iterations.is_all() {
+    if stats.iterations > 10_000 && opts.iterations.is_all() && cut_at.is_none() {
         eprintln!(
             "gpu-ledger: hint: a trace of {} iterations is slow to open; pick a window with \
              --iterations A..B",
@@ -658,8 +715,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             output,
             iterations,
             no_demangle,
+            max_bytes,
         } => match ledgers.as_slice() {
-            [ledger] => trace(ledger, &output, iterations, !no_demangle, progress),
+            [ledger] => trace(ledger, &output, iterations, !no_demangle, max_bytes, progress),
             _ => {
                 let opts = TraceOptions {
                     iterations: iterations.unwrap_or_default(),

@@ -351,3 +351,50 @@ fn an_unknown_nvml_figure_is_an_empty_csv_cell() {
     let first: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
     assert_eq!(first[col], "");
 }
+
+#[test]
+fn a_trace_past_its_size_bound_stops_and_says_how_to_get_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = long_ledger(dir.path(), 2_000);
+    let o = run(&["trace", &ledger, "-o", "-", "--max-bytes", "50000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout_len(&o) < 60_000, "{} bytes", stdout_len(&o));
+    let e = stderr(&o);
+    assert!(e.contains("the trace stopped after iteration "), "{e}");
+    assert!(e.contains("--iterations .. for the whole trace"), "{e}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let stop = &v["otherData"]["stopped_at_iteration"];
+    let at = stop["iteration"].as_u64().unwrap();
+    assert_eq!(stop["iterations_left_out"].as_u64().unwrap(), 1_999 - at);
+    // Said before writing, from the input's size.
+    assert!(e.contains("its trace may pass 50000 bytes of JSON"), "{e}");
+    // An explicit range is written whole.
+    let o = run(&["trace", &ledger, "-o", "-", "--max-bytes", "50000", "--iterations", ".."]);
+    assert!(o.status.success());
+    assert!(!stderr(&o).contains("stopped"), "{}", stderr(&o));
+}
+
+fn stdout_len(o: &std::process::Output) -> usize {
+    o.stdout.len()
+}
+
+#[test]
+fn a_trace_window_passes_over_the_rows_outside_it() {
+    // A value that cannot be true outside the window is not read (the rows there are passed
+    // over unparsed), but the order of the indices still is.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = golden_lines("v1-missing-nvml.jsonl");
+    lines[4]["devices"][0]["busy_ns"] = serde_json::json!(u64::MAX);
+    let p = write_lines(dir.path(), "window.jsonl", &lines);
+    let o = run(&["trace", &p, "-o", "-", "--iterations", "0..2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("iterations outside 0..2"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["otherData"]["iterations_exported"], 2);
+    let mut lines = golden_lines("v1-missing-nvml.jsonl");
+    lines[4]["index"] = serde_json::json!(0);
+    let p = write_lines(dir.path(), "order.jsonl", &lines);
+    let o = run(&["trace", &p, "-o", "-", "--iterations", "0..1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not follow"), "{}", stderr(&o));
+}

@@ -128,7 +128,7 @@ pub(crate) struct RawLine {
     /// Whether the line ended with `'\n'` (only the last line of the input may not).
     pub(crate) terminated: bool,
     /// The last line ended inside a multi-byte UTF-8 character, left out of `text`.
-    cut_char: bool,
+    pub(crate) cut_char: bool,
 }
 
 impl RawLine {

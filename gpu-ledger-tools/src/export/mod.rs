@@ -41,6 +41,7 @@ mod csp;
 pub mod csv;
 pub mod experiment;
 pub mod html;
+mod lanes;
 pub mod markdown;
 pub mod merge;
 #[cfg(feature = "parquet")]

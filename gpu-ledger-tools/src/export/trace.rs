@@ -40,6 +40,7 @@ use std::str::FromStr;
 use serde::Serialize;
 use serde_json::json;
 
+use super::lanes::Lanes;
 use crate::analysis::families::qualified_name;
 use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
@@ -264,7 +265,7 @@ pub struct TraceWriter<W: Write> {
     gpu_ledger_version: String,
     processes: BTreeSet<u32>,
     threads: BTreeSet<(u32, u32)>,
-    lanes: HashMap<(u32, u32), Vec<i128>>,
+    lanes: HashMap<(u32, u32), Lanes>,
     names: HashMap<String, String>,
     first_ts: Option<f64>,
     last_ts: Option<f64>,
@@ -278,6 +279,8 @@ pub struct TraceWriter<W: Write> {
     rank_origins: HashMap<u32, Option<i128>>,
     /// The ranks of a trace of several, in the order first selected.
     aligned_ranks: Vec<u32>,
+    /// Entries a caller added to the metadata ([`TraceWriter::set_metadata`]).
+    extra: Vec<(String, serde_json::Value)>,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -309,6 +312,7 @@ impl<W: Write> TraceWriter<W> {
             rank_label: String::new(),
             rank_origins: HashMap::new(),
             aligned_ranks: Vec::new(),
+            extra: Vec::new(),
         };
         w.out.write_all(b"{\"traceEvents\":[\n")?;
         let host_name = match &header.rank {
@@ -441,16 +445,7 @@ impl<W: Write> TraceWriter<W> {
     /// The first lane of `key` free at `start` (slices on one track must nest), now busy until
     /// `end`.
     fn lane(&mut self, key: (u32, u32), start: i128, end: i128) -> usize {
-        let lanes = self.lanes.entry(key).or_default();
-        let lane = match lanes.iter().position(|&last| last <= start) {
-            Some(k) => k,
-            None => {
-                lanes.push(i128::MIN);
-                lanes.len() - 1
-            }
-        };
-        lanes[lane] = end;
-        lane
+        self.lanes.entry(key).or_default().take(start, end)
     }
 
     fn display(&mut self, name: &str) -> String {
@@ -826,6 +821,9 @@ impl<W: Write> TraceWriter<W> {
                  start to the next is the earliest rank's"
             );
         }
+        for (k, v) in std::mem::take(&mut self.extra) {
+            meta[k] = v;
+        }
         write!(
             self.out,
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":"
@@ -834,6 +832,18 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(b"}\n")?;
         self.out.flush()?;
         Ok(self.stats)
+    }
+
+    /// Counts `n` rows that the range left out without their being handed to
+    /// [`TraceWriter::write_row`] (a reader passed over them), as it counts the rows it skips.
+    pub fn add_skipped(&mut self, n: u64) {
+        self.stats.skipped += n;
+    }
+
+    /// Adds `key` to the trace's metadata (`otherData`), replacing an entry of that name.
+    pub fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        self.extra.retain(|(k, _)| k != key);
+        self.extra.push((key.to_string(), value));
     }
 
     /// What was written so far.
