@@ -638,6 +638,15 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
         "gpu-ledger: {written} rows, {} columns written to {out_name}",
         layout.columns().len(),
     );
+    if let Some(f) = layout.folded() {
+        eprintln!(
+            "gpu-ledger: {} scope paths past the first {} share the columns scope:{}:…, their \
+             sums per row (the Parquet dataset has every path)",
+            f.folded(),
+            f.kept(),
+            f.label()
+        );
+    }
     Ok(())
 }
 

@@ -47,6 +47,7 @@ pub mod compare;
 pub mod distributions;
 pub mod families;
 pub mod indices;
+pub mod names;
 pub use gpu_ledger_format::intervals;
 pub mod occupancy;
 pub mod rng;

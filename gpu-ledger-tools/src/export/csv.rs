@@ -38,16 +38,33 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::text::csv_text;
+use crate::analysis::names::{NameFold, MAX_NAMES, OTHER_NAMES};
 use crate::analysis::stats::idle_share;
 use gpu_ledger_format::saturating_sum;
 use gpu_ledger_format::schema::IterationRow;
 
+/// Scope paths that get columns of their own; the paths met after them share the
+/// `scope:(other N names):…` columns, their sums per row. One row per iteration and scope
+/// (`gpu-ledger csv --long`) has every path.
+pub const MAX_SCOPE_COLUMNS: usize = MAX_NAMES;
+
 /// The columns of a CSV export: the devices and scope paths seen in the rows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct CsvLayout {
     devices: BTreeSet<u32>,
     scopes: BTreeSet<String>,
+    names: NameFold,
 }
+
+impl PartialEq for CsvLayout {
+    fn eq(&self, o: &Self) -> bool {
+        self.devices == o.devices
+            && self.scopes == o.scopes
+            && self.names.folded() == o.names.folded()
+    }
+}
+
+impl Eq for CsvLayout {}
 
 const FIXED: [&str; 10] = [
     "index",
@@ -167,19 +184,27 @@ impl CsvLayout {
         self.devices.extend(row.devices.iter().map(|d| d.device_id));
         self.devices.extend(row.nvml.iter().map(|n| n.device_id));
         for s in &row.scopes {
-            if !self.scopes.contains(&s.path) {
-                self.scopes.insert(s.path.clone());
-            }
+            self.observe_scope(&s.path, s.device_ns_inclusive);
         }
+    }
+
+    fn observe_scope(&mut self, path: &str, device_ns: u64) {
+        let key = self.names.key(path, device_ns);
+        if !self.scopes.contains(key) {
+            self.scopes.insert(key.to_string());
+        }
+    }
+
+    /// The scope paths that share the `(other N names)` columns, when some did.
+    pub fn folded(&self) -> Option<&NameFold> {
+        Some(&self.names).filter(|n| n.folded() > 0)
     }
 
     /// Adds the devices and scopes of a row's cells.
     pub fn observe_cells(&mut self, cells: &CsvCells) {
         self.devices.extend(cells.devices.iter().map(|d| d.0));
-        for (path, _, _) in &cells.scopes {
-            if !self.scopes.contains(path) {
-                self.scopes.insert(path.clone());
-            }
+        for (path, dev, _) in &cells.scopes {
+            self.observe_scope(path, *dev);
         }
     }
 
@@ -190,6 +215,11 @@ impl CsvLayout {
             c.extend(PER_DEVICE.iter().map(|f| format!("dev{d}_{f}")));
         }
         for s in &self.scopes {
+            let s = if s == OTHER_NAMES {
+                self.names.label()
+            } else {
+                s.clone()
+            };
             c.push(format!("scope:{s}:device_ns_inclusive"));
             c.push(format!("scope:{s}:host_ns"));
         }
@@ -227,19 +257,33 @@ impl CsvLayout {
                 None => cells.extend(std::iter::repeat_n("", PER_DEVICE.len())),
             }
         }
-        let numbers: Vec<String> = row
-            .scopes
-            .iter()
-            .flat_map(|(_, dev, host)| [dev.to_string(), host.to_string()])
-            .collect();
-        let mut scopes = row.scopes.iter().zip(numbers.chunks(2)).peekable();
-        for s in &self.scopes {
-            while scopes.next_if(|x| x.0 .0 < *s).is_some() {}
-            match scopes.next_if(|x| x.0 .0 == *s) {
-                Some((_, n)) => cells.extend(n.iter().map(String::as_str)),
-                None => cells.extend(["", ""]),
+        // The row's paths without columns of their own are summed into the folded columns.
+        let mut other: Option<(u64, u64)> = None;
+        let mut own: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for (path, dev, host) in &row.scopes {
+            if self.scopes.contains(path) && path != OTHER_NAMES {
+                own.insert(path, (*dev, *host));
+            } else {
+                let o = other.get_or_insert((0, 0));
+                *o = (o.0.saturating_add(*dev), o.1.saturating_add(*host));
             }
         }
+        let numbers: Vec<String> = self
+            .scopes
+            .iter()
+            .flat_map(|s| {
+                let v = if s == OTHER_NAMES {
+                    other
+                } else {
+                    own.get(s.as_str()).copied()
+                };
+                match v {
+                    Some((dev, host)) => [dev.to_string(), host.to_string()],
+                    None => [String::new(), String::new()],
+                }
+            })
+            .collect();
+        cells.extend(numbers.iter().map(String::as_str));
         writeln!(out, "{}", cells.join(","))
     }
 }

@@ -452,10 +452,15 @@ impl<W: Write> TraceWriter<W> {
         if !self.opts.demangle {
             return name.to_string();
         }
-        self.names
-            .entry(name.to_string())
-            .or_insert_with(|| qualified_name(name).unwrap_or_else(|| name.to_string()))
-            .clone()
+        if let Some(shown) = self.names.get(name) {
+            return shown.clone();
+        }
+        let shown = qualified_name(name).unwrap_or_else(|| name.to_string());
+        // The names that repeat fit; millions of distinct ones are demangled each time.
+        if self.names.len() < crate::analysis::families::NAMER_CACHE {
+            self.names.insert(name.to_string(), shown.clone());
+        }
+        shown
     }
 
     /// Writes the events of one row, unless the iteration range leaves it out. Returns whether

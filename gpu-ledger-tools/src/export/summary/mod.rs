@@ -274,6 +274,13 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
         } = self;
         let sel = selector.finish(|r| used.push(r.borrow()));
         let lacks_nvml = used.any_row && used.with_nvml == 0;
+        let folded: Vec<String> = [
+            ("scope paths", used.scopes.folded()),
+            ("kernel families", used.families.folded()),
+        ]
+        .into_iter()
+        .filter_map(|(what, f)| f.map(|f| warnings::fold_warning(what, f)))
+        .collect();
         let (devices, devices_sketched) = used.devices.finish(used.total_wall);
         let (nvml, nvml_sketched) = used.nvml.finish();
         let mut s = LedgerSummary {
@@ -304,6 +311,7 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
             run_stalls: trailer.and_then(|t| t.stalls.clone()),
         };
         s.warnings = summary_warnings(header, trailer, &s, &warnings, lacks_nvml);
+        s.warnings.extend(folded);
         s
     }
 }

@@ -1,0 +1,113 @@
+//! Ledgers of many distinct names, generated here rather than committed to tests/corpus/: every
+//! command keeps the first 1000 scope paths or kernel families apart and folds the rest into
+//! one `(other N names)` entry, so that memory and output stay bounded by the names as they are
+//! by the rows. The million-name cases are timed and weighed by `examples/names_scale.rs`.
+
+use std::io::Write;
+use std::path::Path;
+
+mod cli_common;
+use cli_common::{run, stderr, stdout};
+
+const HEADER: &str = r#"{"type":"header","schema_version":1,"gpu_ledger_version":"0.1.0","start_unix_ns":1,"start_cupti_ns":5000000000000,"config":{"level":"timeline","buffer_count":8,"buffer_bytes":4194304,"settle_ms":2000},"environment":{"gpus":[],"driver_version":null,"cuda_driver_version":13000,"cupti_api_version":130001,"cupti_path":null,"hostname":"t","command_line":[]},"rank":null,"warnings":[]}"#;
+
+/// A ledger of `rows` rows, each with a `step` scope of 1 ms of device time and `per_row`
+/// scopes (or kernels, with `kernels`) of distinct names, 10 µs each.
+fn many_names(dir: &Path, rows: u64, per_row: u64, kernels: bool) -> String {
+    let path = dir.join(if kernels { "kernels.jsonl" } else { "scopes.jsonl" });
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(f, "{HEADER}").unwrap();
+    for i in 0..rows {
+        let busy = 1_000_000 + per_row * 10_000;
+        let dev0 = 5_000_000_000_000 + i * 3_000_000;
+        let mut scopes = vec![format!(
+            r#"{{"path":"step","calls":1,"host_ns":2000000,"launches":1,"kernels":1,"device_ns":1000000,"device_ns_inclusive":{busy}}}"#
+        )];
+        let mut ks = vec![format!(
+            r#"{{"name":"gemm","device_id":0,"grid":[1,1,1],"block":[1,1,1],"registers_per_thread":1,"static_shared_bytes":0,"dynamic_shared_bytes":0,"local_bytes_per_thread":0,"count":1,"total_ns":1000000,"min_ns":1000000,"max_ns":1000000}}"#
+        )];
+        for k in 0..per_row {
+            let id = i * per_row + k;
+            if kernels {
+                ks.push(format!(
+                    r#"{{"name":"kernel_{id}","device_id":0,"grid":[1,1,1],"block":[1,1,1],"registers_per_thread":1,"static_shared_bytes":0,"dynamic_shared_bytes":0,"local_bytes_per_thread":0,"count":1,"total_ns":10000,"min_ns":10000,"max_ns":10000}}"#
+                ));
+            } else {
+                scopes.push(format!(
+                    r#"{{"path":"step/request-{id}","calls":1,"host_ns":10000,"launches":1,"kernels":1,"device_ns":10000,"device_ns_inclusive":10000}}"#
+                ));
+            }
+        }
+        writeln!(
+            f,
+            r#"{{"type":"iteration","index":{i},"host_start_ns":{},"host_wall_ns":2500000,"complete":true,"perturbed":false,"devices":[{{"device_id":0,"first_start_ns":{dev0},"last_end_ns":{},"busy_ns":{busy},"idle_ns":0,"largest_gap_ns":0,"kernel_count":1}}],"scopes":[{}],"kernels":[{}],"memcpy":[],"memset":[],"synchronization":[],"dropped_records":0}}"#,
+            i * 3_000_000,
+            dev0 + busy,
+            scopes.join(","),
+            ks.join(",")
+        )
+        .unwrap();
+    }
+    drop(f);
+    path.display().to_string()
+}
+
+#[test]
+fn many_scope_paths_are_folded_in_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    // 3 000 distinct paths besides `step`: the first 999 are kept with it.
+    let p = many_names(dir.path(), 30, 100, false);
+    let o = run(&["summary", &p, "--warmup", "none"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(other 2001 names)"), "{}", &out[..out.len().min(3000)]);
+    assert!(out.contains("2001 scope paths past the first 1000"), "no warning");
+    assert!(out.lines().count() < 1400, "{} lines", out.lines().count());
+    // The heavy scope is exact: 1 ms of its own and 2 ms in every row.
+    assert!(out.contains("| step |"), "step is kept");
+    let o = run(&["csv", &p, "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let head = stdout(&o).lines().next().unwrap().to_string();
+    assert_eq!(head.split(',').count(), 10 + 7 + 2 * 1001, "columns");
+    assert!(head.contains("scope:(other 2001 names):device_ns_inclusive"));
+    assert!(stderr(&o).contains("2001 scope paths past the first 1000"));
+    // Each row's folded scopes sum into the folded columns: rows 10.. have 100 of 10 µs.
+    let cols: Vec<&str> = head.split(',').collect();
+    let at = cols
+        .iter()
+        .position(|c| *c == "scope:(other 2001 names):device_ns_inclusive")
+        .unwrap();
+    let text = stdout(&o);
+    let last: Vec<&str> = text.lines().last().unwrap().split(',').collect();
+    assert_eq!((last[at], last[at + 1]), ("1000000", "1000000"));
+    for args in [
+        &["report", &p, "-o", "-"][..],
+        &["compare", &p, &p],
+        &["trace", &p, "-o", "-"],
+        &["check", &p],
+        &["merge", &p],
+    ] {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        if args[0] == "compare" {
+            assert!(stdout(&o).contains("(other names)"), "{}", stdout(&o));
+        }
+        if args[0] == "report" {
+            assert!(stdout(&o).contains("(other 2001 names)"), "report");
+        }
+    }
+}
+
+#[test]
+fn many_kernel_names_are_folded_into_one_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = many_names(dir.path(), 30, 100, true);
+    let o = run(&["summary", &p, "--warmup", "none", "--top", "2000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(other 2001 names)"), "{}", &out[..out.len().min(3000)]);
+    assert!(out.contains("2001 kernel families past the first 1000"), "no warning");
+    assert!(out.lines().count() < 1400, "{} lines", out.lines().count());
+    let o = run(&["compare", &p, &p]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
