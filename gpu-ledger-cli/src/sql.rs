@@ -18,7 +18,7 @@ use gpu_ledger_tools::export::text::{csv_field, csv_text};
 use super::{display, CliError};
 
 /// docs/sql.md, whose `sql <name>` blocks are the named queries.
-const SQL_DOC: &str = include_str!("../../../docs/sql.md");
+const SQL_DOC: &str = include_str!("../../docs/sql.md");
 
 /// The named queries of docs/sql.md: `(name, text)` of each block opened by "```sql <name>".
 pub(crate) fn named_queries() -> Vec<(&'static str, String)> {
