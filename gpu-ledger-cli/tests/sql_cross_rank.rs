@@ -297,3 +297,49 @@ fn bad_queries_and_datasets_say_what_to_do() {
     ]));
     assert_eq!(n[1][0], (u64::from(RANKS) * ITERATIONS * 4).to_string());
 }
+
+#[test]
+fn the_lag_query_runs_over_a_million_rows() {
+    // Two ranks of 500 000 iterations each, written as the dataset's iterations table: grouped
+    // by iteration, DataFusion's percentile_cont panicked past about 200 000 groups. Rank 1 is
+    // 20 % slower from iteration 450 000 on: a lag start there, 100 µs over the median.
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    std::fs::create_dir_all(&ds).unwrap();
+    std::fs::write(ds.join(gpu_ledger_tools::export::parquet::MARKER), "{}\n").unwrap();
+    let n = 500_000i64;
+    for rank in 0..2 {
+        let part = ds.join(format!("iterations/run=big/rank={rank}"));
+        std::fs::create_dir_all(&part).unwrap();
+        let iteration: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+        let wall: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| {
+            if rank == 1 && i >= 450_000 {
+                1_200_000
+            } else {
+                1_000_000
+            }
+        })));
+        let batch =
+            RecordBatch::try_from_iter([("iteration", iteration), ("host_wall_ns", wall)]).unwrap();
+        let file = std::fs::File::create(part.join("part-0.parquet")).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+    let out = ok(&[
+        "sql",
+        &ds.display().to_string(),
+        "--query",
+        "lag",
+        "--format",
+        "csv",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(row[..5], ["big", "1", "450000", "50000", "50000"], "{out}");
+    let mean_lag: f64 = row[5].parse().unwrap();
+    assert!((mean_lag - 100_000.0).abs() < 1e-6, "{out}");
+}
