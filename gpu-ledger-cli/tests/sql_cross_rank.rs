@@ -299,6 +299,59 @@ fn bad_queries_and_datasets_say_what_to_do() {
 }
 
 #[test]
+fn only_queries_run_and_each_refusal_names_its_statement() {
+    let j = job();
+    let tmp = tempfile::tempdir().unwrap();
+    let copied = tmp.path().join("copied.csv");
+    let cases = [
+        (
+            format!("COPY (SELECT 1) TO '{}'", copied.display()),
+            "COPY is refused",
+        ),
+        (
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '/etc/hostname'".to_string(),
+            "CREATE EXTERNAL TABLE is refused",
+        ),
+        ("DROP TABLE iterations".to_string(), "DROP TABLE is refused"),
+        (
+            "\n-- a view\nCREATE VIEW v AS SELECT 1".to_string(),
+            "CREATE VIEW is refused",
+        ),
+        (
+            "INSERT INTO iterations SELECT * FROM iterations".to_string(),
+            "INSERT INTO is refused",
+        ),
+        (
+            "SET datafusion.execution.batch_size = 1".to_string(),
+            "SET is refused",
+        ),
+    ];
+    for (stmt, want) in cases {
+        let o = run(&["sql", &j.dataset, "--query", &stmt]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{stmt}: {e}");
+        assert!(e.contains(want), "{stmt}: {e}");
+    }
+    assert!(!copied.exists(), "COPY wrote a file");
+    // A query still runs.
+    ok(&["sql", &j.dataset, "--query", "SELECT COUNT(*) FROM iterations"]);
+}
+
+#[test]
+fn sql_csv_guards_text_against_formulas_and_keeps_numbers() {
+    let j = job();
+    let out = ok(&[
+        "sql",
+        &j.dataset,
+        "--format",
+        "csv",
+        "--query",
+        "SELECT '=HYPERLINK(1)' AS name, -5 AS n, '@x' AS other",
+    ]);
+    assert_eq!(out, "name,n,other\n'=HYPERLINK(1),-5,'@x\n");
+}
+
+#[test]
 fn the_lag_query_runs_over_a_million_rows() {
     // Two ranks of 500 000 iterations each, written as the dataset's iterations table: grouped
     // by iteration, DataFusion's percentile_cont panicked past about 200 000 groups. Rank 1 is
