@@ -33,7 +33,7 @@ pub mod validate;
 pub use check::{check_ledger, truncation_warning, CheckNote, CheckReport};
 pub use environment::*;
 pub use error::{Error, Result};
-pub use names::{COUNTERS_SCOPE, UNSCOPED};
+pub use names::{COUNTERS_SCOPE, OTHER_SCOPE_PATHS, UNSCOPED};
 pub use nvml::*;
 pub use reader::{read_ledger, Ledger};
 pub use schema::*;

@@ -449,6 +449,9 @@ impl Collector {
         self.trailer.iterations += 1;
         self.trailer.dropped_records = dropped_now;
         self.rows.observe_stalls(&row);
-        let _ = self.lines.send(LedgerLine::Iteration(row));
+        if self.lines.send(LedgerLine::Iteration(row)).is_err() {
+            // The writer has ended (it panicked): the row is counted, not lost silently.
+            self.trailer.lines_not_written += 1;
+        }
     }
 }
