@@ -31,6 +31,7 @@ use gpu_ledger_tools::analysis::compare::{compare_streamed, CompareOptions, Comp
 use gpu_ledger_tools::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger_tools::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
 use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
+use gpu_ledger_tools::export::csv::{write_long_header, write_long_row};
 use gpu_ledger_tools::export::text::md_cell;
 use gpu_ledger_tools::export::{
     markdown_comparison, markdown_summary, CsvCells, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
@@ -153,13 +154,20 @@ enum Command {
         #[command(flatten)]
         stats: StatsArgs,
     },
-    /// Write the per-iteration table as CSV.
+    /// Write the per-iteration table as CSV: one line per iteration, with columns for the first
+    /// 1000 scope paths (the rest summed into shared columns), or with `--long` one line per
+    /// iteration and scope path, every path, the same columns for every ledger.
     Csv {
         /// The ledger.
         ledger: PathBuf,
         /// Output file (`-` for stdout).
         #[arg(short, long)]
         output: PathBuf,
+        /// One line per iteration and scope path (iteration, complete, perturbed, path, calls,
+        /// host_ns, launches, kernels, device_ns, device_ns_inclusive), written as the ledger is
+        /// read: CSVs of several runs stack, and no path is folded.
+        #[arg(long)]
+        long: bool,
     },
     /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise. A last
     /// line cut while being written (the run was killed) is a warning, not an error.
@@ -650,6 +658,29 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `csv --long`: each row's lines written as it is read, so one pass in constant memory.
+fn csv_long(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
+    output::refuse_input(output, &[path])?;
+    let (mut stream, mut p) = open(path, ctx)?;
+    let mut out = Output::create(output)?;
+    let out_name = out.name().to_string();
+    let werr = || io_err(format!("cannot write {out_name}"));
+    write_long_header(&mut out.writer).map_err(werr())?;
+    let (mut rows, mut lines) = (0u64, 0u64);
+    for item in stream.by_ref() {
+        if let StreamItem::Row(_, row) = item? {
+            rows += 1;
+            p.tick(rows);
+            lines += write_long_row(&mut out.writer, &row).map_err(werr())?;
+        }
+    }
+    p.done(rows);
+    warn_truncated(path, stream.truncated_last_line());
+    out.commit()?;
+    eprintln!("gpu-ledger: {rows} rows as {lines} lines (one per scope path) written to {out_name}");
+    Ok(())
+}
+
 /// Checks one ledger; `Ok(report)` when valid.
 fn check_one(path: &Path, ctx: Ctx) -> Result<String, gpu_ledger_format::Error> {
     let (mut stream, mut p) = open(path, ctx)?;
@@ -741,7 +772,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             title,
             stats,
         } => report(&ledger, &output, title, &stats, progress),
-        Command::Csv { ledger, output } => csv(&ledger, &output, progress),
+        Command::Csv {
+            ledger,
+            output,
+            long: false,
+        } => csv(&ledger, &output, progress),
+        Command::Csv {
+            ledger,
+            output,
+            long: true,
+        } => csv_long(&ledger, &output, progress),
         Command::Check { ledgers } => check(&ledgers, progress),
         Command::Merge { ledgers, format } => merge::merge(&ledgers, format, progress),
         Command::Parquet {

@@ -111,3 +111,28 @@ fn many_kernel_names_are_folded_into_one_family() {
     let o = run(&["compare", &p, &p]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn the_long_csv_has_every_path_one_line_each_in_the_same_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = many_names(dir.path(), 30, 100, false);
+    let o = run(&["csv", &p, "--long", "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "iteration,complete,perturbed,path,calls,host_ns,launches,kernels,device_ns,device_ns_inclusive"
+    );
+    // 30 rows of `step` and 100 paths each: nothing folded.
+    assert_eq!(lines.len(), 1 + 30 * 101);
+    assert!(lines.contains(&"29,true,false,step/request-2999,1,10000,1,1,10000,10000"));
+    assert!(!text.contains("(other"), "no path is folded");
+    // Names a spreadsheet would run are escaped, as in every CSV.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/ok-formula-names.jsonl");
+    let o = run(&["csv", corpus.to_str().unwrap(), "--long", "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains(",\"'=HYPERLINK(\"\"http://x\"\")\","), "{text}");
+    assert!(text.contains(",'@SUM(A1),") && text.contains(",'+1,") && text.contains(",'-2,"), "{text}");
+}

@@ -96,3 +96,10 @@ dump("ok-nvml-null.jsonl", variant(setv([1, "nvml"],
 # Sums past u64::MAX (five entries of one scope at 2^62) saturate in every command.
 dump("ok-sums-saturate.jsonl", variant(setv([1, "scopes"],
      [dict(LINES[1]["scopes"][0], host_ns=2**62, calls=2**62)] * 5)))
+# Names a spreadsheet would take for formulas, in scopes and kernels: every CSV escapes them.
+dump("ok-formula-names.jsonl", variant(lambda l: (
+    l[1].__setitem__("scopes", [dict(l[1]["scopes"][0], path=p, calls=1, host_ns=400000,
+                                     launches=1, kernels=1, device_ns=300000,
+                                     device_ns_inclusive=300000)
+                                for p in ["=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "-2"]]),
+    l[1]["kernels"][0].__setitem__("name", "=cmd|' /C calc'!A0"))))

@@ -288,6 +288,71 @@ impl CsvLayout {
     }
 }
 
+/// The long format's columns: one line per iteration and scope path, the same columns for every
+/// ledger (the wide table's change with the devices and the scopes), so that the CSVs of several
+/// runs stack, and every scope path has its lines however many there are.
+pub const LONG_COLUMNS: [&str; 10] = [
+    "iteration",
+    "complete",
+    "perturbed",
+    "path",
+    "calls",
+    "host_ns",
+    "launches",
+    "kernels",
+    "device_ns",
+    "device_ns_inclusive",
+];
+
+/// Writes the long format's header line.
+///
+/// # Errors
+/// Any error of `out`.
+pub fn write_long_header(out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "{}", LONG_COLUMNS.join(","))
+}
+
+/// Writes `row`'s lines of the long format: one per scope path, in path order, the figures of a
+/// path's entries summed (saturating at `u64::MAX`, as every command sums). A row without scopes
+/// has no line. Returns the lines written.
+///
+/// # Errors
+/// Any error of `out`.
+pub fn write_long_row(out: &mut impl Write, row: &IterationRow) -> io::Result<u64> {
+    let mut paths: BTreeMap<&str, [u64; 6]> = BTreeMap::new();
+    for s in &row.scopes {
+        let e = paths.entry(s.path.as_str()).or_default();
+        let figures = [
+            s.calls,
+            s.host_ns,
+            s.launches,
+            s.kernels,
+            s.device_ns,
+            s.device_ns_inclusive,
+        ];
+        for (sum, x) in e.iter_mut().zip(figures) {
+            *sum = sum.saturating_add(x);
+        }
+    }
+    for (path, f) in &paths {
+        writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{}",
+            row.index,
+            row.complete,
+            row.perturbed,
+            csv_text(path),
+            f[0],
+            f[1],
+            f[2],
+            f[3],
+            f[4],
+            f[5]
+        )?;
+    }
+    Ok(paths.len() as u64)
+}
+
 /// Writes the CSV of `rows` (header and one line per row). Returns the number of rows written.
 ///
 /// # Errors
