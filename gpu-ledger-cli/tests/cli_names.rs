@@ -1,13 +1,18 @@
 //! Ledgers of many distinct names, generated here rather than committed to tests/corpus/: every
 //! command keeps the first 1000 scope paths or kernel families apart and folds the rest into
 //! one `(other N names)` entry, so that memory and output stay bounded by the names as they are
-//! by the rows. The million-name cases are timed and weighed by `examples/names_scale.rs`.
+//! by the rows. A million names of each kind go through every command here, each weighed against
+//! the bound on its peak memory; `examples/names_scale.rs` times them against the row-count case.
 
 use std::io::Write;
 use std::path::Path;
+use std::process::Command;
 
 mod cli_common;
 use cli_common::{run, stderr, stdout};
+
+#[path = "../../examples/common/measure.rs"]
+mod measure;
 
 const HEADER: &str = r#"{"type":"header","schema_version":1,"gpu_ledger_version":"0.1.0","start_unix_ns":1,"start_cupti_ns":5000000000000,"config":{"level":"timeline","buffer_count":8,"buffer_bytes":4194304,"settle_ms":2000},"environment":{"gpus":[],"driver_version":null,"cuda_driver_version":13000,"cupti_api_version":130001,"cupti_path":null,"hostname":"t","command_line":[]},"rank":null,"warnings":[]}"#;
 
@@ -110,6 +115,58 @@ fn many_kernel_names_are_folded_into_one_family() {
     assert!(out.lines().count() < 1400, "{} lines", out.lines().count());
     let o = run(&["compare", &p, &p]);
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn a_million_names_of_each_kind_stay_under_256_mb() {
+    // The hostile corpus's many-name cases, generated here (130 to 180 MB each): 10 000 rows of
+    // 100 distinct scope paths, and of 100 distinct kernel names, each weighed in the commands
+    // whose memory or output grew with the names (6.7 to 7.8 GB, and a CSV of about 20 GB);
+    // compare against a small ledger, which holds the many names on one side as well.
+    // examples/names_scale.rs weighs every command, in a release build. The two cases run side
+    // by side.
+    let dir = tempfile::tempdir().unwrap();
+    let small = cli_common::data("v1-missing-nvml.jsonl").display().to_string();
+    let cases: Vec<_> = [false, true]
+        .into_iter()
+        .map(|kernels| {
+            let sub = dir.path().join(if kernels { "k" } else { "s" });
+            std::fs::create_dir(&sub).unwrap();
+            let small = small.clone();
+            std::thread::spawn(move || million_names(&sub, kernels, &small))
+        })
+        .collect();
+    for case in cases {
+        case.join().unwrap();
+    }
+}
+
+/// Runs summary, compare, report and csv on a million distinct names of one kind, in `dir`.
+fn million_names(dir: &Path, kernels: bool, small: &str) {
+    let p = many_names(dir, 10_000, 100, kernels);
+    let out = dir.join("out");
+    let o = out.display().to_string();
+    let commands: [&[&str]; 4] = [
+        &["summary", &p],
+        &["compare", &p, small],
+        &["report", &p, "-o", &o],
+        &["csv", &p, "-o", &o],
+    ];
+    let kind = if kernels { "kernel" } else { "scope" };
+    for args in commands {
+        let m = measure::measure(Command::new(env!("CARGO_BIN_EXE_gpu-ledger")).args(args))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(
+            m.peak_mb() < 256.0,
+            "{args:?} peaked at {:.0} MB on a million {kind} names (in {:.0?})",
+            m.peak_mb(),
+            m.wall
+        );
+    }
+    // The CSV's columns are capped (1002 scope columns of each kind at most): about 20 GB for
+    // the scope names before, about 21 MB now.
+    let csv = std::fs::metadata(&out).unwrap().len();
+    assert!(csv < 64_000_000, "the CSV of a million {kind} names is {csv} bytes");
 }
 
 #[test]

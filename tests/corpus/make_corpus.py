@@ -103,3 +103,8 @@ dump("ok-formula-names.jsonl", variant(lambda l: (
                                      device_ns_inclusive=300000)
                                 for p in ["=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "-2"]]),
     l[1]["kernels"][0].__setitem__("name", "=cmd|' /C calc'!A0"))))
+# A run whose profiler folded scope paths past its bound and lost scopes at thread exit: the
+# trailer's counts and the folded path are read.
+dump("ok-scopes-folded.jsonl", variant(lambda l: (
+    l[1]["scopes"].append(dict(l[1]["scopes"][0], path="(other scope paths)")),
+    l[-1].update(scope_paths_folded=5, scopes_lost_at_thread_exit=2))))
