@@ -16,7 +16,9 @@
 //!
 //! `cargo bench --bench decode` (add `-- --quick` for a short run); a summary with records/s
 //! against the target prints last. `DECODE_CASES=captured` limits the summary to the cases whose
-//! name holds that text (a short run, to repeat on a noisy host).
+//! name holds that text (a short run, to repeat on a noisy host). Each launch's call carries its
+//! entry and exit times, so every row's idle time is split by cause as in a run;
+//! `DECODE_IDLE=off` turns the split off (`IdleConfig::enabled`), for what it costs the collector.
 
 use std::ffi::CString;
 use std::hint::black_box;
@@ -186,7 +188,9 @@ struct RealAttribution {
 
 impl RealAttribution {
     fn new(buf: &Buffer, step_first: bool) -> Self {
-        let collector = OfflineCollector::new(launch_api_start(0) - 1);
+        let idle = (std::env::var("DECODE_IDLE").as_deref() != Ok("off"))
+            .then(gpu_ledger::IdleConfig::default);
+        let collector = OfflineCollector::with_idle(launch_api_start(0) - 1, idle);
         // Path ids 1..=10: "step" and nine phases below it.
         assert_eq!(collector.intern_path("step"), 1);
         for id in 2..=SCOPES as u32 {
@@ -245,6 +249,10 @@ impl RealAttribution {
                         outer_correlation_id: k.correlation_id,
                         attribution: Attribution::OwnThread,
                         thread: 0,
+                        // Entered 4 µs before its kernel starts, 2 µs in the call: the row's
+                        // idle split then places each gap as a run would have it.
+                        entry: launch_api_start(self.launches_seen),
+                        exit: launch_api_start(self.launches_seen) + 2_000,
                     });
                     true
                 }
@@ -293,6 +301,21 @@ fn verify_real_attribution(buf: &Buffer, step_first: bool) {
             );
             let kernels: u64 = row.kernels.iter().map(|k| k.count).sum();
             assert_eq!(kernels, LAUNCHES_PER_ITERATION, "row {}", row.index);
+            // The idle split ran on every row (unless turned off), and adds up.
+            for d in &row.devices {
+                let Some(idle) = d.idle.as_ref() else {
+                    assert_eq!(std::env::var("DECODE_IDLE").as_deref(), Ok("off"));
+                    continue;
+                };
+                let placed: u64 = idle.causes.iter().map(|c| c.ns).sum();
+                assert_eq!(placed, d.idle_ns, "row {}", row.index);
+                assert!(
+                    idle.causes.iter().all(|c| c.cause != "unknown"),
+                    "row {}: every launch has its call: {:?}",
+                    row.index,
+                    idle.causes
+                );
+            }
             // Launch g is the buffer's launch i = g % n, in scope 1 + i % 10.
             let mut expected = [0u64; SCOPES as usize + 1];
             let first = row.index * LAUNCHES_PER_ITERATION;

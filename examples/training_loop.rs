@@ -15,9 +15,11 @@
 //! - `log`: the loss copied to the host every step (a `.item()`-like synchronization).
 //!
 //! With `--graph` the step (forward, backward, optimizer) is captured once on a stream of its own
-//! (`ctx.new_stream()`: the legacy default stream cannot be captured) and replayed as a CUDA graph
-//! each iteration (scope `step(graph)`); see [`capture_step`] for what the capture requires. Without
-//! it, the step runs eagerly on the context's default stream.
+//! (`ctx.new_stream()`: the legacy default stream cannot be captured), inside the first profiled
+//! iteration, and replayed as a CUDA graph each iteration (scope `step(graph)`): each node's
+//! kernel or copy is attributed to the phase it was captured in, under the replay's scope
+//! (`step(graph)/forward`); see [`capture_step`] for what the capture requires. Without it, the
+//! step runs eagerly on the context's default stream.
 //!
 //! `cargo run --release --example training_loop -- [--iters N] [--graph] [--recompute]
 //! [--ledger PATH]`
@@ -82,7 +84,7 @@ fn main() -> ExitCode {
 /// - cudarc's event tracking is off (see `run`): otherwise every kernel argument, GEMM operand
 ///   and copy would add `cuStreamWaitEvent` on events recorded outside the capture (a dependency
 ///   across the capture boundary) and `cuEventRecord` calls to the graph;
-/// - the scopes in `step` are inert host scopes (see [`Model::step`]).
+/// - the scopes in `step` are host scopes, never timed on the stream (see [`Model::step`]).
 ///
 /// `THREAD_LOCAL` is enough (no relaxed mode needed), and it keeps any such call made by this
 /// thread an error instead of a silently wrong graph. An error inside the capture is reported
@@ -136,19 +138,20 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     // lazy initialization that could allocate or synchronize).
     model.step(args.recompute, true)?;
     let first_loss = model.read_loss()?;
-    // The capture runs before the profiler starts: its launch calls produce no GPU records, and
-    // a profiled iteration containing them would wait for records that never come.
-    let graph = if args.graph {
-        Some(capture_step(&mut model, args.recompute)?)
-    } else {
-        None
-    };
     model.stream.synchronize()?;
 
     let profiler = Profiler::builder()
         .level(Level::Timeline)
         .ledger_path(&args.ledger)
         .start()?;
+    // The capture runs after start(), in iteration 0: the profiler records each node with the
+    // phase scope open as it is captured (a graph captured before start() would stay whole in
+    // the replay's scope), and the captured launch calls, which run nothing, are not awaited.
+    let graph = if args.graph {
+        Some(capture_step(&mut model, args.recompute)?)
+    } else {
+        None
+    };
     println!(
         "training_loop on {}: {} steps, T={T} D={D} H={H}, attention {} heads x {SEQ} x {HEAD}{}{}",
         device_line(&dev.gpu),
@@ -165,15 +168,12 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..=args.iters {
         match &graph {
             Some(g) => {
-                // The whole step is one API call, cuGraphLaunch. CUPTI gives every kernel and
-                // copy node the graph runs the correlation id of that call (their records also
-                // carry graphId / graphNodeId), and gpu-ledger attributes an activity through
-                // its correlation id to the scope that was open when the call was made. So all
-                // of the step's kernels and copies are attributed to `step(graph)`, none to
-                // forward / backward / optimizer (a graph has no host calls per phase; capturing
-                // one graph per phase and launching each in its scope would keep the split).
-                // The scope's launches / kernels count the graph's nodes, its device time is the
-                // union of their GPU intervals, and its host time is the asynchronous launch call
+                // The whole step is one API call, cuGraphLaunch, whose correlation id CUPTI gives
+                // every kernel and copy node the graph runs; their records also carry the node's
+                // id, and gpu-ledger attributes each to the scope open where the node was
+                // captured, nested under this one: `step(graph)/forward`, `step(graph)/backward`,
+                // `step(graph)/optimizer` (attribution `graph_capture`). `step(graph)`'s device
+                // time is the union of them all, its host time the asynchronous launch call
                 // only; the kernel groups count the nodes as graph launches.
                 let _s = Profiler::scope("step(graph)");
                 g.launch()?;

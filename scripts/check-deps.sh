@@ -2,12 +2,14 @@
 # What each crate may compile, checked from `cargo tree` (and one real build of the CLI):
 # - the ledger format (gpu-ledger-format) depends on serde, serde_json, serde_path_to_error and
 #   thiserror alone, and on no crate outside the list below (what those four bring today);
-# - the tools and the command line (gpu-ledger-tools, gpu-ledger-cli) never compile the profiler,
-#   cudarc, CUPTI's bindings or NVML, with any feature; a build of the CLI compiles no cudarc;
+# - the metrics mapping (gpu-ledger-metrics) depends on the format and the `metrics` facade alone;
+# - the tools, the metrics mapping and the command line (gpu-ledger-tools, gpu-ledger-metrics,
+#   gpu-ledger-cli) never compile the profiler, cudarc, CUPTI's bindings or NVML, with any
+#   feature; a build of the CLI compiles no cudarc;
 # - an application that depends on the profiler with the default features compiles none of the
-#   analysis', the CLI's, the tracing layer's, the Parquet writer's, the SQL engine's or the
-#   kernel suite's crates (the same check with every feature on must find them all, or the check
-#   is broken);
+#   analysis', the CLI's, the tracing layer's, the metrics', the Parquet writer's, the SQL
+#   engine's or the kernel suite's crates (the same check with every feature on must find them
+#   all, or the check is broken); no feature compiles a metrics exporter (the application's);
 # - no feature of the profiler turns on a CUDA version or a linking mode of cudarc (the
 #   application's cudarc chooses them), and feature sql holds one arrow.
 # Fails naming what it found.
@@ -34,19 +36,32 @@ for c in $(crates -p gpu-ledger-format); do
     fail "gpu-ledger-format now compiles $c ($(cargo tree -p gpu-ledger-format -e normal -i "$c" --prefix none | tail -n +2 | head -1 | sed -E 's/ v[0-9].*//') brings it): keep the format's tree to serde-class crates, or add $c to this list with the reason"
 done
 
-# The tools and the CLI, with every feature: no profiler, no CUDA.
-for pkg in gpu-ledger-tools gpu-ledger-cli; do
+# The metrics mapping: the format's crates, the facade and its hash (rapidhash, with the
+# rustversion macro it builds with), and the publisher's hash map (rustc-hash, the profiler's too).
+allowed_metrics="$allowed gpu-ledger-metrics metrics rapidhash rustversion rustc-hash"
+for c in $(crates -p gpu-ledger-metrics); do
+  [[ " $allowed_metrics " == *" $c "* ]] ||
+    fail "gpu-ledger-metrics now compiles $c: every application with feature metrics compiles it; keep the mapping to the format and the metrics facade, or add $c to this list with the reason"
+done
+
+# The tools, the metrics mapping and the CLI, with every feature: no profiler, no CUDA.
+for pkg in gpu-ledger-tools gpu-ledger-metrics gpu-ledger-cli; do
   tree=$(crates -p "$pkg" --all-features -e build)
   for c in gpu-ledger cudarc cupti-sys nvml-wrapper nvtx; do
     grep -qx "$c" <<<"$tree" && fail "$pkg compiles $c: the tools read ledgers and must never depend on the profiler or CUDA"
   done
 done
 # One real build, as `cargo install --path gpu-ledger-cli` makes it: no cudarc compiled.
-compiled=$(cargo build -p gpu-ledger-cli --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
+# Cargo's progress goes to a log, not /dev/null: where the CI sandbox has /dev/null as a regular
+# file, text written there is read back by the next cargo's rustc probe and fails it.
+mkdir -p target
+build_log=target/check-deps-cli-build.log
+json=$(cargo build -p gpu-ledger-cli --message-format=json 2>"$build_log") ||
+  { tail -n 30 "$build_log" >&2; fail "cargo build -p gpu-ledger-cli failed (its log above, in full in $build_log)"; }
+compiled=$(python3 -c 'import json,sys
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact": print(m["target"]["name"])' | sort -u)
+    if m.get("reason")=="compiler-artifact": print(m["target"]["name"])' <<<"$json" | sort -u)
 grep -qx gpu-ledger <<<"$compiled" || fail "the build of gpu-ledger-cli made no gpu-ledger binary: the check is broken"
 grep -qx cudarc <<<"$compiled" && fail "a build of gpu-ledger-cli compiled cudarc"
 
@@ -55,7 +70,7 @@ found() {
   local tree cudarc out=()
   tree=$(crates -p gpu-ledger -e normal "$@")
   cudarc=$(cargo tree -p gpu-ledger -e normal,features --prefix none -i cudarc "$@")
-  for crate in clap cpp_demangle sketches-ddsketch half tracing-subscriber arrow-array parquet datafusion gpu-ledger-tools; do
+  for crate in clap cpp_demangle sketches-ddsketch half tracing-subscriber arrow-array parquet datafusion gpu-ledger-tools gpu-ledger-metrics metrics metrics-exporter-prometheus; do
     grep -qx "$crate" <<<"$tree" && out+=("$crate")
   done
   for feature in cublas nvrtc; do
@@ -65,9 +80,12 @@ found() {
 }
 default=$(found)
 [[ -z $default ]] || fail "with the default features gpu-ledger compiles $default; put it behind the feature that needs it (Cargo.toml [features])"
-all=$(found --features kernels,tracing)
-[[ $all == "cpp_demangle sketches-ddsketch half tracing-subscriber gpu-ledger-tools cudarc/cublas cudarc/nvrtc" ]] ||
-  fail "the check is broken: with --features kernels,tracing it found '$all'"
+all=$(found --features kernels,tracing,metrics)
+[[ $all == "cpp_demangle sketches-ddsketch half tracing-subscriber gpu-ledger-tools gpu-ledger-metrics metrics cudarc/cublas cudarc/nvrtc" ]] ||
+  fail "the check is broken: with --features kernels,tracing,metrics it found '$all'"
+# The exporter (HTTP server, runtime) is the application's choice: no feature brings one.
+exporters=$(crates -p gpu-ledger -e normal --all-features | grep -xE 'metrics-exporter-[a-z-]+|hyper|tokio' | tr '\n' ' ' || true)
+[[ -z $exporters ]] || fail "a feature of gpu-ledger compiles $exporters: the metrics exporter is the application's, which installs it"
 [[ -z $(crates -p gpu-ledger -e normal | grep -xE 'clap|datafusion|parquet|arrow-array') ]] || fail "the profiler compiles the CLI's crates"
 
 # The writer and DataFusion read and write with one arrow: two versions would compile twice and
@@ -88,4 +106,4 @@ for which in default all; do
   [[ -z $out ]] || fail "with the $which features gpu-ledger turns on cudarc's ${out% }; the application's cudarc chooses those (Cargo.toml [dependencies])"
 done
 [[ -n $(forced --features cudarc/cuda-13000) ]] || fail "the check is broken: it does not see cudarc/cuda-13000 named on the command line"
-echo "check-deps: the format compiles serde-class crates only; the tools and the CLI compile no profiler and no cudarc (a build of the CLI compiled none); the profiler's default features compile none of the analysis', CLI's, tracing layer's or kernel suite's crates; feature sql has one arrow ($arrows); no feature turns on a CUDA version or linking mode of cudarc"
+echo "check-deps: the format compiles serde-class crates only; the metrics mapping the format and the metrics facade only; the tools, the metrics mapping and the CLI compile no profiler and no cudarc (a build of the CLI compiled none); the profiler's default features compile none of the analysis', CLI's, tracing layer's, metrics' or kernel suite's crates, and no feature compiles a metrics exporter; feature sql has one arrow ($arrows); no feature turns on a CUDA version or linking mode of cudarc"

@@ -115,6 +115,41 @@ impl HostClock {
     }
 }
 
+/// The clock the API callback stamps calls with (`crate::cupti::calls`): the scope clock's raw
+/// reading, the same units the collector converts for scopes, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallClock {
+    /// Calls carry no time (idle causes off).
+    Off,
+    /// TSC ticks.
+    Tsc,
+    /// ns since the origin.
+    Monotonic(Instant),
+}
+
+impl CallClock {
+    /// A reading, never 0 (which means "not read").
+    #[inline]
+    pub(crate) fn raw_now(self) -> u64 {
+        match self {
+            CallClock::Off => 0,
+            CallClock::Tsc => tsc().max(1),
+            CallClock::Monotonic(origin) => ns_since(origin).max(1),
+        }
+    }
+}
+
+impl HostClock {
+    /// The call clock of this run: the scope clock when `on`, else [`CallClock::Off`].
+    pub(crate) fn call_clock(&self, on: bool) -> CallClock {
+        match (on, self.tsc_start) {
+            (false, _) => CallClock::Off,
+            (true, Some(_)) => CallClock::Tsc,
+            (true, None) => CallClock::Monotonic(self.origin),
+        }
+    }
+}
+
 fn ns_since(origin: Instant) -> u64 {
     origin.elapsed().as_nanos() as u64
 }

@@ -238,6 +238,68 @@ pub struct Config {
     /// tracing adds per kernel, and estimate in every traced row what it added
     /// (`tracing_added_ns`). Default on; it takes about 110 ms at start (docs/overhead.md).
     pub calibrate_tracing: bool,
+    /// Publish each row, as the collector writes it, through the `metrics` facade (feature
+    /// `metrics`): to the recorder the application installed (its Prometheus, StatsD or
+    /// OpenTelemetry exporter), or the options' own. `None` (the default): no metrics.
+    #[cfg(feature = "metrics")]
+    pub metrics: Option<crate::metrics::MetricsOptions>,
+    /// At the timeline and counters levels, split each device's idle time by cause, list the
+    /// largest gaps and the host calls that block or allocate, and read the launching threads'
+    /// run-queue time ([`IdleConfig`], docs/idle.md). Default on.
+    pub idle: IdleConfig,
+}
+
+/// What the idle-cause split records ([`Config::idle`]).
+///
+/// With it on, the API callback reads the host clock at each outermost traced call's entry and
+/// exit (two TSC reads where scopes read the TSC); off, rows carry no `idle`, no
+/// `host_inventory` and no run-queue figures, and the callback reads no clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleConfig {
+    /// Split idle time by cause (default on).
+    pub enabled: bool,
+    /// Largest gaps kept per device and row, longest first (default 5; 0: none).
+    pub largest_gaps: usize,
+    /// A device-to-host copy of at most this many bytes is an `.item()`-like read in the
+    /// inventory (`small_dtoh`; default 1024).
+    pub small_read_bytes: u64,
+    /// The dispatch floor to use instead of measuring it (the calibration's back-to-back empty
+    /// kernels, else the run's own gaps; docs/idle.md).
+    pub dispatch_floor: Option<Duration>,
+    /// Read each launching thread's run-queue time per iteration from
+    /// `/proc/self/task/<tid>/schedstat` (Linux; default on).
+    pub schedstat: bool,
+}
+
+impl Default for IdleConfig {
+    fn default() -> Self {
+        IdleConfig {
+            enabled: true,
+            largest_gaps: 5,
+            small_read_bytes: 1024,
+            dispatch_floor: None,
+            schedstat: true,
+        }
+    }
+}
+
+impl IdleConfig {
+    /// As the ledger header records it.
+    pub(crate) fn describe(&self) -> String {
+        if !self.enabled {
+            return "off".into();
+        }
+        let floor = match self.dispatch_floor {
+            Some(f) => format!("{} ns", f.as_nanos()),
+            None => "measured".into(),
+        };
+        format!(
+            "on: largest_gaps={} small_read_bytes={} floor={floor} schedstat={}",
+            self.largest_gaps,
+            self.small_read_bytes,
+            if self.schedstat { "on" } else { "off" }
+        )
+    }
 }
 
 /// Which iterations [`Level::Timeline`] traces when not all of them: one in `every` from
@@ -352,6 +414,9 @@ impl Default for Config {
             nvtx: Nvtx::default(),
             timeline_sampling: None,
             calibrate_tracing: true,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            idle: IdleConfig::default(),
         }
     }
 }
@@ -489,6 +554,34 @@ impl ProfilerBuilder {
         self.config.calibrate_tracing = on;
         self
     }
+    /// Publishes each row as metrics, as `options` say (feature `metrics`). Install the
+    /// application's exporter before [`start`](Self::start): rows published before it is
+    /// installed reach no recorder (the ledger keeps them).
+    ///
+    /// ```no_run
+    /// use gpu_ledger::metrics::MetricsOptions;
+    /// let profiler = gpu_ledger::Profiler::builder()
+    ///     .metrics(MetricsOptions::default())
+    ///     .start()?;
+    /// # Ok::<(), gpu_ledger::Error>(())
+    /// ```
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, options: crate::metrics::MetricsOptions) -> Self {
+        self.config.metrics = Some(options);
+        self
+    }
+
+    /// Turns the split of idle time by cause on or off (on by default), and with it the host
+    /// clock reads at each traced call. See [`Config::idle`].
+    pub fn idle_causes(mut self, on: bool) -> Self {
+        self.config.idle.enabled = on;
+        self
+    }
+    /// Sets what the idle-cause split records. See [`IdleConfig`].
+    pub fn idle(mut self, idle: IdleConfig) -> Self {
+        self.config.idle = idle;
+        self
+    }
 }
 
 /// Where the ledger goes: the configured path, else `$GPU_LEDGER_PATH`, else a name of its own
@@ -533,7 +626,19 @@ pub(crate) fn config_record(config: &Config) -> ConfigRecord {
             .map(TimelineSampling::describe),
         tracing_calibration: None,
         pc_sampling: None,
+        metrics: metrics_record(config),
+        idle_causes: (config.level >= Level::Timeline).then(|| config.idle.describe()),
     }
+}
+
+/// The metrics options as the header records them.
+fn metrics_record(config: &Config) -> Option<String> {
+    #[cfg(feature = "metrics")]
+    if let Some(options) = &config.metrics {
+        return Some(options.describe());
+    }
+    let _ = config;
+    None
 }
 
 #[cfg(test)]

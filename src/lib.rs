@@ -56,14 +56,19 @@ mod tracing_layer;
 mod writer;
 
 pub use config::{
-    Config, Follow, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling, LEDGER_PATH_ENV,
-    LEVEL_ENV,
+    Config, Follow, IdleConfig, Level, Nvtx, NvtxImport, ProfilerBuilder, TimelineSampling,
+    LEDGER_PATH_ENV, LEVEL_ENV,
 };
 pub use driver::events::RawStream;
 pub use error::{Error, Result};
 /// The ledger format: every record of header, row and trailer, and the reader (the
 /// `gpu-ledger-format` crate, which tools that only read ledgers depend on alone).
 pub use gpu_ledger_format as ledger;
+/// Each ledger row as metrics through the `metrics` facade, published from the collector thread
+/// to the application's exporter (feature `metrics`: the `gpu-ledger-metrics` crate, which
+/// `gpu-ledger metrics` also uses); turned on with [`ProfilerBuilder::metrics`].
+#[cfg(feature = "metrics")]
+pub use gpu_ledger_metrics as metrics;
 /// Analysis of ledgers and their exports (feature `analysis`: the `gpu-ledger-tools` crate's
 /// modules, which need no GPU).
 #[cfg(feature = "analysis")]
@@ -83,6 +88,7 @@ pub mod internals {
     pub use crate::clock::thread_cpu_ns;
     pub use crate::collector::offline::OfflineCollector;
     pub use crate::cupti::activity::KINDS as TIMELINE_KINDS;
+    pub use crate::cupti::calls::graphs::{GraphEvent, Owner};
     pub use crate::cupti::calls::{Attribution, CapturedCall};
     pub use crate::cupti::functions::traced_callbacks;
     pub use crate::cupti::layouts::{Lack, Layouts, Release, Tracing};

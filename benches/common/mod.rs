@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use gpu_ledger::analysis::stats::median;
 
+pub mod rows;
+
 /// Kernel names as CUPTI reports them: mangled, of typical length for templated C++ kernels.
 pub const KERNEL_NAMES: [&str; 20] = [
     "_Z10vector_addPKfS0_Pfy",

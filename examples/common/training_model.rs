@@ -297,12 +297,12 @@ impl Model {
         Ok(())
     }
 
-    /// One step, each phase in its scope (when not capturing, the scopes attribute the
-    /// launches). During the capture the profiler has not started, so the scopes are inert;
-    /// they are `Profiler::scope` (host time and CUPTI's external-correlation stack only), never
-    /// `Profiler::scope_on`, whose `cuEventRecord` on the capturing stream would be captured
-    /// into the graph instead of timing anything. Without `scoped` the step makes no scope
-    /// call at all (the overhead benchmark's configurations without scopes).
+    /// One step, each phase in its scope. Run eagerly, the scopes attribute the launches;
+    /// captured into a graph, the profiler records each node with the scope open, and the
+    /// graph's replays attribute each node's kernel to it. They are `Profiler::scope` (host
+    /// only), never `Profiler::scope_on`, whose `cuEventRecord` on the capturing stream would be
+    /// captured into the graph instead of timing anything. Without `scoped` the step makes no
+    /// scope call at all (the overhead benchmark's configurations without scopes).
     pub fn step(&mut self, recompute: bool, scoped: bool) -> Result<(), SuiteError> {
         let scope = |name| scoped.then(|| Profiler::scope(name));
         {

@@ -10,6 +10,7 @@
 //! cargo run --release --example overhead -- --configs none,raw-cupti,timeline --workloads a --rounds 30
 //! cargo run --release --example overhead -- --scope-on --rounds 20 --launches 20000
 //! cargo run --release --example overhead -- --configs none,tl-sampled --workloads c --rounds 150 --step-laps
+//! cargo run --release --example overhead -- --configs none,raw-cupti,timeline,tl-nocauses --workloads a,c --rounds 30
 //! ```
 //!
 //! Configurations:
@@ -36,6 +37,9 @@
 //! - `tl-sampled` and `tl-idle` (named in `--configs`): the timeline traced on one iteration in
 //!   [`SAMPLE_EVERY`], and on iteration 0 alone (CUPTI attached, never switched on again), so
 //!   that `tl-sampled` − `tl-idle` is what the switches and the traced iterations cost;
+//! - `tl-nocauses` (named in `--configs`): the timeline level with idle causes off
+//!   (`ProfilerBuilder::idle_causes(false)`): the API callback reads no clock per call, so that
+//!   `timeline` − `tl-nocauses` is what the idle causes' entry and exit stamps cost per launch;
 //! - `--perturbation`: what tracing adds to the GPU's own time, per kernel shape, against the
 //!   start-up calibration's estimate (`perturbation.rs`).
 //!
@@ -162,7 +166,8 @@ struct Args {
     #[arg(long)]
     decompose: bool,
     /// Run only these configurations, comma-separated labels (none, disabled, scopes,
-    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin, tl-sampled, tl-idle); `none`
+    /// timeline, raw-cupti, tl-noscope, tl-fewsteps, scopes-nonvtx, tl-nonvtx, tl-nvtxin, tl-sampled, tl-idle,
+    /// tl-nocauses); `none`
     /// must be among them. Overrides --decompose.
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
@@ -550,10 +555,12 @@ enum Config {
     /// The sampled timeline tracing iteration 0 alone: CUPTI attached and never switched on
     /// again, so that `tl-sampled` − `tl-idle` is what the switches and traced iterations cost.
     TimelineIdle,
+    /// The timeline level with idle causes off: no clock read per traced call.
+    TimelineNoCauses,
 }
 
 impl Config {
-    const ALL: [Config; 12] = [
+    const ALL: [Config; 13] = [
         Config::None,
         Config::Disabled,
         Config::Scopes,
@@ -566,6 +573,7 @@ impl Config {
         Config::TimelineNvtxIn,
         Config::TimelineSampled,
         Config::TimelineIdle,
+        Config::TimelineNoCauses,
     ];
     fn label(self) -> &'static str {
         match self {
@@ -581,6 +589,7 @@ impl Config {
             Config::TimelineNvtxIn => "tl-nvtxin",
             Config::TimelineSampled => "tl-sampled",
             Config::TimelineIdle => "tl-idle",
+            Config::TimelineNoCauses => "tl-nocauses",
         }
     }
     /// Whether the workload code contains its scope guards.
@@ -596,6 +605,7 @@ impl Config {
                 | Config::TimelineNvtxIn
                 | Config::TimelineSampled
                 | Config::TimelineIdle
+                | Config::TimelineNoCauses
         )
     }
     /// Calls of `profiler.step()` are made every this many of the workload's iterations.
@@ -705,7 +715,8 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         | Config::TimelineNoNvtx
         | Config::TimelineNvtxIn
         | Config::TimelineSampled
-        | Config::TimelineIdle => Level::Timeline,
+        | Config::TimelineIdle
+        | Config::TimelineNoCauses => Level::Timeline,
     };
     let profiler = Profiler::builder()
         .level(level)
@@ -718,7 +729,8 @@ fn start(config: Config, lib: &'static LoadedCupti, args: &Args, ledger: &Path) 
         .nvtx_emit(!matches!(
             config,
             Config::ScopesNoNvtx | Config::TimelineNoNvtx
-        ));
+        ))
+        .idle_causes(config != Config::TimelineNoCauses);
     let profiler = match config {
         Config::TimelineNvtxIn => profiler.nvtx_import(gpu_ledger::NvtxImport::default()),
         Config::TimelineSampled => {

@@ -408,6 +408,50 @@ fn slowdown_pct(x: f64, y: f64) -> f64 {
     100.0 * (x / y - 1.0)
 }
 
+/// What the idle causes' clock reads cost: the timeline with and without them, per launch in
+/// (a) against raw CUPTI's allowance, and on the training step (c).
+fn print_idle_cause_targets(configs: &[Config], series: &[Vec<Series>]) {
+    let (tl, off, raw) = (Config::Timeline, Config::TimelineNoCauses, Config::Raw);
+    let launch = Workload::Launch;
+    if let Some(p) = paired(series, configs, launch, (tl, off), difference) {
+        println!(
+            "  timeline - tl-nocauses, (a), paired by round: {} (the idle causes' two clock \
+             reads per launch)",
+            p.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let Some(p) = paired_by(series, configs, launch, (tl, off), difference, |s| {
+        &s.cpu_per_unit_us
+    }) {
+        println!(
+            "  timeline - tl-nocauses, (a), paired by round, launching thread's CPU time: {}",
+            p.describe(1.0, 3, " µs/launch")
+        );
+    }
+    if let Some(p) = paired(series, configs, launch, (off, raw), difference) {
+        println!(
+            "  tl-nocauses, (a), paired by round: tl-nocauses - raw-CUPTI {} (the timeline \
+             level's allowance is +0.2 with the idle causes on)",
+            p.describe(1.0, 3, " µs/launch")
+        );
+    }
+    let train = Workload::Train;
+    if let Some(p) = paired(series, configs, train, (tl, off), slowdown_pct) {
+        println!(
+            "  timeline vs tl-nocauses, (c) training step, paired by round: slowdown {}; \
+             target ≤ +0.1 point: {}",
+            p.describe(1.0, 3, " %"),
+            p.verdict(0.1)
+        );
+    }
+    if let Some(p) = paired(series, configs, train, (tl, raw), slowdown_pct) {
+        println!(
+            "  timeline vs raw-CUPTI, (c) training step, paired by round: slowdown {}",
+            p.describe(1.0, 3, " %")
+        );
+    }
+}
+
 fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
     // Each line is printed when the run has what it compares (see --configs, --workloads).
     let m = |w, c| median_of(series, configs, w, c);
@@ -453,6 +497,7 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             p.describe(1.0, 3, " µs/launch")
         );
     }
+    print_idle_cause_targets(configs, series);
     if let Some(tl) = slow(Workload::Train, Config::Timeline) {
         println!(
             "  timeline, (c) training step: whole-run slowdown {:+.2} % (target ≤ 1 %): {}",

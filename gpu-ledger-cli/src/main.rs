@@ -8,6 +8,7 @@
 //! gpu-ledger trace rank*.jsonl -o job.json          ranks aligned on iteration starts
 //! gpu-ledger report run.jsonl -o run.html           self-contained HTML report
 //! gpu-ledger csv run.jsonl -o run.csv               per-iteration table
+//! gpu-ledger metrics run.jsonl                      the rows as Prometheus / OpenMetrics text
 //! gpu-ledger check run.jsonl...                     validate (exit 1 with path:line: message)
 //! gpu-ledger merge rank0.jsonl rank1.jsonl ...      ranks aligned by iteration
 //! gpu-ledger parquet ledgers/ -o dataset            ledgers as a Parquet dataset
@@ -30,17 +31,18 @@ use gpu_ledger_format::{check_ledger, truncation_warning};
 use gpu_ledger_tools::analysis::compare::{compare_streamed, CompareOptions, CompareSide};
 use gpu_ledger_tools::analysis::families::{FamilyRules, GroupingRule};
 use gpu_ledger_tools::analysis::stats::{IterationMetric, RowFilter, Warmup, WarmupDetect};
-use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger_tools::export::csv::{write_long_header, write_long_row};
+use gpu_ledger_tools::export::experiment::{today_utc, ExperimentEntry, ExperimentLog};
 use gpu_ledger_tools::export::text::md_cell;
 use gpu_ledger_tools::export::{
-    markdown_comparison, markdown_summary, CsvCells, CsvLayout, IterationRange, ReportBuilder, ReportOptions,
-    StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
+    markdown_comparison, markdown_summary, CsvCells, CsvLayout, IterationRange, ReportBuilder,
+    ReportOptions, StreamItem, SummaryBuilder, SummaryOptions, TraceOptions, TraceWriter,
 };
 
 mod input;
 mod interrupt;
 mod merge;
+mod metrics;
 mod output;
 mod parquet;
 mod progress;
@@ -168,6 +170,20 @@ enum Command {
         /// read: CSVs of several runs stack, and no path is folded.
         #[arg(long)]
         long: bool,
+    },
+    /// Print the ledger's rows as metrics, in Prometheus text format (or OpenMetrics): what a
+    /// scrape of the profiled process after its last row reads with feature `metrics` on.
+    Metrics {
+        /// The ledger.
+        ledger: PathBuf,
+        /// Output file (`-`, the default, for stdout).
+        #[arg(short, long, default_value = "-")]
+        output: PathBuf,
+        /// Text format.
+        #[arg(long, value_enum, default_value_t = metrics::MetricsFormat::Prometheus)]
+        format: metrics::MetricsFormat,
+        #[command(flatten)]
+        scopes: metrics::ScopeArgs,
     },
     /// Validate ledgers: exit 0 when all are valid, 1 with `path:line: message` otherwise. A last
     /// line cut while being written (the run was killed) is a warning, not an error.
@@ -638,7 +654,9 @@ fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
                 "the CSV's temporary file could not be read back: {e}"
             ))
         })?;
-        layout.write_cells(&mut out.writer, &cells).map_err(werr())?;
+        layout
+            .write_cells(&mut out.writer, &cells)
+            .map_err(werr())?;
         written += 1;
     }
     out.commit()?;
@@ -677,7 +695,9 @@ fn csv_long(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     p.done(rows);
     warn_truncated(path, stream.truncated_last_line());
     out.commit()?;
-    eprintln!("gpu-ledger: {rows} rows as {lines} lines (one per scope path) written to {out_name}");
+    eprintln!(
+        "gpu-ledger: {rows} rows as {lines} lines (one per scope path) written to {out_name}"
+    );
     Ok(())
 }
 
@@ -757,7 +777,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             no_demangle,
             max_bytes,
         } => match ledgers.as_slice() {
-            [ledger] => trace(ledger, &output, iterations, !no_demangle, max_bytes, progress),
+            [ledger] => trace(
+                ledger,
+                &output,
+                iterations,
+                !no_demangle,
+                max_bytes,
+                progress,
+            ),
             _ => {
                 let opts = TraceOptions {
                     iterations: iterations.unwrap_or_default(),
@@ -782,6 +809,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
             output,
             long: true,
         } => csv_long(&ledger, &output, progress),
+        Command::Metrics {
+            ledger,
+            output,
+            format,
+            scopes,
+        } => metrics::metrics(&ledger, &output, format, &scopes, progress),
         Command::Check { ledgers } => check(&ledgers, progress),
         Command::Merge { ledgers, format } => merge::merge(&ledgers, format, progress),
         Command::Parquet {

@@ -48,13 +48,14 @@ fn summary_prints_markdown() {
 }
 
 /// Every command that reads a ledger, with `""` where the ledger's path goes.
-const READING_COMMANDS: [&[&str]; 6] = [
+const READING_COMMANDS: [&[&str]; 7] = [
     &["summary", ""],
     &["check", ""],
     &["csv", "", "-o", "-"],
     &["report", "", "-o", "-"],
     &["trace", "", "-o", "-"],
     &["merge", ""],
+    &["metrics", ""],
 ];
 
 fn with_path<'a>(cmd: &[&'a str], path: &'a str) -> Vec<&'a str> {

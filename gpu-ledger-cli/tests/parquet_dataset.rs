@@ -89,6 +89,7 @@ fn with_counters(dir: &Path) -> PathBuf {
             kernel_ns: 1000,
             copies: 1,
             attribution: AttributionCounts::default(),
+            ..LaunchThread::default()
         }];
         // A sampled timeline with a calibration: every fourth row untraced, the others with
         // their estimate.

@@ -167,6 +167,69 @@ impl BusyAccumulator {
     }
 }
 
+/// Calls `on_gap(start, end)` for every idle gap inside the window, in time order: the same runs
+/// whose lengths [`union_busy`] sums into `idle_ns`, so that anything split along them adds up to
+/// it exactly. Returns the window and the busy time (`(first_start, last_end, busy)`), `None`
+/// for no intervals. Sorts `intervals` in place.
+pub fn for_each_gap(
+    intervals: &mut [(u64, u64)],
+    on_gap: impl FnMut(u64, u64),
+) -> Option<(u64, u64, u64)> {
+    sweep(intervals, on_gap)
+}
+
+/// The union of `intervals` as disjoint runs in time order, each non-empty; zero-length
+/// intervals cover nothing. Sorts `intervals` in place.
+pub fn union_runs(intervals: &mut [(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    if !intervals.is_sorted() {
+        intervals.sort();
+    }
+    for &(s, e) in intervals.iter() {
+        if e <= s {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// The measure of `a` outside `b` and of `a` inside `b`, for two sets of disjoint runs in time
+/// order ([`union_runs`]): one merge over both.
+pub fn difference_and_overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> (u64, u64) {
+    let (mut only, mut both) = (0u64, 0u64);
+    let mut j = 0;
+    for &(s, e) in a {
+        let mut at = s;
+        while j < b.len() && b[j].1 <= at {
+            j += 1;
+        }
+        let mut k = j;
+        while at < e {
+            match b.get(k) {
+                Some(&(bs, be)) if bs < e => {
+                    if bs > at {
+                        only += bs - at;
+                        at = bs;
+                    }
+                    let to = be.min(e);
+                    both += to.saturating_sub(at);
+                    at = at.max(to);
+                    k += 1;
+                }
+                _ => {
+                    only += e - at;
+                    at = e;
+                }
+            }
+        }
+    }
+    (only, both)
+}
+
 /// The idle gaps `(start, end)` inside the window whose length is at least `min_gap_ns` (and
 /// never zero), largest first; gaps of equal length are in time order.
 ///
@@ -285,6 +348,32 @@ mod tests {
         let s = union_busy(&mut v).unwrap();
         assert_eq!(s.busy_ns, 11);
         assert_eq!(s.idle_ns, u64::MAX - 11);
+    }
+
+    #[test]
+    fn the_gaps_walked_are_those_idle_ns_sums() {
+        let mut v = vec![(0, 10), (12, 20), (15, 15), (50, 60), (65, 70), (70, 70)];
+        let mut walked = Vec::new();
+        let w = for_each_gap(&mut v, |s, e| walked.push((s, e))).unwrap();
+        assert_eq!(walked, vec![(10, 12), (20, 50), (60, 65)]);
+        let s = union_busy(&mut v).unwrap();
+        assert_eq!(walked.iter().map(|(a, b)| b - a).sum::<u64>(), s.idle_ns);
+        assert_eq!(w, (0, 70, s.busy_ns));
+        assert_eq!(for_each_gap(&mut [], |_, _| ()), None);
+    }
+
+    #[test]
+    fn runs_difference_and_overlap() {
+        let copies = union_runs(&mut [(30, 40), (0, 10), (5, 12), (20, 20)]);
+        assert_eq!(copies, vec![(0, 12), (30, 40)]);
+        let compute = union_runs(&mut [(8, 31), (35, 36), (39, 50)]);
+        // Copies outside compute: [0,8) and [31,35) and [36,39); inside: [8,12), 30, 35, 39.
+        assert_eq!(
+            difference_and_overlap(&copies, &compute),
+            (8 + 4 + 3, 4 + 1 + 1 + 1)
+        );
+        assert_eq!(difference_and_overlap(&copies, &[]), (22, 0));
+        assert_eq!(difference_and_overlap(&[], &compute), (0, 0));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::environment::Environment;
+use crate::idle::{DispatchFloor, IdleBreakdown, InventoryEntry};
 use crate::nvml::{NvmlIterationSummary, RunEnergy};
 
 /// Version of the line format written by this build. The reader refuses any other.
@@ -161,6 +162,14 @@ pub struct ConfigRecord {
     /// The iterations PC sampling ran in and its settings, or why it did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pc_sampling: Option<String>,
+    /// How rows were also published as metrics (scope depth and limit, histograms, recorder),
+    /// when they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// Whether rows split idle time by cause, and with what settings (`on: largest_gaps=5
+    /// small_read_bytes=1024 floor=calibration`), or `off`. Absent below the timeline level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_causes: Option<String>,
 }
 
 /// Where this process sits in a multi-process job.
@@ -243,6 +252,11 @@ pub struct IterationRow {
     /// iteration (then `perturbed`: sampling slows kernels launched while it runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalls: Option<crate::stalls::IterationStalls>,
+    /// The host calls the funnel asks about, by kind, scope and function: device-wide and
+    /// stream synchronizations, synchronous copies and memsets, small device-to-host reads,
+    /// allocations and frees (docs/idle.md). With idle causes on, in traced rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_inventory: Vec<InventoryEntry>,
 }
 
 /// Kernels counted by how their scope was found.
@@ -259,6 +273,14 @@ pub struct AttributionCounts {
     pub profiler: u64,
     /// In no scope: `(unscoped)`.
     pub unscoped: u64,
+    /// Nodes of a CUDA graph, in the scope open where they were captured, nested under the scope
+    /// their graph was launched in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_capture: u64,
+    /// Nodes of a CUDA graph whose capture the profiler did not see (captured before
+    /// `Profiler::start()`): in the scope their graph was launched in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_launch: u64,
 }
 
 impl AttributionCounts {
@@ -269,7 +291,14 @@ impl AttributionCounts {
             .saturating_add(self.followed)
             .saturating_add(self.profiler)
             .saturating_add(self.unscoped)
+            .saturating_add(self.graph_capture)
+            .saturating_add(self.graph_launch)
     }
+}
+
+/// Whether a count is zero, for counts that ledgers without them leave out.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One thread that launched work in an iteration.
@@ -288,6 +317,18 @@ pub struct LaunchThread {
     pub copies: u64,
     /// How its kernels were attributed.
     pub attribution: AttributionCounts,
+    /// Time the thread waited on a run queue, runnable but not running, ns, over the
+    /// iteration (`/proc/self/task/<tid>/schedstat`, read when the collector took `step()`'s
+    /// message, up to 2 ms after it). None where the file cannot be read, and for iterations
+    /// shorter than the collector's tick that shared one reading with the one before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue_ns: Option<u64>,
+    /// Time the thread ran on a CPU, ns, over the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cpu_ns: Option<u64>,
+    /// Times the thread was scheduled onto a CPU over the same span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeslices: Option<u64>,
 }
 
 impl LaunchThread {
@@ -317,7 +358,8 @@ pub struct ActivityEntry {
     pub end_ns: u64,
     /// Scope path it was launched in.
     pub scope: String,
-    /// How `scope` was found: `own_thread`, `handoff`, `followed`, `profiler` or `unscoped`.
+    /// How `scope` was found: `own_thread`, `handoff`, `followed`, `profiler`, `unscoped`,
+    /// `graph_capture` or `graph_launch` (the names of [`AttributionCounts`]' fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<String>,
     /// CUPTI correlation id of the launching call.
@@ -364,6 +406,10 @@ pub struct DeviceIteration {
     /// allocation records were seen; counts only allocations made while the profiler ran.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// `idle_ns` split by cause, the gap before the window, and the longest gaps (docs/idle.md).
+    /// With idle causes on (`Config::idle_causes`), in traced rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<IdleBreakdown>,
 }
 
 /// Time and launches of one scope path in one iteration.
@@ -531,10 +577,45 @@ pub struct Trailer {
     /// a duty cycle what its windows cost; absent when PC sampling read no window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalls: Option<crate::stalls::RunStalls>,
+    /// The CUDA graph nodes the run saw, when it launched or captured any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<GraphCounts>,
+    /// The dispatch floor of each device the rows split idle time with (docs/idle.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispatch_floors: Vec<DispatchFloor>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+/// What the profiler kept of CUDA graphs' nodes to attribute their kernels, copies and memsets
+/// to the scopes they were captured in, over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GraphCounts {
+    /// Kernel, copy and memset nodes whose creation (stream capture or an explicit node) the
+    /// profiler saw, with the scope open on the creating thread.
+    #[serde(default)]
+    pub nodes_captured: u64,
+    /// Most node entries (captured graphs' and executable graphs' nodes) held at once: what
+    /// live graphs hold, each kept until its graph is destroyed and the row of that iteration
+    /// is written.
+    #[serde(default)]
+    pub nodes_live_peak: u64,
+    /// Node entries still held at the end: of graphs not destroyed before the run ended.
+    #[serde(default)]
+    pub nodes_live_at_end: u64,
+    /// Nodes not kept because the profiler held its bound of nodes already: their kernels are
+    /// in their graph launch's scope.
+    #[serde(default)]
+    pub nodes_not_kept: u64,
+    /// Kernels, copies and memsets of graph nodes attributed to the scope they were captured in.
+    #[serde(default)]
+    pub records_by_capture: u64,
+    /// Kernels, copies and memsets of graph nodes whose capture the profiler did not see: in
+    /// the scope of their graph launch.
+    #[serde(default)]
+    pub records_unseen: u64,
+    /// Graph callbacks CUPTI made that could not be kept (an id it could not give, or the
+    /// collector too far behind).
+    #[serde(default)]
+    pub callbacks_lost: u64,
 }
 
 /// The profiler's own measured cost during the run.
@@ -575,4 +656,8 @@ pub struct Overhead {
     /// traced iteration and off after it, ns: the switches kept off the stepping thread.
     #[serde(default)]
     pub sampling_switch_collector_ns: u64,
+    /// Time the collector thread spent publishing rows as metrics (included in
+    /// `collector_cpu_ns`), ns: what the application's recorder costs per row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub metrics_publish_ns: u64,
 }

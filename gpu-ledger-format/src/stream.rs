@@ -241,11 +241,18 @@ impl<R: BufRead> LedgerStream<R> {
                 Some(_) if !line.cut_char => serde_json::from_str::<Peek>(&line.text).ok(),
                 _ => None,
             };
-            if let (Some(keep), Some(Peek { kind: Some(kind), index: Some(index) })) =
-                (keep.as_mut(), peeked)
+            if let (
+                Some(keep),
+                Some(Peek {
+                    kind: Some(kind),
+                    index: Some(index),
+                }),
+            ) = (keep.as_mut(), peeked)
             {
                 if kind == "iteration" && !keep(index) {
-                    self.order.check(index, self.line).map_err(|m| self.err(m))?;
+                    self.order
+                        .check(index, self.line)
+                        .map_err(|m| self.err(m))?;
                     self.skipped += 1;
                     continue;
                 }

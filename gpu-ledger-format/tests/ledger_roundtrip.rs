@@ -19,6 +19,7 @@ use gpu_ledger_format::{
     ClockStats, DeviceRunEnergy, EnergyEstimate, EnergyMethod, NvmlIterationSummary, PowerKind,
     PowerStats, RunEnergy,
 };
+use gpu_ledger_format::{DispatchFloor, IdleBreakdown, IdleCause, IdleGap, InventoryEntry};
 use proptest::prelude::*;
 
 fn header() -> String {
@@ -82,6 +83,7 @@ fn device() -> impl Strategy<Value = DeviceIteration> {
                 largest_gap_ns: gap % (idle_ns + 1),
                 kernel_count,
                 peak_memory_bytes: Some(a),
+                idle: None,
             }
         },
     )
@@ -210,6 +212,7 @@ fn row() -> impl Strategy<Value = IterationRow> {
             flag,
             (devices, scopes, kernels, nvml, c, warnings),
         )| {
+            let devices = with_idle(devices, index, warnings.first());
             IterationRow {
                 index,
                 host_start_ns,
@@ -241,6 +244,8 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     followed: host_wall_ns,
                     profiler: 0,
                     unscoped: 1,
+                    graph_capture: index % 2,
+                    graph_launch: index % 3,
                 }),
                 launch_threads: vec![gpu_ledger_format::LaunchThread {
                     name: warnings.first().cloned(),
@@ -249,7 +254,23 @@ fn row() -> impl Strategy<Value = IterationRow> {
                     kernel_ns: host_wall_ns,
                     copies: 1,
                     attribution: gpu_ledger_format::AttributionCounts::default(),
+                    run_queue_ns: (index % 2 == 0).then_some(host_start_ns),
+                    on_cpu_ns: (index % 2 == 0).then_some(host_wall_ns),
+                    timeslices: (index % 2 == 0).then_some(3),
                 }],
+                host_inventory: (index % 2 == 1)
+                    .then(|| InventoryEntry {
+                        kind: "small_dtoh".into(),
+                        scope: warnings.first().cloned().unwrap_or_default(),
+                        function: Some("cuMemcpyDtoH_v2".into()),
+                        device_id: Some(0),
+                        count: 2,
+                        host_ns: host_wall_ns,
+                        bytes: Some(8),
+                        synchronous: Some(2),
+                    })
+                    .into_iter()
+                    .collect(),
                 untraced: index % 3 == 0,
                 tracing_added_ns: (index % 2 == 0).then_some(host_wall_ns / 7),
                 stalls: (index % 4 == 1).then(|| gpu_ledger_format::stalls::IterationStalls {
@@ -277,8 +298,13 @@ fn row() -> impl Strategy<Value = IterationRow> {
 }
 
 fn trailer() -> impl Strategy<Value = Trailer> {
-    (float(), float(), proptest::collection::vec(text(), 0..3)).prop_map(|(j, m, warnings)| {
-        Trailer {
+    (
+        float(),
+        float(),
+        proptest::collection::vec(text(), 0..3),
+        0..3u64,
+    )
+        .prop_map(|(j, m, warnings, g)| Trailer {
             energy: Some(RunEnergy {
                 total_j: j,
                 mean_j_per_iteration: Some(m),
@@ -289,10 +315,85 @@ fn trailer() -> impl Strategy<Value = Trailer> {
                 }],
                 ..RunEnergy::default()
             }),
+            dispatch_floors: (warnings.len() == 1)
+                .then(|| DispatchFloor {
+                    device_id: 0,
+                    floor_ns: 1_200,
+                    median_ns: Some(1_000),
+                    p90_ns: Some(1_200),
+                    samples: 315,
+                    source: "calibration".into(),
+                })
+                .into_iter()
+                .collect(),
             warnings,
+            graphs: (g > 0).then(|| gpu_ledger_format::GraphCounts {
+                nodes_captured: g,
+                nodes_live_peak: 2 * g,
+                nodes_live_at_end: g - 1,
+                records_by_capture: 7,
+                records_unseen: g % 2,
+                ..Default::default()
+            }),
             ..Trailer::default()
-        }
-    })
+        })
+}
+
+/// `devices`, every other row with idle causes that add up (the reader refuses others): the
+/// idle time split in two pieces, a lead-in and one largest gap.
+fn with_idle(
+    mut devices: Vec<DeviceIteration>,
+    index: u64,
+    text: Option<&String>,
+) -> Vec<DeviceIteration> {
+    if index % 2 == 1 {
+        return devices;
+    }
+    let part = |cause: &str, detail: Option<String>, ns: u64| IdleCause {
+        cause: cause.into(),
+        detail,
+        rule: "scope_open".into(),
+        ns,
+        gaps: 1,
+    };
+    for d in &mut devices {
+        // compute_idle_ns below is idle_ns + 5, which must stay plausible too.
+        d.idle_ns = d.idle_ns.min(MAX_PLAUSIBLE - 5);
+        let half = d.idle_ns / 2;
+        let gap = IdleGap {
+            start_ns: d.first_start_ns,
+            ns: half,
+            cause: "host_launch".into(),
+            detail: text.cloned(),
+            rule: "scope_open".into(),
+            parts: vec![part("host_launch", text.cloned(), half)],
+            function: text.cloned(),
+            bytes: Some(index),
+            scope: text.cloned(),
+            tid: Some(7),
+            thread: text.cloned(),
+            before: Some("k".into()),
+            before_stream: Some(7),
+            after: text.cloned(),
+            after_stream: None,
+        };
+        d.idle = Some(IdleBreakdown {
+            floor_ns: 1_000,
+            floor_source: "calibration".into(),
+            host_offset_ns: -(index as i64),
+            causes: vec![
+                part("host_launch", text.cloned(), half),
+                part("launch_latency", None, d.idle_ns - half),
+            ],
+            compute_idle_ns: d.idle_ns + 5,
+            copy_only_ns: 5,
+            copy_overlapped_ns: index,
+            lead_in: (index % 4 == 0).then(|| gap.clone()),
+            largest_gaps: vec![gap],
+            causality_violations: index % 3,
+        });
+    }
+    devices
 }
 
 proptest! {
@@ -356,4 +457,108 @@ fn a_nan_counter_value_reads_back_as_nan() {
     .unwrap();
     let c = ledger.iterations[0].counters.as_ref().unwrap();
     assert!(c.ranges[0].values["sm__throughput"].is_nan());
+}
+
+#[test]
+fn graph_counts_are_left_out_when_zero_and_read_as_zero_when_absent() {
+    use gpu_ledger_format::{AttributionCounts, GraphCounts};
+    let none = AttributionCounts {
+        own_thread: 3,
+        ..AttributionCounts::default()
+    };
+    let text = serde_json::to_string(&none).unwrap();
+    assert!(!text.contains("graph"), "{text}");
+    let old: AttributionCounts = serde_json::from_str(
+        r#"{"own_thread":3,"handoff":0,"followed":0,"profiler":0,"unscoped":0}"#,
+    )
+    .unwrap();
+    assert_eq!(old, none);
+    let graphs = AttributionCounts {
+        graph_capture: 4,
+        graph_launch: 2,
+        ..none
+    };
+    let text = serde_json::to_string(&graphs).unwrap();
+    assert!(text.contains(r#""graph_capture":4"#) && text.contains(r#""graph_launch":2"#));
+    assert_eq!(
+        serde_json::from_str::<AttributionCounts>(&text).unwrap(),
+        graphs
+    );
+    assert_eq!(graphs.total(), 9, "the graph counts add up with the others");
+    let trailer = serde_json::to_string(&Trailer::default()).unwrap();
+    assert!(!trailer.contains("graphs"), "{trailer}");
+    let with = Trailer {
+        graphs: Some(GraphCounts {
+            records_unseen: 1,
+            ..GraphCounts::default()
+        }),
+        ..Trailer::default()
+    };
+    let text = serde_json::to_string(&with).unwrap();
+    assert_eq!(serde_json::from_str::<Trailer>(&text).unwrap(), with);
+}
+
+/// The golden ledgers' rows and trailers, read and written again, gain none of the graph
+/// counts: written only when a run saw graph nodes, they leave every older ledger's lines as they
+/// were.
+#[test]
+fn golden_rows_and_trailers_written_again_gain_no_graph_count() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    let mut lines = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let Ok(parsed) = serde_json::from_str::<LedgerLine>(line) else {
+                continue;
+            };
+            let again = serde_json::to_string(&parsed).unwrap();
+            for key in ["\"graph_capture\"", "\"graph_launch\"", "\"graphs\""] {
+                assert!(!again.contains(key), "{}: {key}", path.display());
+            }
+            lines += 1;
+        }
+    }
+    assert!(lines > 0, "no golden line was checked");
+}
+
+/// The golden ledgers have no idle causes: written again, their lines carry none of the new
+/// fields, so an old ledger round-trips as it did before they existed.
+#[test]
+fn golden_ledgers_read_and_write_again_without_idle_fields() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data");
+    let mut lines = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("v1-") || !name.ends_with(".jsonl") || name.contains("corrupt") {
+            continue;
+        }
+        let Ok(ledger) = gpu_ledger_format::read_ledger(&path) else {
+            panic!("{name} reads");
+        };
+        for row in &ledger.iterations {
+            let text = serde_json::to_string(&LedgerLine::Iteration(row.clone())).unwrap();
+            for key in [
+                "\"idle\"",
+                "host_inventory",
+                "run_queue_ns",
+                "on_cpu_ns",
+                "timeslices",
+            ] {
+                assert!(!text.contains(key), "{name}: {key} in {text}");
+            }
+            lines += 1;
+        }
+        if let Some(t) = &ledger.trailer {
+            let text = serde_json::to_string(&LedgerLine::Trailer(t.clone())).unwrap();
+            assert!(!text.contains("dispatch_floors"), "{name}");
+        }
+        let header = serde_json::to_string(&LedgerLine::Header(ledger.header.clone())).unwrap();
+        assert!(!header.contains("idle_causes"), "{name}");
+    }
+    assert!(lines > 50, "the golden rows were read ({lines})");
 }

@@ -330,6 +330,7 @@ fn summary_says_once_when_most_device_time_is_unscoped_while_scopes_were_open() 
                 unscoped: 5,
                 ..AttributionCounts::default()
             },
+            ..LaunchThread::default()
         });
         r.warnings.push(format!(
             "{} % of this iteration's kernel time is in no scope although scopes were open: x",

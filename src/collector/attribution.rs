@@ -10,7 +10,7 @@
 
 use super::Collector;
 use crate::cupti::calls::{Attribution, CapturedCall};
-use crate::cupti::functions::{is_counted, ApiClass};
+use crate::cupti::functions::{is_counted, ApiClass, CallKind};
 use crate::cupti::record::{CopyRecord, KernelRecord, MemoryRecord, Record, SyncRecord};
 
 /// A GPU activity waiting to be placed or placed in an iteration.
@@ -46,6 +46,15 @@ impl Activity {
             Activity::Memory(r) => r.timestamp,
         }
     }
+    /// The CUDA graph node it ran (0: not a graph node's).
+    #[inline]
+    fn graph_node_id(&self) -> u64 {
+        match self {
+            Activity::Kernel(r) => r.graph_node_id,
+            Activity::Memcpy(r) | Activity::Memset(r) => r.graph_node_id,
+            Activity::Sync(_) | Activity::Memory(_) => 0,
+        }
+    }
     /// Host-side records are placed by their own time, not by their call.
     pub(super) fn is_host_side(&self) -> bool {
         matches!(self, Activity::Sync(_) | Activity::Memory(_))
@@ -53,11 +62,29 @@ impl Activity {
 }
 
 /// An activity placed in an iteration, with the scope path it is attributed to, how that path
-/// was found, and the thread whose call launched it.
+/// was found, the thread whose call launched it, and that call's correlation id (the outermost
+/// call's, which [`HostCall`] is kept under).
 pub(super) struct Placed {
     pub(super) path_id: u32,
     pub(super) activity: Activity,
     pub(super) by: CallSource,
+    pub(super) call_id: u32,
+}
+
+/// An outermost call with its host times, kept in its iteration for the idle causes (the
+/// correlation table forgets calls before the row is built).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HostCall {
+    pub(super) correlation_id: u32,
+    /// The calling thread's index ([`CapturedCall::thread`]).
+    pub(super) thread: u32,
+    /// Entry and exit, host ns since the run's origin.
+    pub(super) entry_ns: u64,
+    pub(super) exit_ns: u64,
+    pub(super) kind: CallKind,
+    pub(super) function: &'static str,
+    pub(super) path_id: u32,
+    pub(super) attribution: Attribution,
 }
 
 /// How an activity's scope was found, and which thread launched it.
@@ -100,9 +127,11 @@ impl Collector {
             }
             Record::Other { .. } => return,
             // The start-up calibration's kernels are the profiler's, launched before iteration 0
-            // and never captured: counted apart, not attributed.
+            // and never captured: counted apart, not attributed; their back-to-back gaps measure
+            // the dispatch floor.
             Record::Kernel(k) if k.name.starts_with(crate::cupti::calibrate::KERNEL_PREFIX) => {
                 self.trailer.calibration_records += 1;
+                self.rows.add_calibration_kernel(&k);
                 return;
             }
             Record::Kernel(k) => {
@@ -156,6 +185,20 @@ impl Collector {
         if outermost && is_counted(class) {
             it.counted_calls += 1;
         }
+        if outermost && call.entry != 0 && it.traced {
+            if let Some((kind, function)) = self.classes.kind(call.runtime, call.cbid) {
+                it.host_calls.push(HostCall {
+                    correlation_id: corr,
+                    thread: call.thread,
+                    entry_ns: call.entry,
+                    exit_ns: call.exit,
+                    kind,
+                    function,
+                    path_id: call.path_id,
+                    attribution: call.attribution,
+                });
+            }
+        }
         // Most calls come before their GPU records: nothing waits, and no nested call's record
         // arrived first.
         let waiting = if self.waiting.is_empty() {
@@ -174,6 +217,7 @@ impl Collector {
                 Some(ApiClass::KernelLaunch | ApiClass::Memcpy | ApiClass::Memset)
             )
             && (it.arrived.is_empty() || !it.arrived.remove(&corr))
+            && !self.graphs.take_captured_call(corr)
         {
             it.expected.insert(corr);
         }
@@ -185,6 +229,20 @@ impl Collector {
     pub(super) fn drain_calls(&mut self) {
         let mut batch = std::mem::take(&mut self.call_batch);
         self.running.drain_calls(&mut batch);
+        self.take_graph_events();
+        // Host times to ns as scopes' are, before a call can wait in `deferred`: an anchor first,
+        // so that the calls drained are interpolated rather than extrapolated.
+        if let (Some(clock), false) = (&mut self.clock, batch.is_empty()) {
+            clock.push(self.running.clock.anchor());
+            for call in batch.iter_mut().filter(|c| c.entry != 0) {
+                call.entry = clock.to_ns(call.entry);
+                call.exit = if call.exit == 0 {
+                    0
+                } else {
+                    clock.to_ns(call.exit)
+                };
+            }
+        }
         for call in batch.drain(..) {
             self.accept_call(call);
         }
@@ -271,10 +329,16 @@ impl Collector {
             self.trailer.untraced_records += 1;
             return;
         }
+        // A graph node's record: its call is the whole graph's launch (one branch otherwise).
+        let (path_id, by) = match a.graph_node_id() {
+            0 => (path_id, by),
+            node => self.graphs.scope(node, path_id, by, &self.running),
+        };
         it.placed.push(Placed {
             path_id,
             activity: a,
             by,
+            call_id: outer.unwrap_or(corr),
         });
     }
 }

@@ -273,7 +273,8 @@ fn the_windows_cost_stays_within_the_budget_and_reach_every_top_kernel() {
     // Once every top kernel had its samples, no further window opened.
     let last = windows.last().expect("windows").index;
     assert!(last < 2_500, "the last window was at iteration {last}");
-    assert!(s.trailer.warnings.is_empty(), "{:?}", s.trailer.warnings);
+    // No calibration offline: the idle split says so once; any other warning is a fault.
+    assert_eq!(other_warnings(&s.trailer.warnings), Vec::<&String>::new());
 }
 
 #[test]
@@ -379,4 +380,13 @@ fn a_known_run_length_lets_the_budget_be_spent_early() {
     assert!(opened(&early).windows_opened >= 2, "{:?}", opened(&early));
     assert_eq!(opened(&without).windows_opened, 0);
     assert!(opened(&early).cost_ns as f64 <= 0.01 * 2_000.0 * BASE_NS as f64);
+}
+
+/// The trailer's warnings other than the idle split's note that no dispatch floor was measured
+/// (an offline collector has no calibration).
+fn other_warnings(warnings: &[String]) -> Vec<&String> {
+    warnings
+        .iter()
+        .filter(|w| !w.starts_with("idle causes: the dispatch floor"))
+        .collect()
 }

@@ -21,6 +21,10 @@ pub(super) enum KernelAttribution {
     /// gpu-ledger's own kernels, moved to their scope by name.
     Profiler,
     Unscoped,
+    /// A graph node's kernel, in the scope it was captured in under its launch's.
+    GraphCapture,
+    /// A graph node's kernel whose capture was not seen, in its graph launch's scope.
+    GraphLaunch,
 }
 
 impl KernelAttribution {
@@ -31,6 +35,8 @@ impl KernelAttribution {
             Attribution::OwnThread => KernelAttribution::OwnThread,
             Attribution::Handoff => KernelAttribution::Handoff,
             Attribution::Followed => KernelAttribution::Followed,
+            Attribution::GraphCapture => KernelAttribution::GraphCapture,
+            Attribution::GraphLaunch => KernelAttribution::GraphLaunch,
             // A scope no call gave: the collector put gpu-ledger's own kernels there by name.
             Attribution::Unscoped => KernelAttribution::Profiler,
         }
@@ -44,6 +50,8 @@ impl KernelAttribution {
             KernelAttribution::Followed => "followed",
             KernelAttribution::Profiler => "profiler",
             KernelAttribution::Unscoped => "unscoped",
+            KernelAttribution::GraphCapture => "graph_capture",
+            KernelAttribution::GraphLaunch => "graph_launch",
         }
     }
 }
@@ -55,6 +63,8 @@ fn count(counts: &mut AttributionCounts, a: KernelAttribution) {
         KernelAttribution::Followed => &mut counts.followed,
         KernelAttribution::Profiler => &mut counts.profiler,
         KernelAttribution::Unscoped => &mut counts.unscoped,
+        KernelAttribution::GraphCapture => &mut counts.graph_capture,
+        KernelAttribution::GraphLaunch => &mut counts.graph_launch,
     };
     *c = c.saturating_add(1);
 }
@@ -149,6 +159,7 @@ impl LaunchTally {
                 kernel_ns: t.kernel_ns,
                 copies: t.copies,
                 attribution: t.attribution,
+                ..LaunchThread::default()
             };
             if t.unscoped_ns > 0 {
                 unscoped_from.push(launched.label());

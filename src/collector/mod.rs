@@ -8,17 +8,21 @@
 //! - [`window`]: the iterations waiting for their rows, and when a row is ready;
 //! - [`attribution`]: the join of captured calls and GPU records ([`correlation`] finds a call by
 //!   its id);
+//! - [`graphs`]: CUDA graph nodes' records in the scopes the nodes were captured in;
 //! - [`scopes`]: closed scopes and their timing events;
 //! - [`row`]: a row from what an iteration gathered ([`kernel_groups`], [`scope_busy`]);
 //! - [`trailer`]: the end of the run.
 
 mod attribution;
 mod correlation;
+mod graphs;
+mod idle;
 mod kernel_groups;
 mod launch_threads;
 #[cfg(any(test, feature = "internals"))]
 pub(crate) mod offline;
 mod row;
+mod sched;
 mod scope_busy;
 mod scopes;
 mod stalls;
@@ -27,6 +31,10 @@ mod window;
 
 #[cfg(test)]
 mod duty_tests;
+#[cfg(test)]
+mod graph_tests;
+#[cfg(test)]
+mod idle_tests;
 #[cfg(test)]
 mod sampled_tests;
 #[cfg(test)]
@@ -85,6 +93,12 @@ pub(crate) struct CollectorSetup {
     /// The cubins and sources PC samples are mapped through, the lines kept per function, and
     /// the planner written rows go to, when PC sampling was set up.
     pub(crate) pc_sources: Option<crate::pcsampling::window::CollectorSide>,
+    /// Publishes each row as metrics as it is written, when the run asked for them.
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::metrics::Publisher>,
+    /// What the split of idle time by cause records, when it is on (the timeline and counters
+    /// levels).
+    pub(crate) idle: Option<crate::config::IdleConfig>,
 }
 
 /// Starts the collector thread.
@@ -126,6 +140,8 @@ struct Collector {
     deferred: Vec<Deferred>,
     /// Counted calls captured in iterations already written.
     counted_calls_before: u64,
+    /// The capture scopes of the nodes of live CUDA graphs.
+    graphs: graphs::GraphScopes,
     // The window.
     iterations: VecDeque<IterationState>,
     /// The buffers of the last row written, for the next iteration.
@@ -153,6 +169,8 @@ struct Collector {
     /// Converts scope clock readings to ns, where scopes read the TSC; `None` where they read
     /// ns already.
     clock: Option<TickConverter>,
+    /// Reads the launching threads' run-queue time at each iteration end, when asked.
+    sched: Option<sched::SchedReader>,
     // Rows, and the whole run.
     rows: RowBuilder,
     trailer: Trailer,
@@ -160,6 +178,8 @@ struct Collector {
     /// NVML summaries of the rows written (not perturbed), for the run's energy.
     nvml_rows: Vec<Vec<NvmlIterationSummary>>,
     work_per_iteration: Option<f64>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Publisher>,
 }
 
 impl Collector {
@@ -173,6 +193,11 @@ impl Collector {
             IterationBuffers::default(),
         ));
         let clock = s.running.clock.converter();
+        let sched = s
+            .idle
+            .as_ref()
+            .filter(|i| i.schedstat)
+            .map(|_| sched::SchedReader::default());
         Collector {
             running: s.running,
             inbox: s.inbox,
@@ -192,6 +217,7 @@ impl Collector {
             ends: Vec::new(),
             deferred: Vec::new(),
             counted_calls_before: 0,
+            graphs: graphs::GraphScopes::default(),
             iterations,
             spare_buffers: None,
             early_ends: BTreeMap::new(),
@@ -203,12 +229,16 @@ impl Collector {
             events_pending: 0,
             event_reader: EventReader::default(),
             clock,
+            sched,
             rows: RowBuilder::new(s.record_activities, s.auto_ranges, s.tracing_calibration)
-                .with_stalls(s.pc_sources.map(stalls::StallRows::new)),
+                .with_stalls(s.pc_sources.map(stalls::StallRows::new))
+                .with_idle(s.idle),
             trailer: Trailer::default(),
             nvml: s.nvml,
             nvml_rows: Vec::new(),
             work_per_iteration: s.work_per_iteration,
+            #[cfg(feature = "metrics")]
+            metrics: s.metrics,
         }
     }
 

@@ -71,6 +71,7 @@ impl OfflineCollector {
             crate::config::Follow::default(),
             crate::run::NvtxRun::default(),
             None,
+            true,
         );
         let collector = Collector::new(CollectorSetup {
             running,
@@ -90,12 +91,46 @@ impl OfflineCollector {
             auto_ranges: false,
             tracing_calibration: calibration,
             pc_sources,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+            idle: Some(crate::config::IdleConfig {
+                // No thread of the offline collector's is a launching thread of its own.
+                schedstat: false,
+                ..crate::config::IdleConfig::default()
+            }),
         });
+        let mut collector = collector;
+        if let Some(idle) = &mut collector.rows.idle {
+            idle.synthetic_thread_keys();
+        }
         OfflineCollector {
             collector,
             lines: line_rx,
             open_index: 0,
         }
+    }
+
+    /// Publishes every row it writes through `publisher`, as the profiler's collector does
+    /// with feature `metrics`.
+    #[cfg(feature = "metrics")]
+    pub fn with_metrics(mut self, publisher: crate::metrics::Publisher) -> Self {
+        self.collector.metrics = Some(publisher);
+        self
+    }
+
+    /// [`new`](Self::new), with the idle-cause split as `idle` says (`None`: off).
+    pub fn with_idle(start_cupti_ns: u64, idle: Option<crate::config::IdleConfig>) -> Self {
+        let mut c = Self::new(start_cupti_ns);
+        c.collector
+            .rows
+            .set_idle(idle.map(|i| crate::config::IdleConfig {
+                schedstat: false,
+                ..i
+            }));
+        if let Some(idle) = &mut c.collector.rows.idle {
+            idle.synthetic_thread_keys();
+        }
+        c
     }
 
     /// The id of a slash-separated scope path (`"step/forward"`), interned as a scope guard
@@ -114,6 +149,20 @@ impl OfflineCollector {
     /// A scope of path `path_id` closed on gpu-ledger's thread 0 in iteration `iteration`,
     /// open over host times `[start_ns, end_ns)`.
     pub fn accept_scope(&mut self, path_id: u32, iteration: u64, start_ns: u64, end_ns: u64) {
+        self.accept_scope_on(0, path_id, iteration, start_ns, end_ns);
+    }
+
+    /// [`accept_scope`](Self::accept_scope) on gpu-ledger's thread `thread`: the thread whose
+    /// captured calls carry `thread` too (here a call's thread and a scope's thread of one
+    /// index are one thread).
+    pub fn accept_scope_on(
+        &mut self,
+        thread: u32,
+        path_id: u32,
+        iteration: u64,
+        start_ns: u64,
+        end_ns: u64,
+    ) {
         self.collector.add_scopes(vec![crate::run::ScopeRecord {
             path_id,
             iteration_at_entry: iteration,
@@ -122,13 +171,36 @@ impl OfflineCollector {
             end_ns,
             events: None,
             out_of_order: false,
-            thread: 0,
+            thread,
+            thread_key: u64::from(thread) + 1,
         }]);
     }
 
     /// One API call as the timeline level's callback captures it.
     pub fn accept_call(&mut self, call: CapturedCall) {
         self.collector.accept_call(call);
+    }
+
+    /// One event of CUPTI's graph callbacks (a node created, cloned or destroyed, an
+    /// executable graph made or destroyed), as the collector takes them before the calls
+    /// made after them.
+    pub fn accept_graph_event(&mut self, event: crate::cupti::calls::graphs::GraphEvent) {
+        self.collector.graphs.apply(event);
+    }
+
+    /// Holds at most `bound` graph nodes (the profiler's bound is far higher).
+    #[cfg(test)]
+    pub(crate) fn set_graph_bound(&mut self, bound: usize) {
+        self.collector.graphs = super::graphs::GraphScopes::with_bound(bound);
+    }
+
+    /// Graph node entries the collector holds now (captured and executable graphs' nodes), and
+    /// how many it has room for without growing.
+    pub fn graph_nodes(&self) -> (usize, usize) {
+        (
+            self.collector.graphs.len(),
+            self.collector.graphs.capacity(),
+        )
     }
 
     /// What `step()` makes the collector do: ends the open iteration at these times, with

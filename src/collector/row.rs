@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap as HashMap;
 use cupti_sys as sys;
 
 use super::attribution::{Activity, Placed};
+use super::idle::{IdleRows, RowInputs};
 use super::kernel_groups::KernelGroups;
 use super::launch_threads::{KernelAttribution, LaunchTally};
 use super::scope_busy::ScopeBusyTable;
@@ -43,6 +44,8 @@ pub(super) struct RowBuilder {
     pub(super) calibration: Option<TracingCalibration>,
     /// PC samples' rows, when PC sampling was set up.
     stall_rows: Option<super::stalls::StallRows>,
+    /// The split of idle time by cause, when it is on.
+    pub(super) idle: Option<IdleRows>,
 }
 
 impl RowBuilder {
@@ -67,6 +70,33 @@ impl RowBuilder {
             auto_ranges,
             calibration,
             stall_rows: None,
+            idle: None,
+        }
+    }
+
+    /// Rows split their devices' idle time by cause as `idle` says.
+    pub(super) fn with_idle(mut self, idle: Option<crate::config::IdleConfig>) -> Self {
+        self.set_idle(idle);
+        self
+    }
+
+    /// [`with_idle`](Self::with_idle) in place.
+    pub(super) fn set_idle(&mut self, idle: Option<crate::config::IdleConfig>) {
+        self.idle = idle.map(IdleRows::new);
+    }
+
+    /// The dispatch floor each device's rows used last, for the trailer.
+    pub(super) fn dispatch_floors(&self) -> Vec<crate::ledger::idle::DispatchFloor> {
+        self.idle
+            .as_ref()
+            .map(IdleRows::dispatch_floors)
+            .unwrap_or_default()
+    }
+
+    /// A kernel of the start-up calibration, whose back-to-back gaps give the dispatch floor.
+    pub(super) fn add_calibration_kernel(&mut self, k: &crate::cupti::record::KernelRecord) {
+        if let Some(idle) = &mut self.idle {
+            idle.add_calibration_kernel(k);
         }
     }
 
@@ -118,7 +148,8 @@ impl RowBuilder {
             memory_events,
         } = self.gather(paths, &it.placed);
         let peaks = self.memory_peaks(memory_events);
-        let devices = self.devices(&peaks);
+        let mut devices = self.devices(&peaks);
+        let host_inventory = self.explain_idle(running, it, &mut devices);
         let scopes = self.scopes(it, paths);
         let kernel_groups = self.kernel_groups.finish();
         let tracing_added_ns = self.tracing_added_ns(&kernel_groups, it.traced);
@@ -139,9 +170,12 @@ impl RowBuilder {
             (Some(s), Some(rows)) => Some(rows.build(s, &it.placed, paths, &mut it.warnings)),
             _ => None,
         };
-        let (attribution, launch_threads) =
+        let (attribution, mut launch_threads) =
             self.launches
                 .finish(running.calls(), !it.scopes.is_empty(), &mut it.warnings);
+        if let Some(sched) = &it.sched {
+            super::sched::fill(&mut launch_threads, sched, running.calls());
+        }
         let (activities, scope_spans) = if self.record_activities {
             (
                 Some(activity_entries(&it.placed, paths)),
@@ -174,7 +208,29 @@ impl RowBuilder {
             untraced: !it.traced,
             tracing_added_ns,
             stalls,
+            host_inventory,
         }
+    }
+
+    /// Splits each device's idle time by cause, when that is on; the row's host inventory.
+    fn explain_idle(
+        &mut self,
+        running: &RunState,
+        it: &IterationState,
+        devices: &mut [DeviceIteration],
+    ) -> Vec<crate::ledger::idle::InventoryEntry> {
+        let Some(idle) = &mut self.idle else {
+            return Vec::new();
+        };
+        let inputs = RowInputs {
+            placed: &it.placed,
+            host_calls: &it.host_calls,
+            scopes: &it.scopes,
+            host_start_ns: it.host_start_ns,
+            end_pair: it.host_end_ns().zip(it.cupti_end()),
+            traced: it.traced,
+        };
+        idle.explain(&inputs, devices, running.calls(), &running.paths)
     }
 
     /// One pass over the placed activities: devices' intervals, kernel groups, launch tallies
@@ -290,6 +346,7 @@ impl RowBuilder {
                     largest_gap_ns: b.largest_gap_ns,
                     kernel_count: d.kernels,
                     peak_memory_bytes: peaks.get(&d.device_id).copied().or(live),
+                    idle: None,
                 })
             })
             .collect();

@@ -68,3 +68,66 @@ fn without_untraced_iterations_an_old_record_is_late_not_untraced() {
     let (_, trailer) = c.finish(2_900, 3_000);
     assert_eq!((trailer.untraced_records, trailer.late_records), (0, 1));
 }
+
+/// A graph captured while the timeline samples the iteration out (only the graph callbacks
+/// run then) is attributed by its capture scopes in every traced window that replays it, the
+/// same in the third window as in the first.
+#[test]
+fn graph_capture_scopes_outlive_untraced_iterations() {
+    use crate::cupti::calls::graphs::GraphEvent;
+    let mut c = OfflineCollector::new(1_000);
+    let attention = c.intern_path("forward/attention");
+    let replay = c.intern_path("step/replay");
+    let mut windows = Vec::new();
+    for it in 0..7u64 {
+        let traced = it % 2 == 0;
+        if it == 1 {
+            // Captured and instantiated in an untraced iteration.
+            c.accept_graph_event(GraphEvent::Created {
+                node: 11,
+                graph: Some(1),
+                path_id: attention,
+                call: 0,
+                iteration: it,
+            });
+            c.accept_graph_event(GraphEvent::Cloned {
+                node: 101,
+                original: 11,
+                owner: None,
+            });
+            c.accept_graph_event(GraphEvent::ExecCreated {
+                exec: 7,
+                nodes: vec![101],
+            });
+        }
+        let (t0, t1) = (1_000 * (it + 1), 1_000 * (it + 2));
+        if it >= 1 {
+            let corr = 100 + it as u32;
+            if traced {
+                c.accept_call(super::tests::driver_call("cuGraphLaunch", corr, it, replay));
+            }
+            let Record::Kernel(mut k) = kernel(corr, t0 + 100, "node_kernel") else {
+                unreachable!()
+            };
+            (k.graph_id, k.graph_node_id) = (1, 101);
+            c.accept(Record::Kernel(k));
+        }
+        let launches = it / 2;
+        if traced {
+            c.end_iteration(t1 - 50, t1, launches);
+        } else {
+            c.end_untraced_iteration(t1 - 50, t1, launches);
+        }
+        let row = one_complete_row(&mut c);
+        if traced && it > 0 {
+            windows.push((
+                kernels_of(&row, "step/replay/forward/attention"),
+                row.attribution.unwrap().graph_capture,
+            ));
+        }
+    }
+    assert_eq!(windows, [(1, 1); 3], "windows 2, 4 and 6 alike");
+    let (_, trailer) = c.finish(9_000, 9_000);
+    assert_eq!(trailer.untraced_records, 3, "the untraced replays' kernels");
+    assert_eq!(trailer.graphs.unwrap().records_unseen, 0);
+}

@@ -246,6 +246,8 @@ pub(super) fn call(corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
             Attribution::OwnThread
         },
         thread: 0,
+        entry: 0,
+        exit: 0,
     }
 }
 
@@ -385,7 +387,7 @@ fn scope_ids_below_and_above_the_indexed_range_are_counted_per_row() {
 }
 
 /// A captured call of the driver function `name`.
-fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
+pub(super) fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedCall {
     let cbid = sys::bound_cbids()
         .driver
         .iter()
@@ -399,7 +401,7 @@ fn driver_call(name: &str, corr: u32, iteration: u64, path_id: u32) -> CapturedC
 }
 
 /// A copy (`direction` one of CUPTI's) or a memset (`memset`) of `bytes` on device 0.
-fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyRecord {
+pub(super) fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyRecord {
     CopyRecord {
         direction,
         bytes,
@@ -411,6 +413,8 @@ fn transfer(direction: &'static str, corr: u32, start: u64, bytes: u64) -> CopyR
         correlation_id: corr,
         graph_id: 0,
         graph_node_id: 0,
+        is_async: true,
+        pageable: false,
     }
 }
 
@@ -635,6 +639,7 @@ fn auto_ranges_fewer_than_the_kernels_launched_are_left_unnamed_with_a_warning()
                     path_id: 0,
                     activity: Activity::Kernel(k),
                     by: Default::default(),
+                    call_id: i,
                 },
                 _ => unreachable!(),
             })
@@ -737,6 +742,7 @@ fn counters_claim_the_range_profilers_kernels_and_the_l2_flushes_wherever_they_w
             path_id,
             activity: Activity::Kernel(k),
             by: CallSource::default(),
+            call_id: 1,
         }
     };
     let mut placed = vec![
@@ -806,6 +812,7 @@ fn a_functions_samples_go_to_the_scopes_that_launched_it_by_gpu_time() {
             path_id,
             activity: Activity::Kernel(k),
             by: CallSource::default(),
+            call_id: 1,
         }
     };
     let paths = crate::run::PathTable::default();

@@ -45,8 +45,10 @@ impl Collector {
         self.trailer.stalls = stalls;
         self.trailer.warnings.extend(shortfall);
         self.warn_of_unplaced();
+        self.note_dispatch_floors();
         self.count_cupti_buffers();
         self.warn_of_lost_captures();
+        self.finish_graphs();
         self.stop_nvml();
         self.count_overhead();
         if self
@@ -144,6 +146,29 @@ impl Collector {
             self.trailer.warnings.push(format!(
                 "{} records arrived after their iteration's row was written (raise Config::settle)",
                 self.trailer.late_records
+            ));
+        }
+    }
+
+    /// The dispatch floors the rows split idle time with, and a warning when one was not
+    /// measured.
+    fn note_dispatch_floors(&mut self) {
+        self.trailer.dispatch_floors = self.rows.dispatch_floors();
+        let unmeasured: Vec<String> = self
+            .trailer
+            .dispatch_floors
+            .iter()
+            .filter(|f| f.source == "default")
+            .map(|f| f.device_id.to_string())
+            .collect();
+        if !unmeasured.is_empty() {
+            self.trailer.warnings.push(format!(
+                "idle causes: the dispatch floor of device(s) {} was not measured (no \
+                 calibration, too few gaps of their own): launch_latency and dependency are split \
+                 at the default {} ns; keep Config::calibrate_tracing on, or set \
+                 IdleConfig::dispatch_floor",
+                unmeasured.join(", "),
+                self.trailer.dispatch_floors[0].floor_ns
             ));
         }
     }

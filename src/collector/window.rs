@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::attribution::{Deferred, Placed};
+use super::attribution::{Deferred, HostCall, Placed};
+use super::sched::ThreadSched;
 use super::{Collector, TRACED_SPANS};
 use crate::counters::IterationCounters;
 use crate::driver::events::ScopeEvents;
@@ -71,6 +72,11 @@ pub(super) struct IterationState {
     pub(super) stalls: Option<SampledIteration>,
     /// False when a sampled timeline left it untraced: its row waits for no flush.
     pub(super) traced: bool,
+    /// Its outermost calls with their host times, when calls are stamped (idle causes).
+    pub(super) host_calls: Vec<HostCall>,
+    /// The launching threads' scheduling over it, when read (`None`: not read, or shared with
+    /// the iteration before).
+    pub(super) sched: Option<Vec<ThreadSched>>,
 }
 
 /// A set of correlation ids (the calls an iteration awaits a GPU record of) with its newest
@@ -129,6 +135,7 @@ pub(super) struct IterationBuffers {
     placed: Vec<Placed>,
     call_ids: Vec<u32>,
     expected: Awaited,
+    host_calls: Vec<HostCall>,
 }
 
 impl IterationState {
@@ -143,8 +150,10 @@ impl IterationState {
             placed,
             call_ids,
             expected,
+            host_calls,
         } = buffers;
         debug_assert!(placed.is_empty() && call_ids.is_empty() && expected.is_empty());
+        debug_assert!(host_calls.is_empty());
         IterationState {
             index,
             host_start_ns,
@@ -165,6 +174,8 @@ impl IterationState {
             counters: None,
             stalls: None,
             traced: true,
+            host_calls,
+            sched: None,
         }
     }
 
@@ -219,10 +230,12 @@ impl IterationState {
         self.placed.clear();
         self.call_ids.clear();
         self.expected.clear();
+        self.host_calls.clear();
         IterationBuffers {
             placed: self.placed,
             call_ids: self.call_ids,
             expected: self.expected,
+            host_calls: self.host_calls,
         }
     }
 }
@@ -307,6 +320,10 @@ impl Collector {
             at: Instant::now(),
             flushed: false,
         };
+        // The launching threads' run-queue time, as soon after step() as the collector sees it.
+        if let (Some(reader), true) = (self.sched.as_mut(), it.traced) {
+            it.sched = reader.read(self.running.calls());
+        }
         if !open.is_empty() {
             let warning = format!(
                 "iteration ended with scopes still open on the stepping thread: {}",
@@ -419,6 +436,7 @@ impl Collector {
         let Some(mut it) = self.iterations.pop_front() else {
             return;
         };
+        self.graphs.retire_through(it.index);
         if it.traced {
             if self.traced_spans.len() == TRACED_SPANS {
                 self.traced_spans.pop_front();
@@ -449,6 +467,14 @@ impl Collector {
         self.trailer.iterations += 1;
         self.trailer.dropped_records = dropped_now;
         self.rows.observe_stalls(&row);
+        // The row is whole (NVML included); it is published on this thread, never the
+        // application's, before the ledger takes it.
+        #[cfg(feature = "metrics")]
+        if let Some(p) = &mut self.metrics {
+            let t = Instant::now();
+            p.publish(&row);
+            self.trailer.overhead.metrics_publish_ns += t.elapsed().as_nanos() as u64;
+        }
         if self.lines.send(LedgerLine::Iteration(row)).is_err() {
             // The writer has ended (it panicked): the row is counted, not lost silently.
             self.trailer.lines_not_written += 1;

@@ -352,12 +352,27 @@ impl TimelineSession {
                 false,
             );
         }
+        self.set_graph_capture(sub, enable);
         if self.calls.nvtx.get().is_some() {
             for cbid in super::nvtx::CALLBACKS {
                 cupti::enable_callback(self.lib, sub, d::CUPTI_CB_DOMAIN_NVTX, cbid, enable)?;
             }
         }
         Ok(refused)
+    }
+
+    /// The graph resource callbacks ([`calls::graphs::CALLBACKS`]), kept out of the callback set
+    /// a sampled timeline switches: a graph captured while tracing is off is known when a traced
+    /// iteration replays it. A refusal costs only the graph nodes' capture scopes (their records
+    /// then go to their graph launch's scope, and the trailer says why), so it is not an error.
+    fn set_graph_capture(&self, sub: &Subscription, enable: bool) {
+        let resource = sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
+        for cbid in calls::graphs::CALLBACKS {
+            let r = cupti::enable_callback(self.lib, sub, resource, cbid, enable);
+            if enable && r.is_err() {
+                self.calls.graphs.set_refused();
+            }
+        }
     }
 
     /// Functions whose callback the loaded CUPTI refused at start ([`Self::set_capture`]).

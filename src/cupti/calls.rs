@@ -8,8 +8,11 @@
 //! anyway (to count calls) already
 //! sees every call, so it keeps what the collector used from those records: the correlation id
 //! the GPU records carry, the function, its return value, the iteration open at entry, and the
-//! scope path open on the thread. Each goes into the thread's own ring
-//! (`crate::thread_slot`): no lock, no allocation and no clock read per call.
+//! scope path open on the thread; and, unless idle causes are off, the host clock at the
+//! outermost call's entry and exit (a TSC read each where scopes read the TSC: the collector
+//! converts them as it converts scopes, and places them on CUPTI's clock to tell a late host from
+//! a dependency). Each goes into the thread's own ring (`crate::thread_slot`): no lock and no
+//! allocation per call.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -18,7 +21,10 @@ use std::sync::Arc;
 use cupti_sys as sys;
 
 use super::functions::{is_counted, ApiClasses};
+use crate::clock::CallClock;
 use crate::thread_slot::{SlotSender, ThreadSlot};
+
+pub(crate) mod graphs;
 
 /// One API call, captured at its exit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +54,12 @@ pub struct CapturedCall {
     /// The calling thread: its index in the run's list of launching threads
     /// (`ApiCalls::thread`).
     pub thread: u32,
+    /// The host clock at the outermost call's entry: a raw reading of the run's scope clock
+    /// on the calling thread, ns since the run's origin once the collector has taken it; 0:
+    /// not read (a nested call, or idle causes off).
+    pub entry: u64,
+    /// The host clock at the outermost call's exit, as `entry`.
+    pub exit: u64,
 }
 
 /// How a call's scope path was found.
@@ -64,6 +76,12 @@ pub enum Attribution {
     /// No scope on the calling thread: the scope open at that instant on the followed thread
     /// (`Config::follow`).
     Followed,
+    /// A CUDA graph's node: the scope open where it was captured, nested under its graph
+    /// launch's (the collector's; never a call's own).
+    GraphCapture,
+    /// A CUDA graph's node whose capture was not seen: its graph launch's scope (the
+    /// collector's; never a call's own).
+    GraphLaunch,
 }
 
 /// A thread that made traced calls, as the ledger names it.
@@ -73,6 +91,8 @@ pub(crate) struct CallingThread {
     pub(crate) name: Option<String>,
     /// The operating system's thread id (0 where unknown).
     pub(crate) tid: u32,
+    /// `crate::thread_slot::thread_key` of the thread: what joins its calls to its scopes.
+    pub(crate) key: u64,
 }
 
 impl CallingThread {
@@ -81,6 +101,7 @@ impl CallingThread {
         CallingThread {
             name: std::thread::current().name().map(str::to_owned),
             tid: os_thread_id(),
+            key: crate::thread_slot::thread_key(),
         }
     }
 }
@@ -104,8 +125,10 @@ pub(crate) const HANDOFF_BIT: u32 = 1 << 31;
 
 /// Calls a thread's ring holds before they spill into its slot's overflow vector (a lock per
 /// call until the collector drains it, every 2 ms): 2 million calls a second per thread never
-/// spill. 128 KiB per thread that makes traced calls.
+/// spill. 224 KiB per thread that makes traced calls (56 bytes a call).
 const RING_CAPACITY: usize = 4096;
+
+const _: () = assert!(std::mem::size_of::<CapturedCall>() == 56);
 
 /// Session ids, so that a thread's ring from an earlier profiler run is not reused.
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -133,22 +156,30 @@ pub(crate) struct ApiCalls {
     pub nvtx: std::sync::OnceLock<super::nvtx::NvtxImporter>,
     /// The API callbacks the session enabled, for a sampled timeline to switch.
     pub(crate) callbacks: std::sync::OnceLock<super::CallbackSet>,
+    /// CUDA graph nodes created, cloned and destroyed, for the collector ([`graphs`]).
+    pub(crate) graphs: graphs::GraphQueue,
     session: u64,
     /// Each calling thread's ring, in the order of their first call (a thread's index).
     slots: parking_lot::Mutex<Vec<(Arc<ThreadSlot<CapturedCall>>, CallingThread)>>,
     classes: ApiClasses,
+    /// What stamps each outermost call's entry and exit.
+    clock: CallClock,
 }
 
 impl Default for ApiCalls {
     /// With the callback ids of the CUPTI the API bindings were generated from.
     fn default() -> Self {
-        ApiCalls::new(ApiClasses::default())
+        ApiCalls::new(
+            ApiClasses::default(),
+            CallClock::Monotonic(std::time::Instant::now()),
+        )
     }
 }
 
 impl ApiCalls {
-    /// Shared state for a callback that classifies calls by `classes` (the loaded release's).
-    pub(crate) fn new(classes: ApiClasses) -> Self {
+    /// Shared state for a callback that classifies calls by `classes` (the loaded release's)
+    /// and stamps them with `clock`.
+    pub(crate) fn new(classes: ApiClasses, clock: CallClock) -> Self {
         ApiCalls {
             total: AtomicU64::new(0),
             iteration: AtomicU64::new(0),
@@ -157,9 +188,11 @@ impl ApiCalls {
             followed: AtomicU32::new(0),
             nvtx: std::sync::OnceLock::new(),
             callbacks: std::sync::OnceLock::new(),
+            graphs: graphs::GraphQueue::default(),
             session: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             slots: parking_lot::Mutex::new(Vec::new()),
             classes,
+            clock,
         }
     }
 }
@@ -178,6 +211,21 @@ impl ApiCalls {
             .lock()
             .get(index as usize)
             .map(|(_, thread)| thread.clone())
+    }
+
+    /// The index and operating system id of every thread that made traced calls, into `out`.
+    pub(crate) fn threads(&self, out: &mut Vec<(u32, u32)>) {
+        out.clear();
+        let slots = self.slots.lock();
+        for (i, (_, thread)) in slots.iter().enumerate() {
+            out.push((u32::try_from(i).unwrap_or(u32::MAX), thread.tid));
+        }
+    }
+
+    /// Whether calls carry their entry and exit times.
+    #[cfg(test)]
+    pub(crate) fn stamps_calls(&self) -> bool {
+        self.clock != CallClock::Off
     }
 
     /// What the callback does at a traced call's entry (`enter`) or exit, on the calling
@@ -215,6 +263,7 @@ impl ApiCalls {
                 *correlation_data =
                     ENTERED | (self.iteration.load(Ordering::SeqCst) & ITERATION_BITS);
                 if depth == 0 {
+                    t.entry.set(self.clock.raw_now());
                     t.outer.set(correlation_id);
                     if is_counted(class) {
                         self.total.fetch_add(1, Ordering::SeqCst);
@@ -225,19 +274,13 @@ impl ApiCalls {
             let depth = depth.saturating_sub(1);
             t.depth.set(depth);
             let nested = depth > 0;
-            let raw = t.scope_path.get();
-            let (path_id, attribution) = if raw & HANDOFF_BIT != 0 {
-                (raw & !HANDOFF_BIT, Attribution::Handoff)
-            } else if raw != 0 {
-                (raw, Attribution::OwnThread)
+            // Only the outermost call's times are used; a nested call's would cost two reads.
+            let (entry, exit) = if nested {
+                (0, 0)
             } else {
-                // The one atomic load a call pays for following a thread, on a thread with no
-                // scope of its own.
-                match self.followed.load(Ordering::Relaxed) {
-                    0 => (0, Attribution::Unscoped),
-                    f => (f, Attribution::Followed),
-                }
+                (t.entry.get(), self.clock.raw_now())
             };
+            let (path_id, attribution) = self.scope_of(t.scope_path.get());
             let mut call = CapturedCall {
                 outer_correlation_id: if nested {
                     t.outer.get()
@@ -253,6 +296,8 @@ impl ApiCalls {
                 nested,
                 attribution,
                 thread: 0,
+                entry,
+                exit,
             };
             let Ok(mut sender) = t.sender.try_borrow_mut() else {
                 return false;
@@ -262,25 +307,64 @@ impl ApiCalls {
                     call.thread = *index;
                     tx.send(call)
                 }
-                other => {
-                    // The thread's first call of this run: its ring (one allocation and one
-                    // lock, once per thread).
-                    let (slot, mut tx) = ThreadSlot::new(RING_CAPACITY);
-                    let index = {
-                        let mut slots = self.slots.lock();
-                        slots.push((slot, CallingThread::current()));
-                        u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
-                    };
-                    call.thread = index;
-                    tx.send(call);
-                    *other = Some((self.session, index, tx));
-                }
+                other => *other = Some(self.first_call(call)),
             }
             true
         });
         if !enter && !taken.unwrap_or(false) {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The scope path a call is attributed to, and how it was found, from its thread's path
+    /// `raw` ([`set_scope_path`]).
+    #[inline]
+    fn scope_of(&self, raw: u32) -> (u32, Attribution) {
+        if raw & HANDOFF_BIT != 0 {
+            (raw & !HANDOFF_BIT, Attribution::Handoff)
+        } else if raw != 0 {
+            (raw, Attribution::OwnThread)
+        } else {
+            // The one atomic load a call pays for following a thread, on a thread with no
+            // scope of its own.
+            match self.followed.load(Ordering::Relaxed) {
+                0 => (0, Attribution::Unscoped),
+                f => (f, Attribution::Followed),
+            }
+        }
+    }
+
+    /// The thread's first call of this run: its ring (one allocation and one lock, once per
+    /// thread), with `call` sent; the thread's sender.
+    #[cold]
+    #[inline(never)]
+    fn first_call(&self, mut call: CapturedCall) -> (u64, u32, SlotSender<CapturedCall>) {
+        let (slot, mut tx) = ThreadSlot::new(RING_CAPACITY);
+        let index = {
+            let mut slots = self.slots.lock();
+            slots.push((slot, CallingThread::current()));
+            u32::try_from(slots.len() - 1).unwrap_or(u32::MAX)
+        };
+        call.thread = index;
+        tx.send(call);
+        (self.session, index, tx)
+    }
+}
+
+#[cfg(test)]
+impl ApiCalls {
+    /// Enters and exits the driver function `name` on the calling thread, as CUPTI's callback
+    /// would (tests of the collector's readers of the calling threads).
+    pub(crate) fn call_for_tests(&self, name: &str, correlation_id: u32) {
+        let cbid = cupti_sys::bound_cbids()
+            .driver
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+            .expect("a driver function");
+        let mut data = 0u64;
+        self.on_call(false, true, cbid, correlation_id, &mut data, 0);
+        self.on_call(false, false, cbid, correlation_id, &mut data, 0);
     }
 }
 
@@ -293,6 +377,8 @@ struct CallThread {
     depth: Cell<u32>,
     /// The correlation id of the outermost of them.
     outer: Cell<u32>,
+    /// The call clock at the outermost one's entry.
+    entry: Cell<u64>,
     /// This thread's ring, for the run (session) that made it, and the thread's index there.
     sender: RefCell<Option<(u64, u32, SlotSender<CapturedCall>)>>,
 }
@@ -303,6 +389,7 @@ thread_local! {
             scope_path: Cell::new(0),
             depth: Cell::new(0),
             outer: Cell::new(0),
+            entry: Cell::new(0),
             sender: RefCell::new(None),
         }
     };
@@ -327,9 +414,10 @@ const ENTERED: u64 = 0x6c65 << 48;
 const ITERATION_BITS: u64 = (1 << 48) - 1;
 
 /// CUPTI callback of the timeline level, enabled for every traced driver and runtime function
-/// ([`classify_api`](super::functions::classify_api)) and, when NVTX ranges are imported, for
-/// the NVTX calls of [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates
-/// but a thread's first call.
+/// ([`classify_api`](super::functions::classify_api)), for the graph resource callbacks
+/// ([`graphs::CALLBACKS`]) and, when NVTX ranges are imported, for the NVTX calls of
+/// [`super::nvtx::CALLBACKS`]. Nothing here can panic, and nothing allocates but a thread's
+/// first call and a graph event (a node's creation costs the driver far more).
 pub(crate) unsafe extern "C" fn capture_api_call(
     userdata: *mut std::os::raw::c_void,
     domain: sys::CUpti_CallbackDomain::Type,
@@ -343,6 +431,10 @@ pub(crate) unsafe extern "C" fn capture_api_call(
         if cbid == sys::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED {
             // SAFETY: for a module-loaded resource callback CUPTI passes a CUpti_ResourceData.
             unsafe { super::pc_sampling::on_module_loaded(cbdata.cast()) };
+        } else if graphs::CALLBACKS.contains(&cbid) {
+            // SAFETY: userdata is the session's ApiCalls, alive until unsubscribe; for a graph
+            // resource callback CUPTI passes a CUpti_ResourceData, valid for the call.
+            unsafe { graphs::on_resource(&*(userdata as *const ApiCalls), cbid, cbdata.cast()) };
         }
         return;
     }
@@ -391,7 +483,13 @@ mod tests {
     }
 
     /// Enters and exits one call, as CUPTI's callback would.
-    fn call(calls: &ApiCalls, runtime: bool, name: &str, corr: u32, inner: impl FnOnce()) {
+    pub(super) fn call(
+        calls: &ApiCalls,
+        runtime: bool,
+        name: &str,
+        corr: u32,
+        inner: impl FnOnce(),
+    ) {
         let table = if runtime {
             sys::bound_cbids().runtime
         } else {
@@ -589,6 +687,27 @@ mod tests {
     }
 
     #[test]
+    fn an_outermost_call_carries_its_entry_and_exit_times_and_a_nested_one_none() {
+        let calls = ApiCalls::default();
+        call(&calls, true, "cudaLaunchKernel_v7000", 40, || {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            call(&calls, false, "cuLaunchKernel", 41, || {});
+        });
+        let got = drained(&calls);
+        let by_id = |c: u32| *got.iter().find(|g| g.correlation_id == c).unwrap();
+        let outer = by_id(40);
+        assert!(outer.entry > 0, "{outer:?}");
+        assert!(outer.exit >= outer.entry + 2_000_000, "{outer:?}");
+        assert_eq!((by_id(41).entry, by_id(41).exit), (0, 0));
+        // Idle causes off: no clock read at all.
+        let off = ApiCalls::new(ApiClasses::default(), CallClock::Off);
+        assert!(!off.stamps_calls());
+        call(&off, false, "cuLaunchKernel", 42, || {});
+        let got = drained(&off);
+        assert_eq!((got[0].entry, got[0].exit), (0, 0));
+    }
+
+    #[test]
     fn a_call_names_its_thread() {
         let calls = Arc::new(ApiCalls::default());
         call(&calls, false, "cuLaunchKernel", 1, || {});
@@ -615,5 +734,10 @@ mod tests {
             assert_ne!(launcher.tid, calls.thread(of(1)).unwrap().tid);
         }
         assert_eq!(calls.thread(99), None);
+        assert_ne!(launcher.key, calls.thread(of(1)).unwrap().key);
+        let mut threads = Vec::new();
+        calls.threads(&mut threads);
+        assert_eq!(threads.len(), 2);
+        assert!(threads.contains(&(of(2), launcher.tid)));
     }
 }

@@ -67,6 +67,11 @@ pub struct CopyRecord {
     pub graph_id: u32,
     /// CUDA graph node id.
     pub graph_node_id: u64,
+    /// CUPTI flagged it asynchronous (`CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC`, `..._MEMSET_ASYNC`).
+    pub is_async: bool,
+    /// Its host memory is pageable (source or destination of a copy, the memory of a memset):
+    /// an "asynchronous" copy to or from pageable memory still holds the calling thread.
+    pub pageable: bool,
 }
 
 /// A host-side wait (`CUpti_ActivitySynchronization2`).
@@ -287,8 +292,29 @@ macro_rules! kernel_record {
     }};
 }
 
-/// A copy or memset record of any struct version, as [`CopyRecord`].
+/// `CUpti_ActivityMemoryKind` of pageable host memory.
+const PAGEABLE: u32 = sys::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+
+/// A copy or memset record of any struct version, as [`CopyRecord`]: a copy's asynchrony and
+/// pageable memory from its flags and its source and destination kinds, a memset's from its
+/// flags and its memory kind.
 macro_rules! copy_record {
+    (@copy $r:expr, $direction:expr) => {{
+        let r = $r;
+        let mut c = copy_record!(r, $direction);
+        c.is_async =
+            u32::from(r.flags) & sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC != 0;
+        c.pageable = u32::from(r.srcKind) == PAGEABLE || u32::from(r.dstKind) == PAGEABLE;
+        c
+    }};
+    (@memset $r:expr) => {{
+        let r = $r;
+        let mut c = copy_record!(r, "memset");
+        c.is_async =
+            u32::from(r.flags) & sys::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC != 0;
+        c.pageable = u32::from(r.memoryKind) == PAGEABLE;
+        c
+    }};
     ($r:expr, $direction:expr) => {{
         let r = $r;
         CopyRecord {
@@ -302,6 +328,8 @@ macro_rules! copy_record {
             correlation_id: r.correlationId,
             graph_id: r.graphId,
             graph_node_id: r.graphNodeId,
+            is_async: false,
+            pageable: false,
         }
     }};
 }
@@ -375,29 +403,27 @@ pub unsafe fn decode(
         k::CUPTI_ACTIVITY_KIND_MEMCPY => Record::Memcpy(match layouts.memcpy {
             C::V5 => {
                 let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy5) };
-                copy_record!(r, copy_direction(r.copyKind))
+                copy_record!(@copy r, copy_direction(r.copyKind))
             }
             C::V6 => {
                 let r = unsafe { &*(rec as *const sys::CUpti_ActivityMemcpy6) };
-                copy_record!(r, copy_direction(r.copyKind))
+                copy_record!(@copy r, copy_direction(r.copyKind))
             }
             C::V7 => {
                 let r = unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityMemcpy7) };
-                copy_record!(r, copy_direction(r.copyKind))
+                copy_record!(@copy r, copy_direction(r.copyKind))
             }
         }),
         k::CUPTI_ACTIVITY_KIND_MEMCPY2 => Record::Memcpy(copy_record!(
-            unsafe { &*(rec as *const sys::CUpti_ActivityMemcpyPtoP4) },
+            @copy unsafe { &*(rec as *const sys::CUpti_ActivityMemcpyPtoP4) },
             "PtoP"
         )),
         k::CUPTI_ACTIVITY_KIND_MEMSET => Record::Memset(match layouts.memset {
-            S::V4 => copy_record!(
-                unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) },
-                "memset"
-            ),
+            S::V4 => {
+                copy_record!(@memset unsafe { &*(rec as *const sys::CUpti_ActivityMemset4) })
+            }
             S::V5 => copy_record!(
-                unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityMemset5) },
-                "memset"
+                @memset unsafe { &*(rec as *const sys::r13_5::CUpti_ActivityMemset5) }
             ),
         }),
         k::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION => match layouts.sync {
@@ -575,8 +601,24 @@ mod tests {
             )
         } {
             Record::Memcpy(c) => {
-                assert_eq!((c.direction, c.bytes, c.correlation_id), ("DtoH", 4096, 5))
+                assert_eq!((c.direction, c.bytes, c.correlation_id), ("DtoH", 4096, 5));
+                assert!(!c.is_async && !c.pageable);
             }
+            other => panic!("{other:?}"),
+        }
+        // An asynchronous copy into pageable memory (what `.item()` does).
+        m.flags = 1;
+        m.dstKind = 1;
+        m.srcKind = 3;
+        // SAFETY: complete memcpy record.
+        match unsafe {
+            decode(
+                (&mut m as *mut sys::CUpti_ActivityMemcpy6).cast(),
+                &mut names,
+                &Layouts::BOUND,
+            )
+        } {
+            Record::Memcpy(c) => assert!(c.is_async && c.pageable, "{c:?}"),
             other => panic!("{other:?}"),
         }
         let mut s = sys::CUpti_ActivityMemset4 {

@@ -90,6 +90,12 @@ pub(super) fn start_inner(
         start_cupti_ns,
         environment,
     );
+    // From the header, which names the level, the rank and the GPUs its series are labelled by.
+    #[cfg(feature = "metrics")]
+    let metrics = config
+        .metrics
+        .as_ref()
+        .map(|o| crate::metrics::Publisher::new(o, &header));
     writer.send(LedgerLine::Header(header));
     let lines = writer
         .sender()
@@ -107,6 +113,8 @@ pub(super) fn start_inner(
             nvml,
             tracing_calibration: notes.calibration.take(),
             pc_sources,
+            #[cfg(feature = "metrics")]
+            metrics,
         },
     )?;
     claim.publish(&running);
@@ -256,6 +264,7 @@ impl Plan {
             config.follow.clone(),
             self.nvtx.run(),
             self.sampling,
+            config.idle.enabled,
         );
         notes.timeline_sampling = config
             .timeline_sampling
@@ -543,6 +552,8 @@ struct CollectorParts {
     nvml: Option<NvmlSampler>,
     tracing_calibration: Option<TracingCalibration>,
     pc_sources: Option<crate::pcsampling::window::CollectorSide>,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Publisher>,
 }
 
 /// Starts the collector thread on `parts` with the configuration's timing and row contents;
@@ -573,6 +584,9 @@ fn spawn_collector(
             .is_some_and(|c| c.config.range_mode == crate::counters::RangeMode::Auto),
         tracing_calibration: parts.tracing_calibration,
         pc_sources: parts.pc_sources,
+        #[cfg(feature = "metrics")]
+        metrics: parts.metrics,
+        idle: (parts.timeline_rules && config.idle.enabled).then(|| config.idle.clone()),
     })?;
     Ok((collector, trailer_rx))
 }

@@ -97,6 +97,8 @@ pub(crate) struct ScopeRecord {
     pub(crate) out_of_order: bool,
     /// gpu-ledger's index of the thread the scope ran on.
     pub(crate) thread: u32,
+    /// That thread's `crate::thread_slot::thread_key`, which its captured calls carry too.
+    pub(crate) thread_key: u64,
 }
 
 /// A closed scope as its thread writes it into its ring: one 64-byte cache line, so that handing
@@ -123,8 +125,9 @@ impl ClosedScope {
     pub(crate) const START_SHARED: u8 = 2;
     pub(crate) const END_SHARED: u8 = 4;
 
-    /// The record the collector works with, for a scope closed on gpu-ledger's thread `thread`.
-    pub(crate) fn into_record(self, thread: u32) -> ScopeRecord {
+    /// The record the collector works with, for a scope closed on gpu-ledger's thread `thread`
+    /// of key `thread_key`.
+    pub(crate) fn into_record(self, thread: u32, thread_key: u64) -> ScopeRecord {
         let flag = |f: u8| self.flags & f != 0;
         ScopeRecord {
             path_id: self.path_id,
@@ -137,6 +140,7 @@ impl ClosedScope {
                 .unpack(flag(Self::START_SHARED), flag(Self::END_SHARED)),
             out_of_order: flag(Self::OUT_OF_ORDER),
             thread,
+            thread_key,
         }
     }
 }
@@ -159,15 +163,18 @@ mod tests {
 
     #[test]
     fn a_closed_scope_becomes_the_record_it_was_sent_as() {
-        let rec = closed(ClosedScope::OUT_OF_ORDER, 9, 2).into_record(3);
+        let rec = closed(ClosedScope::OUT_OF_ORDER, 9, 2).into_record(3, 8);
         assert_eq!(
             (rec.path_id, rec.iteration_at_entry, rec.iteration),
             (7, 7, 9)
         );
-        assert_eq!((rec.start_ns, rec.end_ns, rec.thread), (10, 25, 3));
+        assert_eq!(
+            (rec.start_ns, rec.end_ns, rec.thread, rec.thread_key),
+            (10, 25, 3, 8)
+        );
         assert!(rec.out_of_order);
         assert!(rec.events.is_none());
-        let rec = closed(0, 4, 0).into_record(0);
+        let rec = closed(0, 4, 0).into_record(0, 1);
         assert_eq!((rec.iteration_at_entry, rec.iteration), (4, 4));
         assert!(!rec.out_of_order);
     }
@@ -176,11 +183,11 @@ mod tests {
     fn the_shared_flags_reach_the_record_with_the_events() {
         let mut c = closed(ClosedScope::START_SHARED, 1, 0);
         c.events = crate::driver::events::tests::packed(1, 2, 10);
-        let ev = c.into_record(0).events.expect("events");
+        let ev = c.into_record(0, 1).events.expect("events");
         assert!(ev.start_shared && !ev.end_shared);
         let mut c = closed(ClosedScope::END_SHARED | ClosedScope::OUT_OF_ORDER, 1, 0);
         c.events = crate::driver::events::tests::packed(1, 2, 10);
-        let rec = c.into_record(0);
+        let rec = c.into_record(0, 1);
         let ev = rec.events.expect("events");
         assert!(!ev.start_shared && ev.end_shared && rec.out_of_order);
     }

@@ -106,8 +106,9 @@ pub(crate) struct RunState {
     pub(crate) events: EventPool,
     /// The one `Finish` message; the collector sleeps on this channel.
     finish: Sender<Finish>,
-    /// Each scope thread's slot, with gpu-ledger's index of the thread.
-    thread_slots: Mutex<Vec<(u32, Arc<ScopeSlot>)>>,
+    /// Each scope thread's slot, with gpu-ledger's index of the thread and its key
+    /// (`crate::thread_slot::thread_key`).
+    thread_slots: Mutex<Vec<(u32, u64, Arc<ScopeSlot>)>>,
     /// The counters level, when it was set up; taken at shutdown.
     counters: Mutex<Option<CounterState>>,
     /// The thread whose open scope calls on threads with no scope of their own are attributed
@@ -148,7 +149,8 @@ pub(crate) struct NvtxRun {
 
 impl RunState {
     /// The shared state of a run on `clock`, with CUPTI at the timeline and counters levels and
-    /// the counters level's state when it was set up; and the collector's end of its messages.
+    /// the counters level's state when it was set up, its API calls stamped with host times when
+    /// `stamp_calls`; and the collector's end of its messages.
     /// Called on the thread that starts the run, which `Follow::SteppingThread` follows until
     /// another thread calls `step()`.
     pub(crate) fn new(
@@ -158,6 +160,7 @@ impl RunState {
         follow: Follow,
         nvtx: NvtxRun,
         sampling: Option<TimelineSampling>,
+        stamp_calls: bool,
     ) -> (Arc<RunState>, Inbox) {
         let (ends, ends_tx) = EndSlot::new(ENDS_CAPACITY);
         let (finish_tx, finish) = crossbeam_channel::bounded(1);
@@ -167,6 +170,7 @@ impl RunState {
         } else {
             0
         };
+        let call_clock = clock.call_clock(stamp_calls);
         let running = Arc::new(RunState {
             clock,
             cupti,
@@ -176,9 +180,10 @@ impl RunState {
             thread_slots: Mutex::new(Vec::new()),
             step_raw: AtomicU64::new(0),
             calls: Arc::new(cupti.map_or_else(ApiCalls::default, |lib| {
-                ApiCalls::new(crate::cupti::functions::ApiClasses::for_release(
-                    lib.release.cbids,
-                ))
+                ApiCalls::new(
+                    crate::cupti::functions::ApiClasses::for_release(lib.release.cbids),
+                    call_clock,
+                )
             })),
             counters: Mutex::new(counters),
             counters_path,
@@ -274,10 +279,11 @@ impl RunState {
         self.switch.begin(lib, &self.calls, first || arm)
     }
     /// A slot for the calling thread's closed scopes, registered for the collector to drain;
-    /// returns its sending end.
-    pub(crate) fn register_thread(&self, thread: u32) -> ScopeSender {
+    /// returns its sending end. `key` is the thread's `thread_key`, which its captured calls
+    /// carry too: the collector joins a thread's scopes to its calls by it.
+    pub(crate) fn register_thread(&self, thread: u32, key: u64) -> ScopeSender {
         let (slot, sender) = ScopeSlot::new(RING_CAPACITY);
-        self.thread_slots.lock().push((thread, slot));
+        self.thread_slots.lock().push((thread, key, slot));
         sender
     }
     /// A scope thread's count of its open scopes, which it alone writes.
@@ -289,8 +295,8 @@ impl RunState {
     /// Takes every thread's closed scopes. The list's lock is held while draining: only a
     /// thread's first scope of a run takes it too (to register).
     pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
-        for (thread, slot) in self.thread_slots.lock().iter() {
-            slot.drain_map_into(out, |closed| closed.into_record(*thread));
+        for (thread, key, slot) in self.thread_slots.lock().iter() {
+            slot.drain_map_into(out, |closed| closed.into_record(*thread, *key));
         }
     }
     /// Whether CUPTI's callback captures API calls (the timeline and counters levels), and so

@@ -86,6 +86,35 @@ impl PathTable {
             .map_or_else(|| UNSCOPED.to_string(), |p| p.1.clone())
     }
 
+    /// `path` nested under `base`: the scopes of `path` after those it shares with `base` from
+    /// the root, interned one by one below `base`. `step/replay` and `forward/attention` give
+    /// `step/replay/forward/attention`; `step` and `step/forward` give `step/forward` (no
+    /// `step/step/forward` for a graph captured in the scope it is replayed in); base 0 gives
+    /// `path` itself.
+    pub(crate) fn nest(&self, base: u32, path: u32) -> u32 {
+        let (shared, names) = {
+            let inner = self.inner.read();
+            let base_chain = inner.chain(base);
+            let chain = inner.chain(path);
+            let shared = base_chain
+                .iter()
+                .zip(&chain)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let names: Vec<String> = chain[shared..]
+                .iter()
+                .map(|&id| inner.name(id).to_string())
+                .collect();
+            (shared, names)
+        };
+        if shared == 0 && base == 0 {
+            return path;
+        }
+        names
+            .iter()
+            .fold(base, |parent, name| self.intern(parent, name))
+    }
+
     /// Parent id of an id (0 for top-level scopes and unknown ids).
     pub(crate) fn parent(&self, id: u32) -> u32 {
         if id == 0 {
@@ -96,5 +125,73 @@ impl PathTable {
             .paths
             .get((id - 1) as usize)
             .map_or(0, |p| p.0)
+    }
+}
+
+impl PathTableInner {
+    /// The ids from the outermost scope of `id`'s path down to `id` (empty for 0 and unknown
+    /// ids).
+    fn chain(&self, mut id: u32) -> Vec<u32> {
+        let mut chain = Vec::new();
+        while let Some((parent, _)) = id.checked_sub(1).and_then(|i| self.paths.get(i as usize)) {
+            chain.push(id);
+            id = *parent;
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// The name `id` was interned with: its full path after its parent's (a name may hold a
+    /// `/` of its own, so the path is not split on it).
+    fn name(&self, id: u32) -> &str {
+        let Some((parent, full)) = id.checked_sub(1).and_then(|i| self.paths.get(i as usize))
+        else {
+            return "";
+        };
+        match parent
+            .checked_sub(1)
+            .and_then(|i| self.paths.get(i as usize))
+        {
+            Some((_, parent_full)) => full.get(parent_full.len() + 1..).unwrap_or(""),
+            None => full,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(t: &PathTable, p: &str) -> u32 {
+        p.split('/').fold(0, |parent, name| t.intern(parent, name))
+    }
+
+    #[test]
+    fn nest_puts_a_path_under_another_after_the_scopes_both_begin_with() {
+        let t = PathTable::default();
+        let replay = path(&t, "step/replay");
+        let attention = path(&t, "forward/attention");
+        let nested = t.nest(replay, attention);
+        assert_eq!(t.path(nested), "step/replay/forward/attention");
+        assert_eq!(nested, path(&t, "step/replay/forward/attention"));
+        assert_eq!(t.nest(replay, attention), nested, "the same id each time");
+        // Captured inside the scope it is replayed in, or in a sibling of the replay scope.
+        let step = path(&t, "step");
+        let forward = path(&t, "step/forward");
+        assert_eq!(t.nest(step, forward), forward);
+        assert_eq!(t.path(t.nest(replay, forward)), "step/replay/forward");
+        assert_eq!(
+            t.nest(forward, step),
+            forward,
+            "an outer capture adds nothing"
+        );
+        assert_eq!(t.nest(forward, forward), forward);
+        assert_eq!(t.nest(0, attention), attention);
+        assert_eq!(t.nest(replay, 0), replay);
+        // A name with a slash of its own (an NVTX range) stays one scope.
+        let odd = t.intern(0, "a/b");
+        let under = t.nest(replay, odd);
+        assert_eq!(t.path(under), "step/replay/a/b");
+        assert_eq!(t.parent(under), replay);
     }
 }

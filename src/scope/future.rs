@@ -11,25 +11,31 @@ use std::task::{Context, Poll};
 
 use super::ScopeContext;
 
-pin_project_lite::pin_project! {
-    /// A future that enters a [`ScopeContext`] around every poll (see [`InScope::in_scope`]).
-    #[derive(Debug)]
-    #[must_use = "a future does nothing until it is awaited or spawned"]
-    pub struct Scoped<F> {
-        context: ScopeContext,
-        #[pin]
-        inner: F,
+/// A future that enters a [`ScopeContext`] around every poll (see [`InScope::in_scope`]).
+///
+/// The inner future is boxed: one allocation per scoped future buys a wrapper that needs no pin
+/// projection, so no unsafe code and no dependency an application would compile.
+#[must_use = "a future does nothing until it is awaited or spawned"]
+pub struct Scoped<F> {
+    context: ScopeContext,
+    inner: Pin<Box<F>>,
+}
+
+impl<F> std::fmt::Debug for Scoped<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scoped")
+            .field("context", &self.context)
+            .finish_non_exhaustive()
     }
 }
 
 impl<F: Future> Future for Scoped<F> {
     type Output = F::Output;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // Entered and left inside the poll: the guard never crosses an await or a thread.
-        let _entered = this.context.enter();
-        this.inner.poll(cx)
+        let _entered = self.context.enter();
+        self.inner.as_mut().poll(cx)
     }
 }
 
@@ -49,7 +55,7 @@ pub trait InScope: Future + Sized {
     fn in_scope(self, context: ScopeContext) -> Scoped<Self> {
         Scoped {
             context,
-            inner: self,
+            inner: Box::pin(self),
         }
     }
 }

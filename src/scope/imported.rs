@@ -107,6 +107,7 @@ mod tests {
                 import_depth: Some(2),
             },
             None,
+            false,
         );
         claim.publish(&running);
         {

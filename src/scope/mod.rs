@@ -178,10 +178,11 @@ impl ThreadScopes {
         self.thread = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
         self.stack.clear();
         crate::cupti::calls::set_scope_path(0);
+        self.key = crate::thread_slot::thread_key();
         self.sender = self
             .running
             .as_ref()
-            .map(|r| r.register_thread(self.thread));
+            .map(|r| r.register_thread(self.thread, self.key));
         self.open = self.running.as_ref().map(|r| r.register_open());
         self.calls = self.running.as_ref().map(|r| r.calls().clone());
         self.tsc = self
@@ -189,7 +190,6 @@ impl ThreadScopes {
             .as_ref()
             .is_some_and(|r| r.clock.source() == ClockSource::Tsc);
         self.captures_calls = self.running.as_ref().is_some_and(|r| r.captures_calls());
-        self.key = crate::thread_slot::thread_key();
         let (follow, stepping) = match self.running.as_ref().map(|r| (r, &r.follow)) {
             Some((r, Follow::SteppingThread)) => {
                 (r.stepping.load(Ordering::Relaxed) == self.key, true)
@@ -613,7 +613,11 @@ impl ThreadScopes {
         if let Some(o) = &self.open {
             let n = o.load(Ordering::Relaxed);
             o.store(
-                if up { n.saturating_add(1) } else { n.saturating_sub(1) },
+                if up {
+                    n.saturating_add(1)
+                } else {
+                    n.saturating_sub(1)
+                },
                 Ordering::Relaxed,
             );
         }

@@ -17,6 +17,8 @@ mod attribution;
 mod cache;
 mod counters;
 mod faults;
+mod graphs;
+mod idle;
 mod kernels_suite;
 mod multi_gpu;
 mod nvml;

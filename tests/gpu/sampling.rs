@@ -246,3 +246,91 @@ fn the_start_up_calibration_measures_tracing_and_every_traced_row_carries_its_es
         .is_none());
     assert!(rows.iter().all(|r| r.tracing_added_ns.is_none()));
 }
+
+/// Iteration `i`'s kernel sequence, distinct from its neighbours': `1 + i % 4` vector adds of
+/// `1 + i % 97` blocks each.
+fn sequence(i: u64) -> (u64, u32) {
+    (1 + i % 4, 1 + (i % 97) as u32)
+}
+
+/// A tracing session re-enabled many times in one process has been seen to lose or corrupt the
+/// first records of each later session (the k-th losing k). A thousand one-iteration windows
+/// (one iteration in ten traced) of known kernel sequences: every traced row holds exactly its
+/// own launches, none lost and none from an untraced neighbour.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_thousand_sampled_windows_each_keep_exactly_their_first_and_last_records() {
+    const WINDOWS: u64 = 1_000;
+    const K: u64 = 10;
+    let _g = SERIAL.lock();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("windows.jsonl");
+    let g = gpu();
+    let n_max = u64::from(g.vadd.block) * 97;
+    let (a, b, mut c) = vectors(&g.stream, n_max as usize);
+    g.stream.synchronize().unwrap();
+    let sampling = TimelineSampling::every(K);
+    let profiler = Profiler::builder()
+        .level(Level::Timeline)
+        .ledger_path(&path)
+        .settle(Duration::from_secs(5))
+        .sample_timeline(sampling.clone())
+        .start()
+        .expect("the timeline starts on the GPU host");
+    for i in 0..WINDOWS * K {
+        let (count, blocks) = sequence(i);
+        let n = u64::from(g.vadd.block) * u64::from(blocks);
+        {
+            let _s = Profiler::scope("step");
+            for _ in 0..count {
+                g.vadd.launch(&g.stream, &a, &b, &mut c, n).unwrap();
+            }
+        }
+        g.stream.synchronize().unwrap();
+        profiler.step();
+    }
+    let t = profiler.finish().unwrap().trailer;
+    let rows = read_ledger(&path).unwrap().iterations;
+    println!(
+        "{} rows, {} traced; unplaced {}, late {}, dropped {}, untraced records {}",
+        rows.len(),
+        rows.iter().filter(|r| !r.untraced).count(),
+        t.unplaced_records,
+        t.late_records,
+        t.dropped_records,
+        t.untraced_records
+    );
+    assert_eq!(
+        [t.unplaced_records, t.late_records, t.dropped_records],
+        [0, 0, 0],
+        "unplaced, late, dropped records; warnings {:?}",
+        t.warnings
+    );
+    assert_eq!(rows.len() as u64, WINDOWS * K);
+    let mut wrong = Vec::new();
+    for r in rows.iter().filter(|r| !r.untraced) {
+        let (count, blocks) = sequence(r.index);
+        let got: Vec<(u32, u64)> = r
+            .kernels
+            .iter()
+            .map(|k| (k.shape.grid[0], k.count))
+            .collect();
+        if got != [(blocks, count)] || !r.complete {
+            wrong.push(format!(
+                "row {}: {got:?}, expected [({blocks}, {count})]",
+                r.index
+            ));
+        }
+    }
+    assert_eq!(
+        rows.iter().filter(|r| !r.untraced).count() as u64,
+        WINDOWS,
+        "one traced row per window"
+    );
+    assert!(
+        wrong.is_empty(),
+        "{} of {WINDOWS} traced rows differ from their launches: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+}

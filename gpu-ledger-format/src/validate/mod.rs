@@ -18,8 +18,8 @@ mod walk;
 /// the row is held to [`MAX_PLAUSIBLE`] (found through the row's serde description, so a new
 /// field is checked with no list to extend), then the rules between fields (`rules.rs`, the one
 /// place they are kept): windows, spans and activities that do not end before they start, busy
-/// time within its window and idle time the rest of it, NVML's figures within what a device
-/// shows.
+/// time within its window and idle time the rest of it, a device's idle causes (when it has
+/// them) adding up to its idle time, NVML's figures within what a device shows.
 pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
     plausible(row)?;
     rules::check(row).map_err(|e| {
@@ -244,9 +244,18 @@ mod tests {
         };
         assert_eq!(check_row(&device(window(60, 40, 40))), Ok(()));
         let cases: Vec<(IterationRow, &str)> = vec![
-            (device(window(101, 0, 0)), "devices[0].busy_ns = 101 is more than the window"),
-            (device(window(60, 41, 0)), "devices[0].idle_ns = 41 is not the window"),
-            (device(window(60, 40, 41)), "devices[0].largest_gap_ns = 41 is more than"),
+            (
+                device(window(101, 0, 0)),
+                "devices[0].busy_ns = 101 is more than the window",
+            ),
+            (
+                device(window(60, 41, 0)),
+                "devices[0].idle_ns = 41 is not the window",
+            ),
+            (
+                device(window(60, 40, 41)),
+                "devices[0].largest_gap_ns = 41 is more than",
+            ),
             (
                 IterationRow {
                     activities: Some(vec![ActivityEntry {
@@ -260,11 +269,14 @@ mod tests {
             ),
             (
                 IterationRow {
-                    scope_spans: Some(vec![ScopeSpan::default(), ScopeSpan {
-                        start_ns: 9,
-                        end_ns: 1,
-                        ..ScopeSpan::default()
-                    }]),
+                    scope_spans: Some(vec![
+                        ScopeSpan::default(),
+                        ScopeSpan {
+                            start_ns: 9,
+                            end_ns: 1,
+                            ..ScopeSpan::default()
+                        },
+                    ]),
                     ..IterationRow::default()
                 },
                 "scope_spans[1].end_ns = 1 is before scope_spans[1].start_ns = 9",
@@ -333,6 +345,31 @@ mod tests {
         assert!(check_record(&trailer)
             .unwrap_err()
             .starts_with("late_records = "));
+    }
+
+    #[test]
+    fn idle_causes_that_do_not_add_up_to_idle_ns_are_refused() {
+        use crate::idle::{IdleBreakdown, IdleCause};
+        let mut row = IterationRow {
+            devices: vec![DeviceIteration {
+                idle_ns: 10,
+                idle: Some(IdleBreakdown {
+                    causes: vec![IdleCause {
+                        ns: 10,
+                        ..IdleCause::default()
+                    }],
+                    compute_idle_ns: 10,
+                    ..IdleBreakdown::default()
+                }),
+                ..DeviceIteration::default()
+            }],
+            ..IterationRow::default()
+        };
+        assert_eq!(check_row(&row), Ok(()));
+        row.devices[0].idle_ns = 11;
+        assert!(check_row(&row)
+            .unwrap_err()
+            .starts_with("devices[0].idle.causes add up to 10 ns"));
     }
 
     #[test]

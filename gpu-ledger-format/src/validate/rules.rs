@@ -54,7 +54,8 @@ fn ordered(at: &str, start: u64, end: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Each device's window, and its busy, idle and largest gap inside it.
+/// Each device's window, its busy, idle and largest gap inside it, and its idle causes adding
+/// up to its idle time.
 fn devices(row: &IterationRow) -> Result<(), String> {
     for (i, d) in row.devices.iter().enumerate() {
         let f = |name: &str| format!("devices[{i}].{name}");
@@ -97,6 +98,9 @@ fn devices(row: &IterationRow) -> Result<(), String> {
                 d.idle_ns
             ));
         }
+        if let Some(idle) = &d.idle {
+            crate::idle::check(idle, d.idle_ns, &f("idle"))?;
+        }
     }
     Ok(())
 }
@@ -123,7 +127,12 @@ fn nvml(at: &str, n: &NvmlIterationSummary) -> Result<(), String> {
         let Some(c) = c else { continue };
         let at = format!("{at}.{name}");
         figure(&format!("{at}.mean_mhz"), c.mean_mhz, MAX_CLOCK_MHZ, "MHz")?;
-        figure(&format!("{at}.max_mhz"), f64::from(c.max_mhz), MAX_CLOCK_MHZ, "MHz")?;
+        figure(
+            &format!("{at}.max_mhz"),
+            f64::from(c.max_mhz),
+            MAX_CLOCK_MHZ,
+            "MHz",
+        )?;
         if c.min_mhz > c.max_mhz {
             return Err(format!(
                 "{at}.min_mhz = {} is more than {at}.max_mhz = {}",

@@ -479,6 +479,7 @@ mod tests {
             largest_gap_ns: 60,
             kernel_count: 3,
             peak_memory_bytes: None,
+            idle: None,
         };
         assert_eq!(idle_share(&d), Some(0.1));
         assert_eq!(

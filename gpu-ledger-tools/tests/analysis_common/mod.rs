@@ -24,6 +24,7 @@ pub fn row(index: u64, host_wall_ns: u64) -> IterationRow {
             largest_gap_ns: 0,
             kernel_count: 0,
             peak_memory_bytes: None,
+            idle: None,
         }],
         ..IterationRow::default()
     }
@@ -107,6 +108,8 @@ pub fn header(driver: &str) -> Header {
             timeline_sampling: None,
             tracing_calibration: None,
             pc_sampling: None,
+            metrics: None,
+            idle_causes: None,
         },
         environment: Environment {
             gpus: vec![GpuRecord {
