@@ -107,7 +107,11 @@ fn scopes_open_on_other_threads_at_finish_are_counted() {
             .iter()
             .any(|w| w.starts_with("2 scopes were still open on other threads"))
     };
-    assert!(warned(&summary.trailer.warnings), "{:?}", summary.trailer.warnings);
+    assert!(
+        warned(&summary.trailer.warnings),
+        "{:?}",
+        summary.trailer.warnings
+    );
     let trailer = read_ledger(&path).unwrap().trailer.unwrap();
     assert!(warned(&trailer.warnings), "{:?}", trailer.warnings);
     // The finishing thread's own open scope is said in its row, not counted again.

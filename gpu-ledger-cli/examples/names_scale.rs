@@ -165,11 +165,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             };
             let m = measure(Command::new(&bin).args(&args))?;
             within &= m.peak_mb() < LIMIT_MB;
-            cells.push(format!(
-                "{:.1} | {:.1}",
-                m.peak_mb(),
-                m.wall.as_secs_f64()
-            ));
+            cells.push(format!("{:.1} | {:.1}", m.peak_mb(), m.wall.as_secs_f64()));
         }
         println!("| {cmd} | {} |", cells.join(" | "));
     }

@@ -61,8 +61,8 @@ pub(crate) fn refuse_input(output: &Path, inputs: &[&Path]) -> Result<(), CliErr
         _ => return Ok(()),
     };
     for input in inputs {
-        let same = std::fs::metadata(input)
-            .is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
+        let same =
+            std::fs::metadata(input).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
         if same {
             return Err(CliError::Other(format!(
                 "the output {} is the input {}: writing it would replace the ledger; give \

@@ -132,15 +132,14 @@ pub(crate) fn sql(dataset: &Path, query: &str, format: SqlFormat) -> Result<(), 
             .with_allow_ddl(false)
             .with_allow_dml(false)
             .with_allow_statements(false);
-        let df = ctx
-            .sql_with_options(&text, read_only)
-            .await
-            .map_err(|e| refused(&text, &e).unwrap_or_else(|| {
+        let df = ctx.sql_with_options(&text, read_only).await.map_err(|e| {
+            refused(&text, &e).unwrap_or_else(|| {
                 CliError::Other(format!(
                     "the query does not run: {e}\nthe tables are {} (columns: docs/dataset.md)",
                     tables.join(", ")
                 ))
-            }))?;
+            })
+        })?;
         let schema = df.schema().as_arrow().clone();
         let batches = df
             .collect()
@@ -182,9 +181,13 @@ fn statement_words(sql: &str) -> String {
 /// The error of a statement the read-only options refused, naming it; `None` for another error.
 fn refused(sql: &str, e: &datafusion::error::DataFusionError) -> Option<CliError> {
     let text = e.to_string();
-    let kind = ["DDL not supported", "DML not supported", "Statement not supported"]
-        .into_iter()
-        .find(|k| text.contains(k))?;
+    let kind = [
+        "DDL not supported",
+        "DML not supported",
+        "Statement not supported",
+    ]
+    .into_iter()
+    .find(|k| text.contains(k))?;
     Some(CliError::Other(format!(
         "{} is refused ({kind}): gpu-ledger sql reads the dataset and writes nothing, so only \
          queries run (SELECT, WITH, EXPLAIN); COPY, CREATE, DROP, INSERT and SET are not \

@@ -225,7 +225,12 @@ fn parquet_reads_its_input_once() {
     };
     let out = dir.path().join("ds");
     let o = run_within(
-        &["parquet", fifo.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        &[
+            "parquet",
+            fifo.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
         Duration::from_secs(30),
     );
     writer.join().unwrap();
@@ -252,7 +257,12 @@ fn a_failed_parquet_conversion_leaves_no_dataset_behind() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus");
     let out = dir.path().join("ds");
     let bad = corpus.join("bad-index-backwards.jsonl");
-    let o = run(&["parquet", bad.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = run(&[
+        "parquet",
+        bad.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(!out.exists(), "a failed conversion left {}", out.display());
 }

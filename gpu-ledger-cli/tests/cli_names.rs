@@ -19,7 +19,11 @@ const HEADER: &str = r#"{"type":"header","schema_version":1,"gpu_ledger_version"
 /// A ledger of `rows` rows, each with a `step` scope of 1 ms of device time and `per_row`
 /// scopes (or kernels, with `kernels`) of distinct names, 10 µs each.
 fn many_names(dir: &Path, rows: u64, per_row: u64, kernels: bool) -> String {
-    let path = dir.join(if kernels { "kernels.jsonl" } else { "scopes.jsonl" });
+    let path = dir.join(if kernels {
+        "kernels.jsonl"
+    } else {
+        "scopes.jsonl"
+    });
     let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
     writeln!(f, "{HEADER}").unwrap();
     for i in 0..rows {
@@ -65,8 +69,15 @@ fn many_scope_paths_are_folded_in_every_command() {
     let o = run(&["summary", &p, "--warmup", "none"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("(other 2001 names)"), "{}", &out[..out.len().min(3000)]);
-    assert!(out.contains("2001 scope paths past the first 1000"), "no warning");
+    assert!(
+        out.contains("(other 2001 names)"),
+        "{}",
+        &out[..out.len().min(3000)]
+    );
+    assert!(
+        out.contains("2001 scope paths past the first 1000"),
+        "no warning"
+    );
     assert!(out.lines().count() < 1400, "{} lines", out.lines().count());
     // The heavy scope is exact: 1 ms of its own and 2 ms in every row.
     assert!(out.contains("| step |"), "step is kept");
@@ -110,8 +121,15 @@ fn many_kernel_names_are_folded_into_one_family() {
     let o = run(&["summary", &p, "--warmup", "none", "--top", "2000"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("(other 2001 names)"), "{}", &out[..out.len().min(3000)]);
-    assert!(out.contains("2001 kernel families past the first 1000"), "no warning");
+    assert!(
+        out.contains("(other 2001 names)"),
+        "{}",
+        &out[..out.len().min(3000)]
+    );
+    assert!(
+        out.contains("2001 kernel families past the first 1000"),
+        "no warning"
+    );
     assert!(out.lines().count() < 1400, "{} lines", out.lines().count());
     let o = run(&["compare", &p, &p]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -126,7 +144,9 @@ fn a_million_names_of_each_kind_stay_under_256_mb() {
     // examples/names_scale.rs weighs every command, in a release build. The two cases run side
     // by side.
     let dir = tempfile::tempdir().unwrap();
-    let small = cli_common::data("v1-missing-nvml.jsonl").display().to_string();
+    let small = cli_common::data("v1-missing-nvml.jsonl")
+        .display()
+        .to_string();
     let cases: Vec<_> = [false, true]
         .into_iter()
         .map(|kernels| {
@@ -166,7 +186,10 @@ fn million_names(dir: &Path, kernels: bool, small: &str) {
     // The CSV's columns are capped (1002 scope columns of each kind at most): about 20 GB for
     // the scope names before, about 21 MB now.
     let csv = std::fs::metadata(&out).unwrap().len();
-    assert!(csv < 64_000_000, "the CSV of a million {kind} names is {csv} bytes");
+    assert!(
+        csv < 64_000_000,
+        "the CSV of a million {kind} names is {csv} bytes"
+    );
 }
 
 #[test]
@@ -186,10 +209,17 @@ fn the_long_csv_has_every_path_one_line_each_in_the_same_columns() {
     assert!(lines.contains(&"29,true,false,step/request-2999,1,10000,1,1,10000,10000"));
     assert!(!text.contains("(other"), "no path is folded");
     // Names a spreadsheet would run are escaped, as in every CSV.
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/ok-formula-names.jsonl");
+    let corpus =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/ok-formula-names.jsonl");
     let o = run(&["csv", corpus.to_str().unwrap(), "--long", "-o", "-"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    assert!(text.contains(",\"'=HYPERLINK(\"\"http://x\"\")\","), "{text}");
-    assert!(text.contains(",'@SUM(A1),") && text.contains(",'+1,") && text.contains(",'-2,"), "{text}");
+    assert!(
+        text.contains(",\"'=HYPERLINK(\"\"http://x\"\")\","),
+        "{text}"
+    );
+    assert!(
+        text.contains(",'@SUM(A1),") && text.contains(",'+1,") && text.contains(",'-2,"),
+        "{text}"
+    );
 }

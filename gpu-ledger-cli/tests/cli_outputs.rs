@@ -69,7 +69,12 @@ fn a_replaced_output_keeps_its_permissions() {
     }
     // A new file gets the default permissions, not the temporary file's.
     let fresh = dir.path().join("fresh.csv");
-    let o = run(&["csv", ledger.to_str().unwrap(), "-o", fresh.to_str().unwrap()]);
+    let o = run(&[
+        "csv",
+        ledger.to_str().unwrap(),
+        "-o",
+        fresh.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(fresh.is_file());
 }
@@ -302,7 +307,9 @@ fn messages_say_what_is_wrong() {
     let bad = corpus.join("bad-invalid-utf8.jsonl");
     let o = run(&["check", bad.to_str().unwrap()]);
     assert!(
-        stderr(&o).contains(":2: cannot read: stream did not contain valid UTF-8: byte 1 of the line (0xC3)"),
+        stderr(&o).contains(
+            ":2: cannot read: stream did not contain valid UTF-8: byte 1 of the line (0xC3)"
+        ),
         "{}",
         stderr(&o)
     );
@@ -310,14 +317,25 @@ fn messages_say_what_is_wrong() {
     let ledger = data("v1-missing-nvml.jsonl");
     let max = u64::MAX.to_string();
     let range = format!("{max}..={max}");
-    let o = run(&["trace", ledger.to_str().unwrap(), "-o", "-", "--iterations", &range]);
+    let o = run(&[
+        "trace",
+        ledger.to_str().unwrap(),
+        "-o",
+        "-",
+        "--iterations",
+        &range,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // Resamples past the bound are a usage error, not an allocation that aborts.
     let (a, b) = (data("v1-ab-baseline.jsonl"), data("v1-ab-change.jsonl"));
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let o = run(&["compare", a, b, "--resamples", "100000000000000"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("is not in 1..=10000000"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not in 1..=10000000"),
+        "{}",
+        stderr(&o)
+    );
     // A confidence just below 1 is not rounded to 100 %.
     let o = run(&[
         "compare",
@@ -369,7 +387,16 @@ fn a_trace_past_its_size_bound_stops_and_says_how_to_get_the_rest() {
     // Said before writing, from the input's size.
     assert!(e.contains("its trace may pass 50000 bytes of JSON"), "{e}");
     // An explicit range is written whole.
-    let o = run(&["trace", &ledger, "-o", "-", "--max-bytes", "50000", "--iterations", ".."]);
+    let o = run(&[
+        "trace",
+        &ledger,
+        "-o",
+        "-",
+        "--max-bytes",
+        "50000",
+        "--iterations",
+        "..",
+    ]);
     assert!(o.status.success());
     assert!(!stderr(&o).contains("stopped"), "{}", stderr(&o));
 }
@@ -388,7 +415,11 @@ fn a_trace_window_passes_over_the_rows_outside_it() {
     let p = write_lines(dir.path(), "window.jsonl", &lines);
     let o = run(&["trace", &p, "-o", "-", "--iterations", "0..2"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("iterations outside 0..2"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("iterations outside 0..2"),
+        "{}",
+        stderr(&o)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["otherData"]["iterations_exported"], 2);
     let mut lines = golden_lines("v1-missing-nvml.jsonl");

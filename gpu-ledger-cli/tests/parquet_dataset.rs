@@ -402,7 +402,11 @@ fn a_ledger_that_does_not_parse_is_named_with_its_line_and_leaves_no_file() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("v1-corrupt.jsonl:3:"), "{}", stderr(&o));
     // No part file, no temporary file, and no dataset directory or marker: nothing converted.
-    assert!(!out.exists(), "a failed first conversion left {}", out.display());
+    assert!(
+        !out.exists(),
+        "a failed first conversion left {}",
+        out.display()
+    );
 }
 
 #[test]

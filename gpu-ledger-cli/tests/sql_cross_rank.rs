@@ -334,7 +334,12 @@ fn only_queries_run_and_each_refusal_names_its_statement() {
     }
     assert!(!copied.exists(), "COPY wrote a file");
     // A query still runs.
-    ok(&["sql", &j.dataset, "--query", "SELECT COUNT(*) FROM iterations"]);
+    ok(&[
+        "sql",
+        &j.dataset,
+        "--query",
+        "SELECT COUNT(*) FROM iterations",
+    ]);
 }
 
 #[test]

@@ -223,7 +223,9 @@ impl<'r> FamilySeries<'r> {
         // Folded families are one entry: their sums in this row are one value of its series.
         let mut keyed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for (fam, (ns, count)) in this {
-            let e = keyed.entry(self.names.key(&fam, ns).to_string()).or_default();
+            let e = keyed
+                .entry(self.names.key(&fam, ns).to_string())
+                .or_default();
             e.0 = e.0.saturating_add(ns);
             e.1 = e.1.saturating_add(count);
         }

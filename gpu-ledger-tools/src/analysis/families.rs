@@ -686,7 +686,10 @@ impl<'r> FamilyTableBuilder<'r> {
                         more = more.saturating_add(a.more_names);
                         let mut listed: Vec<String> = a.names.into_iter().collect();
                         if a.more_names > 0 {
-                            listed.push(format!("(and {} launch groups of other names)", a.more_names));
+                            listed.push(format!(
+                                "(and {} launch groups of other names)",
+                                a.more_names
+                            ));
                         }
                         ShapeSummary {
                             shape,

@@ -158,9 +158,18 @@ fn device_cells(row: &IterationRow, d: u32) -> Vec<String> {
         None => cells.extend(std::iter::repeat_n(String::new(), 4)),
     }
     let n = row.nvml.iter().find(|x| x.device_id == d);
-    cells.push(figure(n.and_then(|n| n.sm_clock.as_ref()).map(|c| c.mean_mhz), 1));
-    cells.push(figure(n.and_then(|n| n.power.as_ref()).map(|p| p.mean_w), 2));
-    cells.push(figure(n.and_then(|n| n.energy.as_ref()).map(|e| e.joules), 6));
+    cells.push(figure(
+        n.and_then(|n| n.sm_clock.as_ref()).map(|c| c.mean_mhz),
+        1,
+    ));
+    cells.push(figure(
+        n.and_then(|n| n.power.as_ref()).map(|p| p.mean_w),
+        2,
+    ));
+    cells.push(figure(
+        n.and_then(|n| n.energy.as_ref()).map(|e| e.joules),
+        6,
+    ));
     cells
 }
 

@@ -46,7 +46,11 @@ impl Lanes {
             // Down the tree, left first: the lowest lane whose end is at or before `start`.
             let mut n = 1;
             while n < self.cap() {
-                n = if self.tree[2 * n] <= start { 2 * n } else { 2 * n + 1 };
+                n = if self.tree[2 * n] <= start {
+                    2 * n
+                } else {
+                    2 * n + 1
+                };
             }
             n - self.cap()
         } else {

@@ -235,12 +235,8 @@ impl StallAccumulator {
                     .filter(|n| !is_shared(n))
                     .map(|n| samples_of(n)),
             );
-            let shared = saturating_sum(
-                names
-                    .iter()
-                    .filter(|n| is_shared(n))
-                    .map(|n| samples_of(n)),
-            );
+            let shared =
+                saturating_sum(names.iter().filter(|n| is_shared(n)).map(|n| samples_of(n)));
             // What the scope's own functions do not explain is its part of the shared ones.
             let shared_part = if shared == 0 {
                 0.0

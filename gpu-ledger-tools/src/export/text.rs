@@ -144,7 +144,9 @@ pub(crate) fn fmt_confidence(c: f64) -> String {
     let p = c * 100.0;
     for decimals in 0..=12 {
         let s = format!("{p:.decimals$}");
-        if s.parse::<f64>().is_ok_and(|v| (v - p).abs() <= p.abs() * 1e-12) {
+        if s.parse::<f64>()
+            .is_ok_and(|v| (v - p).abs() <= p.abs() * 1e-12)
+        {
             return s;
         }
     }
@@ -231,7 +233,10 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
         for formula in ["+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx"] {
-            assert!(csv_text(formula).trim_start_matches('"').starts_with('\''), "{formula:?}");
+            assert!(
+                csv_text(formula).trim_start_matches('"').starts_with('\''),
+                "{formula:?}"
+            );
         }
         assert_eq!(csv_text("step/forward"), "step/forward");
         assert_eq!(csv_field("-1.5"), "-1.5");

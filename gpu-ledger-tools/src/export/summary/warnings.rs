@@ -42,7 +42,8 @@ impl RowWarnings {
         {
             let x = self.warning_texts.key(x, 0);
             if !self.row_warnings.contains_key(x) {
-                self.row_warnings.insert(x.to_string(), IndexRuns::default());
+                self.row_warnings
+                    .insert(x.to_string(), IndexRuns::default());
             }
             if let Some(at) = self.row_warnings.get_mut(x) {
                 at.push(r.index);
