@@ -27,10 +27,12 @@ fn an_output_that_is_an_input_is_refused_and_the_ledger_kept() {
     let rank0 = copy_ledger(dir.path(), "v1-rank0.jsonl");
     let link = link.display().to_string();
     let hard = hard.display().to_string();
-    let cases: [&[&str]; 7] = [
+    let cases: [&[&str]; 9] = [
         &["trace", &ledger, "-o", &ledger],
         &["csv", &ledger, "-o", &ledger],
         &["report", &ledger, "-o", &ledger],
+        &["metrics", &ledger, "-o", &ledger],
+        &["csv", &ledger, "--long", "-o", &hard],
         // The same file through a symlink and a hard link.
         &["csv", &ledger, "-o", &link],
         &["trace", &link, "-o", &hard],
@@ -61,7 +63,7 @@ fn a_replaced_output_keeps_its_permissions() {
     std::fs::write(&out, "old").unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o600)).unwrap();
     let ledger = data("v1-graph-kernels.jsonl");
-    for cmd in ["csv", "trace", "report"] {
+    for cmd in ["csv", "trace", "report", "metrics"] {
         let o = run(&[cmd, ledger.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert!(o.status.success(), "{cmd}: {}", stderr(&o));
         let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
