@@ -147,8 +147,9 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let out = dir.join("out");
-    let commands: [&str; 8] = [
-        "check", "summary", "compare", "report", "csv", "trace", "merge", "parquet",
+    let commands: [&str; 10] = [
+        "check", "summary", "compare", "report", "csv", "csv --long", "trace", "merge", "metrics",
+        "parquet",
     ];
     let mut within = true;
     for cmd in commands {
@@ -159,8 +160,9 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             let p = p.to_str().ok_or("a path that is not UTF-8")?;
             let o = out.to_str().ok_or("a path that is not UTF-8")?;
             let args: Vec<&str> = match cmd {
-                "check" | "summary" | "merge" => vec![cmd, p],
+                "check" | "summary" | "merge" | "metrics" => vec![cmd, p],
                 "compare" => vec![cmd, p, p],
+                "csv --long" => vec!["csv", p, "--long", "-o", o],
                 _ => vec![cmd, p, "-o", o],
             };
             let m = measure(Command::new(&bin).args(&args))?;

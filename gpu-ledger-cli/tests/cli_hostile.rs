@@ -41,10 +41,12 @@ fn assert_no_panic(o: &Output) {
 }
 
 /// Every command that reads a ledger, with `""` where the ledger's path goes.
-const READING_COMMANDS: [&[&str]; 7] = [
+const READING_COMMANDS: [&[&str]; 9] = [
     &["summary", ""],
     &["check", ""],
     &["csv", "", "-o", "-"],
+    &["csv", "", "--long", "-o", "-"],
+    &["metrics", ""],
     &["report", "", "-o", "-"],
     &["trace", "", "-o", "-"],
     &["merge", ""],
