@@ -148,7 +148,15 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let out = dir.join("out");
     let commands: [&str; 10] = [
-        "check", "summary", "compare", "report", "csv", "csv --long", "trace", "merge", "metrics",
+        "check",
+        "summary",
+        "compare",
+        "report",
+        "csv",
+        "csv --long",
+        "trace",
+        "merge",
+        "metrics",
         "parquet",
     ];
     let mut within = true;
