@@ -478,6 +478,24 @@ fn size_text(bytes: u64) -> String {
 /// chrome://tracing) fail to open JSON much past this, and a million rows make several GB.
 const TRACE_BYTES: u64 = 1 << 30;
 
+/// A trace takes one to two bytes of JSON per byte of ledger (more with activities): says so
+/// before writing it when that may pass `limit`.
+fn note_large_trace(path: &Path, limit: u64) {
+    let Ok(m) = std::fs::metadata(path) else {
+        return;
+    };
+    if m.is_file() && m.len() > limit / 2 {
+        eprintln!(
+            "gpu-ledger: note: {} is {:.0} MB: its trace may pass {} of JSON, which trace \
+             viewers do not open; the trace stops there (give --iterations A..B for a window, \
+             or --iterations .. for the whole trace)",
+            display(path),
+            m.len() as f64 / 1e6,
+            size_text(limit)
+        );
+    }
+}
+
 fn trace(
     path: &Path,
     output: &Path,
@@ -495,19 +513,8 @@ fn trace(
         demangle,
     };
     let limit = Some(max_bytes).filter(|&b| b > 0 && range.is_none());
-    if let (Some(limit), Ok(m)) = (limit, std::fs::metadata(path)) {
-        // A trace takes one to two bytes of JSON per byte of ledger (more with activities):
-        // say so before writing it.
-        if m.is_file() && m.len() > limit / 2 {
-            eprintln!(
-                "gpu-ledger: note: {} is {:.0} MB: its trace may pass {} of JSON, which \
-                 trace viewers do not open; the trace stops there (give --iterations A..B for \
-                 a window, or --iterations .. for the whole trace)",
-                display(path),
-                m.len() as f64 / 1e6,
-                size_text(limit)
-            );
-        }
+    if let Some(limit) = limit {
+        note_large_trace(path, limit);
     }
     let werr = || io_err(format!("cannot write {out_name}"));
     let header = stream.header().clone();
@@ -615,7 +622,10 @@ fn report(
     Ok(())
 }
 
-fn csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
+fn csv(path: &Path, output: &Path, long: bool, ctx: Ctx) -> Result<(), CliError> {
+    if long {
+        return csv_long(path, output, ctx);
+    }
     // The columns depend on every row, and the input is read once (a FIFO or a process
     // substitution cannot be read again): what the table shows of each row is kept in an
     // unnamed temporary file, so that a ledger of any length is written in constant memory.
@@ -802,13 +812,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Csv {
             ledger,
             output,
-            long: false,
-        } => csv(&ledger, &output, progress),
-        Command::Csv {
-            ledger,
-            output,
-            long: true,
-        } => csv_long(&ledger, &output, progress),
+            long,
+        } => csv(&ledger, &output, long, progress),
         Command::Metrics {
             ledger,
             output,

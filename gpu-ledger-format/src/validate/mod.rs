@@ -313,7 +313,12 @@ mod tests {
             let e = check_row(&row).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
-        // NVML's unknown figure (null, read as NaN) is not an error.
+    }
+
+    #[test]
+    fn an_unknown_nvml_figure_is_not_an_error() {
+        use crate::nvml::{NvmlIterationSummary, PowerKind, PowerStats};
+        // NVML's unknown figure (null, read as NaN).
         let unknown = IterationRow {
             nvml: vec![NvmlIterationSummary {
                 power: Some(PowerStats {
@@ -350,8 +355,10 @@ mod tests {
     #[test]
     fn idle_causes_that_do_not_add_up_to_idle_ns_are_refused() {
         use crate::idle::{IdleBreakdown, IdleCause};
+        // A window of 10 ns, all of it idle.
         let mut row = IterationRow {
             devices: vec![DeviceIteration {
+                last_end_ns: 10,
                 idle_ns: 10,
                 idle: Some(IdleBreakdown {
                     causes: vec![IdleCause {
@@ -366,10 +373,12 @@ mod tests {
             ..IterationRow::default()
         };
         assert_eq!(check_row(&row), Ok(()));
-        row.devices[0].idle_ns = 11;
+        if let Some(idle) = &mut row.devices[0].idle {
+            idle.causes[0].ns = 9;
+        }
         assert!(check_row(&row)
             .unwrap_err()
-            .starts_with("devices[0].idle.causes add up to 10 ns"));
+            .starts_with("devices[0].idle.causes add up to 9 ns"));
     }
 
     #[test]

@@ -677,32 +677,7 @@ impl<'r> FamilyTableBuilder<'r> {
         let mut families: Vec<FamilySummary> = fams
             .into_iter()
             .map(|(family, shapes)| {
-                let mut names = BTreeSet::new();
-                let mut more = 0u64;
-                let mut shapes: Vec<ShapeSummary> = shapes
-                    .into_iter()
-                    .map(|(shape, a)| {
-                        names.extend(a.names.iter().cloned());
-                        more = more.saturating_add(a.more_names);
-                        let mut listed: Vec<String> = a.names.into_iter().collect();
-                        if a.more_names > 0 {
-                            listed.push(format!(
-                                "(and {} launch groups of other names)",
-                                a.more_names
-                            ));
-                        }
-                        ShapeSummary {
-                            shape,
-                            names: listed,
-                            launches: a.launches,
-                            total_ns: a.total,
-                            mean_ns: mean(a.total, a.launches),
-                            min_ns: a.min.unwrap_or(0),
-                            max_ns: a.max,
-                            graph_launches: a.graph,
-                        }
-                    })
-                    .collect();
+                let (mut shapes, names, more) = shape_summaries(shapes);
                 shapes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.shape.cmp(&b.shape)));
                 let launches: u64 = shapes
                     .iter()
@@ -766,6 +741,41 @@ impl<'r> FamilyTableBuilder<'r> {
             families,
         }
     }
+}
+
+/// A family's shapes as summaries, with the names of all of them and the launch groups of names
+/// past each shape's list.
+fn shape_summaries(
+    shapes: BTreeMap<KernelShape, ShapeAcc>,
+) -> (Vec<ShapeSummary>, BTreeSet<String>, u64) {
+    let mean = |total: u64, n: u64| if n > 0 { total as f64 / n as f64 } else { 0.0 };
+    let mut names = BTreeSet::new();
+    let mut more = 0u64;
+    let summaries = shapes
+        .into_iter()
+        .map(|(shape, a)| {
+            names.extend(a.names.iter().cloned());
+            more = more.saturating_add(a.more_names);
+            let mut listed: Vec<String> = a.names.into_iter().collect();
+            if a.more_names > 0 {
+                listed.push(format!(
+                    "(and {} launch groups of other names)",
+                    a.more_names
+                ));
+            }
+            ShapeSummary {
+                shape,
+                names: listed,
+                launches: a.launches,
+                total_ns: a.total,
+                mean_ns: mean(a.total, a.launches),
+                min_ns: a.min.unwrap_or(0),
+                max_ns: a.max,
+                graph_launches: a.graph,
+            }
+        })
+        .collect();
+    (summaries, names, more)
 }
 
 #[cfg(test)]
