@@ -487,12 +487,25 @@ fn shutdown(mut inner: RunParts, end_warning: Option<String>) -> (Trailer, Optio
     }
     running.release_counters();
     let mut trailer = inner.trailer_rx.try_recv().unwrap_or_default();
+    let late_steps = running.steps_after_close();
+    if late_steps > 0 {
+        // After the trailer was written: said here and in the run's summary.
+        let w = format!(
+            "{late_steps} step() calls came after the profiler began shutting down and ended no \
+             iteration"
+        );
+        eprintln!("gpu-ledger: {w}");
+        trailer.warnings.push(w);
+    }
     if let Some(writer) = inner.writer.take() {
         let err = writer.error();
         let path = writer.path().to_path_buf();
         let report = writer.close();
         trailer.overhead.writer_cpu_ns = report.cpu_ns;
-        trailer.lines_not_written = report.lines_not_written;
+        // The collector counted the lines it could not hand to an ended writer.
+        trailer.lines_not_written = trailer
+            .lines_not_written
+            .saturating_add(report.lines_not_written);
         if let (None, Some(msg)) = (&first_err, err) {
             first_err = Some(Error::LedgerWrite {
                 path,

@@ -101,10 +101,24 @@ impl LedgerWriter {
     /// Closes the queue, waits for the thread and returns its report.
     pub fn close(mut self) -> WriterReport {
         self.tx = None;
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(report)) => report,
+            Some(Err(_)) => {
+                // Each line's own panic is caught and counted (`write_loop`); this is one
+                // outside them, after which nothing says how many lines were lost.
+                eprintln!(
+                    "gpu-ledger: the ledger writer thread of {} ended abnormally: the file is \
+                     whole up to its last complete line, and how many lines after it were not \
+                     written is unknown",
+                    self.path.display()
+                );
+                WriterReport {
+                    lines_not_written: 1,
+                    ..WriterReport::default()
+                }
+            }
+            None => WriterReport::default(),
+        }
     }
 }
 
@@ -137,10 +151,23 @@ fn write_loop(
             continue;
         }
         buf.clear();
-        if let Err(e) = serde_json::to_writer(&mut buf, &line) {
-            report.lines_not_written += 1;
-            eprintln!("gpu-ledger: a ledger line could not be serialized and was skipped: {e}");
-            continue;
+        // A panic while serializing (a Serialize impl's) costs this line, counted, not the
+        // thread and every line after it uncounted.
+        let serialized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serde_json::to_writer(&mut buf, &line)
+        }));
+        match serialized {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                report.lines_not_written += 1;
+                eprintln!("gpu-ledger: a ledger line could not be serialized and was skipped: {e}");
+                continue;
+            }
+            Err(_) => {
+                report.lines_not_written += 1;
+                eprintln!("gpu-ledger: serializing a ledger line panicked; the line was skipped");
+                continue;
+            }
         }
         buf.push(b'\n');
         match file.write_all(&buf) {

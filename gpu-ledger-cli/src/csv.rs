@@ -4,8 +4,7 @@
 use std::io::{BufRead, BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use gpu_ledger_format::schema::IterationRow;
-use gpu_ledger_tools::export::{CsvLayout, LongCsv, StreamItem};
+use gpu_ledger_tools::export::{CsvCells, CsvLayout, LongCsv, StreamItem};
 
 use super::input::{open, Ctx};
 use super::output::Output;
@@ -13,6 +12,7 @@ use super::{display, io_err, warn_truncated, CliError};
 
 /// Writes the CSV of the ledger at `path` to `output`, long or wide.
 pub(crate) fn csv(path: &Path, output: &Path, long: bool, ctx: Ctx) -> Result<(), CliError> {
+    super::output::refuse_input(output, &[path])?;
     if long {
         long_csv(path, output, ctx)
     } else {
@@ -46,8 +46,8 @@ fn long_csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
 /// The wide table's columns depend on every row.
 fn wide_csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     // The columns depend on every row, and the input is read once (a FIFO or a process
-    // substitution cannot be read again): the rows are kept in an unnamed temporary file, so
-    // that a ledger of any length is written in constant memory.
+    // substitution cannot be read again): what the table shows of each row is kept in an
+    // unnamed temporary file, so that a ledger of any length is written in constant memory.
     let mut layout = CsvLayout::new();
     let mut rows = 0u64;
     let spill_err =
@@ -55,15 +55,12 @@ fn wide_csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     let mut spill = BufWriter::new(tempfile::tempfile().map_err(spill_err())?);
     let (mut stream, mut p) = open(path, ctx)?;
     for item in stream.by_ref() {
-        if let StreamItem::Row(_, mut row) = item? {
+        if let StreamItem::Row(_, row) = item? {
             rows += 1;
             p.tick(rows);
-            layout.observe(&row);
-            // What the table does not show stays out of the temporary file.
-            row.activities = None;
-            row.scope_spans = None;
-            row.counters = None;
-            serde_json::to_writer(&mut spill, &row).map_err(|e| spill_err()(e.into()))?;
+            let cells = CsvCells::of(&row);
+            layout.observe_cells(&cells);
+            serde_json::to_writer(&mut spill, &cells).map_err(|e| spill_err()(e.into()))?;
             spill.write_all(b"\n").map_err(spill_err())?;
         }
     }
@@ -80,12 +77,14 @@ fn wide_csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
     let mut written = 0u64;
     for line in BufReader::new(spilled).lines() {
         let line = line.map_err(spill_err())?;
-        let row: IterationRow = serde_json::from_str(&line).map_err(|e| {
+        let cells: CsvCells = serde_json::from_str(&line).map_err(|e| {
             CliError::Other(format!(
                 "the CSV's temporary file could not be read back: {e}"
             ))
         })?;
-        layout.write_row(&mut out.writer, &row).map_err(werr())?;
+        layout
+            .write_cells(&mut out.writer, &cells)
+            .map_err(werr())?;
         written += 1;
     }
     out.commit()?;
@@ -93,5 +92,14 @@ fn wide_csv(path: &Path, output: &Path, ctx: Ctx) -> Result<(), CliError> {
         "gpu-ledger: {written} rows, {} columns written to {out_name}",
         layout.columns().len(),
     );
+    if let Some(f) = layout.folded() {
+        eprintln!(
+            "gpu-ledger: {} scope paths past the first {} share the columns scope:{}:…, their \
+             sums per row (the Parquet dataset has every path)",
+            f.folded(),
+            f.kept(),
+            f.label()
+        );
+    }
     Ok(())
 }

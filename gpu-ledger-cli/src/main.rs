@@ -42,6 +42,7 @@ use gpu_ledger_tools::export::{
 mod csv;
 mod formats;
 mod input;
+mod interrupt;
 mod merge;
 mod metrics;
 mod output;
@@ -58,6 +59,9 @@ use output::Output;
 /// is analysed as it streams past, in memory independent of its length (percentiles from a
 /// sketch past 100 000 rows, said in the output).
 const HOLD_BYTES: u64 = 8 << 20;
+
+/// The most bootstrap resamples `compare` takes: 80 MB of them.
+const MAX_RESAMPLES: u64 = 10_000_000;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -113,8 +117,9 @@ enum Command {
         /// device-window[:D] (D = device ordinal, default 0).
         #[arg(long, default_value = "host-wall", value_parser = parse_metric)]
         metric: IterationMetric,
-        /// Bootstrap resamples.
-        #[arg(long, default_value_t = 10_000)]
+        /// Bootstrap resamples (at most 10 000 000: each takes 8 bytes, and far fewer already
+        /// give an interval's bounds to three digits).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_RESAMPLES))]
         resamples: usize,
         /// Confidence of the interval, in (0, 1).
         #[arg(long, default_value_t = 0.95)]
@@ -142,6 +147,10 @@ enum Command {
         /// Keep kernel names as CUPTI reports them (mangled).
         #[arg(long)]
         no_demangle: bool,
+        /// Without --iterations, stop the trace of one ledger once this much JSON is written
+        /// (trace viewers do not open much more); 0 for no bound.
+        #[arg(long, value_name = "BYTES", default_value_t = TRACE_BYTES)]
+        max_bytes: u64,
     },
     /// Write a self-contained HTML report with SVG charts.
     Report {
@@ -156,9 +165,10 @@ enum Command {
         #[command(flatten)]
         stats: StatsArgs,
     },
-    /// Write the per-iteration table as CSV: one line per iteration, columns by the ledger's
-    /// devices and scopes; or with --long one line per iteration and scope, the same columns
-    /// for every ledger (README, "From a ledger to a decision").
+    /// Write the per-iteration table as CSV: one line per iteration, with columns for the first
+    /// 1000 scope paths (the rest summed into shared columns), or with --long one line per
+    /// iteration and scope, the same columns for every ledger (README, "From a ledger to a
+    /// decision").
     Csv {
         /// The ledger.
         ledger: PathBuf,
@@ -529,13 +539,46 @@ fn compare_cmd(
     Ok(())
 }
 
+/// `bytes` as `1 GiB`, `512 MiB` or `4096 bytes`.
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 => format!("{:.0} MiB", b as f64 / f64::from(1 << 20)),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Bytes of JSON a trace stops at when no `--iterations` is given: trace viewers (Perfetto's UI,
+/// chrome://tracing) fail to open JSON much past this, and a million rows make several GB.
+const TRACE_BYTES: u64 = 1 << 30;
+
+/// A trace takes one to two bytes of JSON per byte of ledger (more with activities): says so
+/// before writing it when that may pass `limit`.
+fn note_large_trace(path: &Path, limit: u64) {
+    let Ok(m) = std::fs::metadata(path) else {
+        return;
+    };
+    if m.is_file() && m.len() > limit / 2 {
+        eprintln!(
+            "gpu-ledger: note: {} is {:.0} MB: its trace may pass {} of JSON, which trace \
+             viewers do not open; the trace stops there (give --iterations A..B for a window, \
+             or --iterations .. for the whole trace)",
+            display(path),
+            m.len() as f64 / 1e6,
+            size_text(limit)
+        );
+    }
+}
+
 fn trace(
     path: &Path,
     output: &Path,
     range: Option<IterationRange>,
     demangle: bool,
+    max_bytes: u64,
     ctx: Ctx,
 ) -> Result<(), CliError> {
+    output::refuse_input(output, &[path])?;
     let (mut stream, mut p) = open(path, ctx)?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
@@ -543,23 +586,43 @@ fn trace(
         iterations: range.unwrap_or_default(),
         demangle,
     };
+    let limit = Some(max_bytes).filter(|&b| b > 0 && range.is_none());
+    if let Some(limit) = limit {
+        note_large_trace(path, limit);
+    }
     let werr = || io_err(format!("cannot write {out_name}"));
     let header = stream.header().clone();
-    let mut w = TraceWriter::new(&mut out.writer, &header, opts.clone()).map_err(werr())?;
+    let (mut counted, bytes) = progress::Counted::new(&mut out.writer);
+    let mut w = TraceWriter::new(&mut counted, &header, opts.clone()).map_err(werr())?;
     let mut trailer = None;
-    let mut rows = 0u64;
-    while let Some(item) = stream.next_item()? {
+    let (mut rows, mut cut_at) = (0u64, None);
+    // Rows outside the range, or past the size bound, are passed over unparsed.
+    while let Some(item) =
+        stream.next_item_in(|i| cut_at.is_none() && opts.iterations.contains(i))?
+    {
         match item {
             StreamItem::Row(_, row) => {
                 rows += 1;
                 p.tick(rows);
                 w.write_row(&row).map_err(werr())?;
+                if limit.is_some_and(|l| bytes.get() >= l) {
+                    cut_at = Some(row.index);
+                }
             }
             StreamItem::Trailer(_, t) => trailer = Some(t),
         }
     }
-    p.done(rows);
+    let passed = stream.skipped_rows();
+    p.done(rows + passed);
     warn_truncated(path, stream.truncated_last_line());
+    if let Some(at) = cut_at {
+        w.set_metadata(
+            "stopped_at_iteration",
+            serde_json::json!({"iteration": at, "bytes": max_bytes, "iterations_left_out": passed}),
+        );
+    } else {
+        w.add_skipped(passed);
+    }
     let stats = w.finish(trailer.as_deref()).map_err(werr())?;
     out.commit()?;
     eprintln!(
@@ -574,6 +637,14 @@ fn trace(
         },
         out_name
     );
+    if let Some(at) = cut_at.filter(|_| passed > 0) {
+        eprintln!(
+            "gpu-ledger: the trace stopped after iteration {at} at {} of JSON, which trace \
+             viewers do not open: {passed} later iterations are not in it (give --iterations \
+             A..B for another window, or --iterations .. for the whole trace)",
+            size_text(max_bytes)
+        );
+    }
     if stats.summary_iterations > 0 {
         eprintln!(
             "gpu-ledger: activities were not recorded in {} iterations: the trace shows \
@@ -581,7 +652,7 @@ fn trace(
             stats.summary_iterations
         );
     }
-    if stats.iterations > 10_000 && opts.iterations.is_all() {
+    if stats.iterations > 10_000 && opts.iterations.is_all() && cut_at.is_none() {
         eprintln!(
             "gpu-ledger: hint: a trace of {} iterations is slow to open; pick a window with \
              --iterations A..B",
@@ -607,6 +678,7 @@ fn report(
         Some(rows) => ReportBuilder::for_rows(&opts, rows),
         None => ReportBuilder::new(&opts),
     };
+    output::refuse_input(output, &[path])?;
     let read = read_bounded(path, ctx, make, |b, r| b.push(r))?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();
@@ -658,6 +730,7 @@ fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
+    interrupt::install();
     let progress = Ctx {
         progress: cli.progress,
         terminal: true,
@@ -697,8 +770,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
             output,
             iterations,
             no_demangle,
+            max_bytes,
         } => match ledgers.as_slice() {
-            [ledger] => trace(ledger, &output, iterations, !no_demangle, progress),
+            [ledger] => trace(
+                ledger,
+                &output,
+                iterations,
+                !no_demangle,
+                max_bytes,
+                progress,
+            ),
             _ => {
                 let opts = TraceOptions {
                     iterations: iterations.unwrap_or_default(),

@@ -61,6 +61,7 @@ pub(crate) fn metrics(
     scopes: &ScopeArgs,
     ctx: Ctx,
 ) -> Result<(), CliError> {
+    super::output::refuse_input(output, &[path])?;
     let recorder = MemoryRecorder::new();
     let options = scopes.options().with_recorder(Arc::new(recorder.clone()));
     let (mut stream, mut p) = open(path, ctx)?;

@@ -2,15 +2,18 @@
 //! symlink's target, or a special file written in place.
 
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{display, io_err, CliError};
+use super::{display, interrupt, io_err, CliError};
 
 /// Where an output goes. A regular file (or a name not taken yet) is written under a temporary
 /// name beside it and renamed over it when complete, so that a failed export leaves the old file
 /// whole; a symlink is resolved first, so that the rename lands on its target and the link stays;
 /// anything else (a FIFO, a device such as `/dev/null`, a socket) is written in place, since a
-/// rename would replace the special file itself with a regular one.
+/// rename would replace the special file itself with a regular one. A replaced file keeps its
+/// permission bits; as any replacement by rename, it becomes a new file: a hard link to the old
+/// one keeps the old content.
 pub(crate) struct Output {
     /// What the messages call it (the target, and the link it was reached through).
     name: String,
@@ -46,6 +49,32 @@ fn resolve_links(path: &Path) -> Result<PathBuf, CliError> {
     )))
 }
 
+/// Refuses an output that is one of the inputs: the same file (device and inode), whether named
+/// alike, through a symlink or a hard link. Writing it would replace the ledger being read.
+pub(crate) fn refuse_input(output: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    if output.as_os_str() == "-" {
+        return Ok(());
+    }
+    // Only a regular file is replaced; a FIFO or a device is written in place.
+    let out = match std::fs::metadata(output) {
+        Ok(m) if m.is_file() => m,
+        _ => return Ok(()),
+    };
+    for input in inputs {
+        let same =
+            std::fs::metadata(input).is_ok_and(|m| m.dev() == out.dev() && m.ino() == out.ino());
+        if same {
+            return Err(CliError::Other(format!(
+                "the output {} is the input {}: writing it would replace the ledger; give \
+                 another output file",
+                display(output),
+                display(input)
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Output {
     pub(crate) fn create(path: &Path) -> Result<Self, CliError> {
         if path.as_os_str() == "-" {
@@ -68,7 +97,8 @@ impl Output {
             )
         };
         let cannot = || io_err(format!("cannot create {name}"));
-        match std::fs::metadata(&real) {
+        let old = std::fs::metadata(&real);
+        match &old {
             Ok(m) if m.is_dir() => {
                 return Err(CliError::Other(format!(
                     "cannot write {name}: it is a directory; give a file name inside it"
@@ -98,12 +128,29 @@ impl Output {
             ".{file_name}.gpu-ledger-{}.tmp",
             std::process::id()
         ));
+        // Registered before it exists, so that a signal at any moment finds it.
+        interrupt::register_file(&tmp);
         // create_new: a file (or a planted symlink) already at the temporary name is not reused.
-        let file = std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(cannot())?;
+        {
+            Ok(f) => f,
+            Err(e) => {
+                interrupt::forget_file(&tmp);
+                return Err(cannot()(e));
+            }
+        };
+        // The replacement keeps the permissions of the file it replaces (a private 600 output
+        // stays private); a new file gets the umask's, as any created file.
+        if let Ok(m) = &old {
+            if let Err(e) = file.set_permissions(m.permissions()) {
+                let _ = std::fs::remove_file(&tmp);
+                interrupt::forget_file(&tmp);
+                return Err(cannot()(e));
+            }
+        }
         Ok(Self {
             name,
             stdout: false,
@@ -130,12 +177,14 @@ impl Output {
             });
         }
         if let (Some(tmp), Some(target)) = (self.tmp.take(), self.target.as_ref()) {
-            std::fs::rename(&tmp, target).map_err(|e| {
+            let renamed = std::fs::rename(&tmp, target);
+            if renamed.is_err() {
                 let _ = std::fs::remove_file(&tmp);
-                CliError::Io {
-                    what: format!("cannot write {}", self.name),
-                    source: e,
-                }
+            }
+            interrupt::forget_file(&tmp);
+            renamed.map_err(|e| CliError::Io {
+                what: format!("cannot write {}", self.name),
+                source: e,
             })?;
         }
         Ok(())
@@ -146,7 +195,8 @@ impl Drop for Output {
     fn drop(&mut self) {
         // Not committed: leave no partial file behind.
         if let Some(tmp) = self.tmp.take() {
-            let _ = std::fs::remove_file(tmp);
+            let _ = std::fs::remove_file(&tmp);
+            interrupt::forget_file(&tmp);
         }
     }
 }

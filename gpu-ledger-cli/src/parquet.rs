@@ -24,6 +24,7 @@ pub(crate) fn parquet(
     if let Some(t) = threads {
         opts.threads = t.max(1);
     }
+    super::interrupt::register_dir(out);
     let stats = write_dataset(&ledgers, out, &opts).map_err(|e| CliError::Other(e.to_string()))?;
     for n in &stats.notes {
         eprintln!("gpu-ledger: note: {n}");

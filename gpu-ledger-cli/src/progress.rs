@@ -47,6 +47,18 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes.set(self.bytes.get() + n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// What a progress display shows and where (see the module doc).
 pub(crate) struct Progress {
     out: Box<dyn Write>,

@@ -11,8 +11,10 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
+use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use gpu_ledger_tools::export::parquet::{MARKER, TABLES};
+use gpu_ledger_tools::export::text::{csv_field, csv_text};
 
 use super::{display, CliError};
 
@@ -124,11 +126,19 @@ pub(crate) fn sql(dataset: &Path, query: &str, format: SqlFormat) -> Result<(), 
                 })?;
             tables.push(name);
         }
-        let df = ctx.sql(&text).await.map_err(|e| {
-            CliError::Other(format!(
-                "the query does not run: {e}\nthe tables are {} (columns: docs/dataset.md)",
-                tables.join(", ")
-            ))
+        // A query over a dataset reads that dataset only: no DDL (CREATE EXTERNAL TABLE on any
+        // file, DROP), no DML (INSERT, COPY ... TO a file) and no statements (SET, ...).
+        let read_only = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        let df = ctx.sql_with_options(&text, read_only).await.map_err(|e| {
+            refused(&text, &e).unwrap_or_else(|| {
+                CliError::Other(format!(
+                    "the query does not run: {e}\nthe tables are {} (columns: docs/dataset.md)",
+                    tables.join(", ")
+                ))
+            })
         })?;
         let schema = df.schema().as_arrow().clone();
         let batches = df
@@ -150,15 +160,47 @@ pub(crate) fn sql(dataset: &Path, query: &str, format: SqlFormat) -> Result<(), 
     super::print(&out)
 }
 
+/// The statement's first words (`COPY`, `CREATE EXTERNAL TABLE`, `DROP TABLE`), as the refusal
+/// names it.
+fn statement_words(sql: &str) -> String {
+    let words: Vec<String> = sql
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .flat_map(str::split_whitespace)
+        .take(3)
+        .map(str::to_uppercase)
+        .collect();
+    let n = match words.first().map(String::as_str) {
+        Some("CREATE") if words.get(1).is_some_and(|w| w == "EXTERNAL") => 3,
+        Some("CREATE" | "DROP" | "INSERT" | "ALTER" | "TRUNCATE") => 2,
+        _ => 1,
+    };
+    words.into_iter().take(n).collect::<Vec<_>>().join(" ")
+}
+
+/// The error of a statement the read-only options refused, naming it; `None` for another error.
+fn refused(sql: &str, e: &datafusion::error::DataFusionError) -> Option<CliError> {
+    let text = e.to_string();
+    let kind = [
+        "DDL not supported",
+        "DML not supported",
+        "Statement not supported",
+    ]
+    .into_iter()
+    .find(|k| text.contains(k))?;
+    Some(CliError::Other(format!(
+        "{} is refused ({kind}): gpu-ledger sql reads the dataset and writes nothing, so only \
+         queries run (SELECT, WITH, EXPLAIN); COPY, CREATE, DROP, INSERT and SET are not \
+         statements of a query",
+        statement_words(sql)
+    )))
+}
+
 /// The batches as CSV: a header line (also when no row came back), then one line per row; null
 /// is an empty field.
 fn to_csv(schema: &Schema, batches: &[RecordBatch]) -> Result<String, CliError> {
     let mut o = String::new();
-    let head: Vec<String> = schema
-        .fields()
-        .iter()
-        .map(|f| gpu_ledger_tools::export::text::csv_field(f.name()))
-        .collect();
+    let head: Vec<String> = schema.fields().iter().map(|f| csv_text(f.name())).collect();
     o.push_str(&head.join(","));
     o.push('\n');
     let opts = FormatOptions::default();
@@ -169,10 +211,28 @@ fn to_csv(schema: &Schema, batches: &[RecordBatch]) -> Result<String, CliError> 
             .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| CliError::Other(format!("cannot format the result: {e}")))?;
+        // Text (a kernel or scope name from a ledger) is guarded against spreadsheet formulas;
+        // a number, negative ones included, is written as it is.
+        let text: Vec<bool> = b
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                DataType::Dictionary(_, v) => v.is_string(),
+                t => t.is_string(),
+            })
+            .collect();
         for row in 0..b.num_rows() {
             let cells: Vec<String> = cols
                 .iter()
-                .map(|c| gpu_ledger_tools::export::text::csv_field(&c.value(row).to_string()))
+                .zip(&text)
+                .map(|(c, &text)| {
+                    let v = c.value(row).to_string();
+                    if text {
+                        csv_text(&v)
+                    } else {
+                        csv_field(&v)
+                    }
+                })
                 .collect();
             o.push_str(&cells.join(","));
             o.push('\n');

@@ -53,6 +53,8 @@ pub(crate) fn trace_ranks(
     opts: TraceOptions,
     ctx: Ctx,
 ) -> Result<(), CliError> {
+    let named: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
+    super::output::refuse_input(output, &named)?;
     let mut inputs = open_ranks(paths, ctx)?;
     let mut out = Output::create(output)?;
     let out_name = out.name().to_string();

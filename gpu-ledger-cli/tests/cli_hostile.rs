@@ -41,10 +41,12 @@ fn assert_no_panic(o: &Output) {
 }
 
 /// Every command that reads a ledger, with `""` where the ledger's path goes.
-const READING_COMMANDS: [&[&str]; 7] = [
+const READING_COMMANDS: [&[&str]; 9] = [
     &["summary", ""],
     &["check", ""],
     &["csv", "", "-o", "-"],
+    &["csv", "", "--long", "-o", "-"],
+    &["metrics", ""],
     &["report", "", "-o", "-"],
     &["trace", "", "-o", "-"],
     &["merge", ""],
@@ -200,6 +202,71 @@ fn csv_reads_its_input_once() {
     let o = Command::new("bash").args(["-c", &cmd]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).lines().count(), 1 + 8);
+}
+
+#[test]
+fn parquet_reads_its_input_once() {
+    // parquet read each ledger's header to plan the dataset, then the ledger again to convert
+    // it: a FIFO hung on the second open.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let text = std::fs::read(data("v1-rank0.jsonl")).unwrap();
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .open(fifo)
+                .and_then(|mut f| f.write_all(&text));
+        })
+    };
+    let out = dir.path().join("ds");
+    let o = run_within(
+        &[
+            "parquet",
+            fifo.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    writer.join().unwrap();
+    let o = o.expect("parquet of a FIFO hung: it read its input twice");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("1 ledger (10 rows)"), "{}", stdout(&o));
+    // A process substitution too, beside a regular file.
+    let out2 = dir.path().join("ds2");
+    let cmd = format!(
+        "{} parquet <(cat {}) {} -o {}",
+        env!("CARGO_BIN_EXE_gpu-ledger"),
+        data("v1-rank0.jsonl").display(),
+        data("v1-rank1.jsonl").display(),
+        out2.display()
+    );
+    let o = Command::new("bash").args(["-c", &cmd]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("2 ledgers"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_failed_parquet_conversion_leaves_no_dataset_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus");
+    let out = dir.path().join("ds");
+    let bad = corpus.join("bad-index-backwards.jsonl");
+    let o = run(&[
+        "parquet",
+        bad.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!out.exists(), "a failed conversion left {}", out.display());
 }
 
 #[test]
@@ -450,6 +517,9 @@ fn the_largest_plausible_values_sum_without_overflow() {
         row["devices"][0]["first_start_ns"] = Value::from(0);
         row["devices"][0]["last_end_ns"] = big.clone();
         row["devices"][0]["busy_ns"] = big.clone();
+        // Busy over the whole window: no idle time, no gap.
+        row["devices"][0]["idle_ns"] = Value::from(0);
+        row["devices"][0]["largest_gap_ns"] = Value::from(0);
         row["dropped_records"] = big.clone();
     }
     let p = write_ledger(dir.path(), "big.jsonl", &lines);

@@ -334,3 +334,107 @@ fn ties_and_lone_iterations_name_no_straggler_in_sql_or_merge() {
     assert_eq!(from_sql[0][2], "0", "a tie has a spread of 0");
     assert_eq!(from_sql[9][2], "", "one rank has no spread");
 }
+
+#[test]
+fn only_queries_run_and_each_refusal_names_its_statement() {
+    let j = job();
+    let tmp = tempfile::tempdir().unwrap();
+    let copied = tmp.path().join("copied.csv");
+    let cases = [
+        (
+            format!("COPY (SELECT 1) TO '{}'", copied.display()),
+            "COPY is refused",
+        ),
+        (
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '/etc/hostname'".to_string(),
+            "CREATE EXTERNAL TABLE is refused",
+        ),
+        ("DROP TABLE iterations".to_string(), "DROP TABLE is refused"),
+        (
+            "\n-- a view\nCREATE VIEW v AS SELECT 1".to_string(),
+            "CREATE VIEW is refused",
+        ),
+        (
+            "INSERT INTO iterations SELECT * FROM iterations".to_string(),
+            "INSERT INTO is refused",
+        ),
+        (
+            "SET datafusion.execution.batch_size = 1".to_string(),
+            "SET is refused",
+        ),
+    ];
+    for (stmt, want) in cases {
+        let o = run(&["sql", &j.dataset, "--query", &stmt]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{stmt}: {e}");
+        assert!(e.contains(want), "{stmt}: {e}");
+    }
+    assert!(!copied.exists(), "COPY wrote a file");
+    // A query still runs.
+    ok(&[
+        "sql",
+        &j.dataset,
+        "--query",
+        "SELECT COUNT(*) FROM iterations",
+    ]);
+}
+
+#[test]
+fn sql_csv_guards_text_against_formulas_and_keeps_numbers() {
+    let j = job();
+    let out = ok(&[
+        "sql",
+        &j.dataset,
+        "--format",
+        "csv",
+        "--query",
+        "SELECT '=HYPERLINK(1)' AS name, -5 AS n, '@x' AS other",
+    ]);
+    assert_eq!(out, "name,n,other\n'=HYPERLINK(1),-5,'@x\n");
+}
+
+#[test]
+fn the_lag_query_runs_over_a_million_rows() {
+    // Two ranks of 500 000 iterations each, written as the dataset's iterations table: grouped
+    // by iteration, DataFusion's percentile_cont panicked past about 200 000 groups. Rank 1 is
+    // 20 % slower from iteration 450 000 on: a lag start there, 100 µs over the median.
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    use std::sync::Arc;
+    let tmp = tempfile::tempdir().unwrap();
+    let ds = tmp.path().join("ds");
+    std::fs::create_dir_all(&ds).unwrap();
+    std::fs::write(ds.join(gpu_ledger_tools::export::parquet::MARKER), "{}\n").unwrap();
+    let n = 500_000i64;
+    for rank in 0..2 {
+        let part = ds.join(format!("iterations/run=big/rank={rank}"));
+        std::fs::create_dir_all(&part).unwrap();
+        let iteration: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n));
+        let wall: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| {
+            if rank == 1 && i >= 450_000 {
+                1_200_000
+            } else {
+                1_000_000
+            }
+        })));
+        let batch =
+            RecordBatch::try_from_iter([("iteration", iteration), ("host_wall_ns", wall)]).unwrap();
+        let file = std::fs::File::create(part.join("part-0.parquet")).unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+    let out = ok(&[
+        "sql",
+        &ds.display().to_string(),
+        "--query",
+        "lag",
+        "--format",
+        "csv",
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(row[..5], ["big", "1", "450000", "50000", "50000"], "{out}");
+    let mean_lag: f64 = row[5].parse().unwrap();
+    assert!((mean_lag - 100_000.0).abs() < 1e-6, "{out}");
+}

@@ -35,8 +35,15 @@ pub use check::{check_ledger, truncation_warning, CheckNote, CheckReport};
 pub use environment::*;
 pub use error::{Error, Result};
 pub use idle::{DispatchFloor, IdleBreakdown, IdleCause, IdleGap, InventoryEntry};
-pub use names::{COUNTERS_SCOPE, UNSCOPED};
+pub use names::{COUNTERS_SCOPE, OTHER_SCOPE_PATHS, UNSCOPED};
 pub use nvml::*;
 pub use reader::{read_ledger, Ledger};
 pub use schema::*;
 pub use stream::{LedgerStream, StreamItem};
+
+/// The sum of `values`, held at `u64::MAX` rather than wrapped: the one rule by which every
+/// reader of a ledger adds its counts and times, so that every command shows the same figure
+/// for the same sum (values are at most 2^62 each, so only a few of them can reach the bound).
+pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
+}

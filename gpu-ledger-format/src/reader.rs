@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::schema::{Header, IterationRow, LedgerLine, Trailer, SCHEMA_VERSION};
-use crate::validate::{check_row, diagnose};
+use crate::validate::{check_record, check_row, diagnose};
 
 /// The longest line the reader accepts: a row with every activity of a large iteration recorded
 /// stays far below it, and input without newlines (`/dev/zero`, a binary file) stops here rather
@@ -154,7 +154,7 @@ pub(crate) struct RawLine {
     /// Whether the line ended with `'\n'` (only the last line of the input may not).
     pub(crate) terminated: bool,
     /// The last line ended inside a multi-byte UTF-8 character, left out of `text`.
-    cut_char: bool,
+    pub(crate) cut_char: bool,
 }
 
 impl RawLine {
@@ -245,10 +245,21 @@ pub(crate) fn read_raw_line(
             buf.pop();
         }
     }
-    let invalid = || {
+    // Where the text stops being UTF-8, so that the byte can be found (`cmp`, `xxd -s`).
+    let invalid = |e: std::str::Utf8Error| {
+        let at = e.valid_up_to();
+        let bad: Vec<String> = buf[at..]
+            .iter()
+            .take(e.error_len().unwrap_or(1))
+            .map(|b| format!("0x{b:02X}"))
+            .collect();
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
+            format!(
+                "stream did not contain valid UTF-8: byte {} of the line ({}) is not UTF-8 text",
+                at + 1,
+                bad.join(" ")
+            ),
         )
     };
     match std::str::from_utf8(buf) {
@@ -262,7 +273,7 @@ pub(crate) fn read_raw_line(
             terminated,
             cut_char: true,
         })),
-        Err(_) => Err(LineError::Io(invalid())),
+        Err(e) => Err(LineError::Io(invalid(e))),
     }
 }
 
@@ -283,7 +294,14 @@ pub(crate) fn parse_line(line: &RawLine) -> std::result::Result<Parsed, String> 
             check_row(&row)?;
             Ok(Parsed::Line(Box::new(LedgerLine::Iteration(row))))
         }
-        Ok(parsed) => Ok(Parsed::Line(Box::new(parsed))),
+        Ok(LedgerLine::Header(h)) => {
+            check_record(&h)?;
+            Ok(Parsed::Line(Box::new(LedgerLine::Header(h))))
+        }
+        Ok(LedgerLine::Trailer(t)) => {
+            check_record(&t)?;
+            Ok(Parsed::Line(Box::new(LedgerLine::Trailer(t))))
+        }
         Err(e) if e.is_eof() && !line.terminated => Ok(Parsed::CutLastLine),
         Err(e) if e.is_eof() => Err(format!(
             "truncated line (the run may have been killed while writing it): {e}; expected a \
@@ -306,13 +324,19 @@ fn check_version(line: &str) -> std::result::Result<(), String> {
             "schema_version must be a number, not {v}: write it as {SCHEMA_VERSION}"
         ));
     }
-    match value.get("schema_version").and_then(|v| v.as_u64()) {
+    let version = match value.get("schema_version") {
+        None => return Err("the header has no schema_version".into()),
+        Some(v) => v,
+    };
+    match version.as_u64() {
+        None => Err(format!(
+            "schema_version must be a whole number, not {version}: write it as {SCHEMA_VERSION}"
+        )),
         Some(v) if v == u64::from(SCHEMA_VERSION) => Ok(()),
         Some(v) if v > u64::from(SCHEMA_VERSION) => Err(format!(
             "schema version {v} is newer than this gpu-ledger reads ({SCHEMA_VERSION}); upgrade gpu-ledger"
         )),
         Some(v) => Err(format!("schema version {v} is not supported (this gpu-ledger reads {SCHEMA_VERSION})")),
-        None => Err("the header has no schema_version".into()),
     }
 }
 

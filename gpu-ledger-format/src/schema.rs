@@ -549,8 +549,17 @@ pub struct Trailer {
     /// what they record meanwhile is counted here, in no row.
     #[serde(default)]
     pub untraced_records: u64,
-    /// Lines the writer could not write (disk full, ...).
+    /// Lines the writer could not write (disk full, ...), and rows the collector could not hand
+    /// to a writer that had ended.
     pub lines_not_written: u64,
+    /// Scopes entered, closed or handed over while their thread's state was being torn down
+    /// (a guard dropped by another thread-local's destructor at thread exit): not recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scopes_lost_at_thread_exit: u64,
+    /// Scopes recorded under [`crate::OTHER_SCOPE_PATHS`] because the run already had as many
+    /// distinct scope paths as the profiler keeps apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scope_paths_folded: u64,
     /// Records of the start-up calibration of tracing's device time: its kernels (the
     /// profiler's own, launched before iteration 0) and the synchronization and memory records
     /// from before the run's start. Counted here, in no row.

@@ -41,7 +41,7 @@ pub struct IterationStalls {
 impl IterationStalls {
     /// Samples with a PC (the user kernels' samples the reasons and lines are made of).
     pub fn sampled(&self) -> u64 {
-        self.kernels.iter().map(|k| k.samples).sum()
+        crate::saturating_sum(self.kernels.iter().map(|k| k.samples))
     }
 }
 

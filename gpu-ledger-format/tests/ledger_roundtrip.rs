@@ -2,7 +2,8 @@
 //! strings, any floats (NaN and infinities, which JSON writes as `null`), NVML summaries and
 //! counter values, serialized as the writer does and parsed as every command does. Reading and
 //! writing again gives the same line. Times and counts stay within what a run can produce
-//! (`MAX_PLAUSIBLE`), which the reader enforces.
+//! (`MAX_PLAUSIBLE`), device windows hold their busy and idle time, and NVML's figures are
+//! unknown or within what a device shows, which the reader enforces.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -45,6 +46,19 @@ fn float() -> impl Strategy<Value = f64> {
     ]
 }
 
+/// An NVML figure the reader accepts: unknown (NaN and the infinities, written as `null`) or in
+/// the range a device shows.
+fn figure() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        0.0..1e4f64,
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(f64::NEG_INFINITY),
+        Just(-0.0),
+        Just(f64::MIN_POSITIVE),
+    ]
+}
+
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         any::<String>(),
@@ -55,16 +69,22 @@ fn text() -> impl Strategy<Value = String> {
 
 fn device() -> impl Strategy<Value = DeviceIteration> {
     (any::<u32>(), val(), val(), val(), val(), val(), val()).prop_map(
-        |(device_id, a, b, busy_ns, idle_ns, largest_gap_ns, kernel_count)| DeviceIteration {
-            device_id,
-            first_start_ns: a.min(b),
-            last_end_ns: a.max(b),
-            busy_ns,
-            idle_ns,
-            largest_gap_ns,
-            kernel_count,
-            peak_memory_bytes: Some(a),
-            idle: None,
+        |(device_id, a, b, busy, _, gap, kernel_count)| {
+            // Busy time within the window, idle the rest of it, one gap at most all of it.
+            let window = a.max(b) - a.min(b);
+            let busy_ns = busy % (window + 1);
+            let idle_ns = window - busy_ns;
+            DeviceIteration {
+                device_id,
+                first_start_ns: a.min(b),
+                last_end_ns: a.max(b),
+                busy_ns,
+                idle_ns,
+                largest_gap_ns: gap % (idle_ns + 1),
+                kernel_count,
+                peak_memory_bytes: Some(a),
+                idle: None,
+            }
         },
     )
 }
@@ -113,7 +133,7 @@ fn kernel() -> impl Strategy<Value = KernelGroup> {
 }
 
 fn nvml() -> impl Strategy<Value = NvmlIterationSummary> {
-    (any::<u32>(), float(), float(), float(), float(), text()).prop_map(
+    (any::<u32>(), figure(), figure(), figure(), figure(), text()).prop_map(
         |(device_id, mhz, w, max_w, j, note)| NvmlIterationSummary {
             device_id,
             window_ns: 1,

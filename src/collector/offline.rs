@@ -290,6 +290,12 @@ impl OfflineCollector {
         (rows, self.collector.trailer.clone())
     }
 
+    /// Drops the writer's end of the rows' channel, as a writer thread that ended does.
+    #[cfg(test)]
+    pub(crate) fn lose_writer(&mut self) {
+        self.lines = crossbeam_channel::never();
+    }
+
     /// Counts so far (records, late and unplaced records...), as the trailer would have them.
     pub fn trailer(&self) -> &Trailer {
         &self.collector.trailer

@@ -848,3 +848,18 @@ fn a_functions_samples_go_to_the_scopes_that_launched_it_by_gpu_time() {
     let total: u64 = scopes.iter().map(|s| s.samples).sum::<u64>() + unattributed;
     assert_eq!(total, 147);
 }
+
+#[test]
+fn rows_an_ended_writer_cannot_take_are_counted_as_not_written() {
+    let mut c = OfflineCollector::new(1_000);
+    let step = c.intern_path("step");
+    c.accept_call(call(1, 0, step));
+    c.accept(kernel(1, 1_150, "k"));
+    c.lose_writer();
+    c.end_iteration(5_000, 2_000, 1);
+    assert!(c.take_rows().is_empty());
+    assert_eq!(c.trailer().iterations, 1);
+    assert_eq!(c.trailer().lines_not_written, 1, "the row");
+    let (_, trailer) = c.finish(6_000, 3_000);
+    assert_eq!(trailer.lines_not_written, 2, "the row and the trailer");
+}

@@ -51,7 +51,14 @@ impl Collector {
         self.finish_graphs();
         self.stop_nvml();
         self.count_overhead();
-        let _ = self.lines.send(LedgerLine::Trailer(self.trailer.clone()));
+        if self
+            .lines
+            .send(LedgerLine::Trailer(self.trailer.clone()))
+            .is_err()
+        {
+            // The writer has ended: shutdown adds this to what it reports.
+            self.trailer.lines_not_written += 1;
+        }
         let _ = self.trailer_tx.send(self.trailer.clone());
     }
 
@@ -196,6 +203,32 @@ impl Collector {
     /// The trailer's warnings of what the application's threads did that could not be
     /// captured: calls of exiting threads, NVTX ranges past the depth, scope timing events.
     fn warn_of_lost_captures(&mut self) {
+        let at_exit = self.running.scopes_lost_at_thread_exit();
+        self.trailer.scopes_lost_at_thread_exit = at_exit;
+        if at_exit > 0 {
+            self.trailer.warnings.push(format!(
+                "{at_exit} scopes were open or entered while their thread was exiting (a guard \
+                 kept in another thread-local) and were not recorded: end scopes before the \
+                 thread's locals are torn down"
+            ));
+        }
+        let elsewhere = self.running.scopes_open_elsewhere();
+        if elsewhere > 0 {
+            self.trailer.warnings.push(format!(
+                "{elsewhere} scopes were still open on other threads than the finishing one at \
+                 finish() and are in no row: end them (drop their guards) before finish()"
+            ));
+        }
+        let folded = self.running.paths.folded();
+        self.trailer.scope_paths_folded = folded;
+        if folded > 0 {
+            self.trailer.warnings.push(format!(
+                "{folded} scopes were recorded as {} because the run already had {} distinct \
+                 scope paths: name scopes by what they do, not by a request id or an index",
+                crate::run::OTHER_SCOPE_PATHS,
+                crate::run::MAX_SCOPE_PATHS
+            ));
+        }
         let lost = self.running.calls_lost();
         if lost > 0 {
             self.trailer.warnings.push(format!(

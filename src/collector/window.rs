@@ -475,6 +475,9 @@ impl Collector {
             p.publish(&row);
             self.trailer.overhead.metrics_publish_ns += t.elapsed().as_nanos() as u64;
         }
-        let _ = self.lines.send(LedgerLine::Iteration(row));
+        if self.lines.send(LedgerLine::Iteration(row)).is_err() {
+            // The writer has ended (it panicked): the row is counted, not lost silently.
+            self.trailer.lines_not_written += 1;
+        }
     }
 }

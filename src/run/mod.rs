@@ -6,7 +6,7 @@
 //! load per scope; [`GENERATION`] moves at every start and finish, so that a thread drops what
 //! it kept of an earlier run the next time it opens a scope.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -17,7 +17,7 @@ mod paths;
 mod switch;
 
 pub(crate) use messages::{ClosedScope, Finish, IterationEnd, IterationExtras, ScopeRecord};
-pub(crate) use paths::PathTable;
+pub(crate) use paths::{PathTable, MAX_SCOPE_PATHS, OTHER_SCOPE_PATHS};
 
 use crate::clock::HostClock;
 use crate::config::{Follow, TimelineSampling};
@@ -33,6 +33,16 @@ use crate::thread_slot::{SlotSender, ThreadSlot};
 pub(crate) static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Bumped at every profiler start and finish so that threads drop state of an earlier run.
 pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `n` scopes of the running profiler lost at their thread's exit: entered while the
+/// thread's state was being torn down, or open when it was (a guard kept in another
+/// thread-local, dropped after it). Out of line: only threads that exit get here.
+#[cold]
+pub(crate) fn lost_at_thread_exit(n: u64) {
+    if let Some(running) = current() {
+        running.lost_at_thread_exit.fetch_add(n, Ordering::Relaxed);
+    }
+}
 
 /// The running profiler's shared state; `None` between runs.
 static CURRENT: RwLock<Option<Arc<RunState>>> = RwLock::new(None);
@@ -117,6 +127,15 @@ pub(crate) struct RunState {
     pub(crate) nvtx_too_deep: AtomicU64,
     /// A sampled timeline's switch of the activity kinds and API callbacks.
     switch: switch::Switch,
+    /// `step()` calls that came after shutdown began, which end no iteration.
+    steps_after_close: AtomicU64,
+    /// Each scope thread's count of its open scopes, written by that thread only: at
+    /// `finish()` the scopes open on other threads than the finishing one are in no row.
+    thread_open: Mutex<Vec<Arc<AtomicU32>>>,
+    /// Scopes open on other threads when shutdown began (set by [`close`](Self::close)).
+    open_elsewhere: AtomicU64,
+    /// Scopes lost at their thread's exit ([`lost_at_thread_exit`]).
+    lost_at_thread_exit: AtomicU64,
 }
 
 /// What a run does with NVTX, as start decided it.
@@ -178,6 +197,10 @@ impl RunState {
             sampling: sampling.filter(|_| cupti.is_some()),
             switch: switch::Switch::default(),
             pc_sampling: OnceLock::new(),
+            steps_after_close: AtomicU64::new(0),
+            thread_open: Mutex::new(Vec::new()),
+            open_elsewhere: AtomicU64::new(0),
+            lost_at_thread_exit: AtomicU64::new(0),
         });
         (running, Inbox { ends, finish })
     }
@@ -263,6 +286,12 @@ impl RunState {
         self.thread_slots.lock().push((thread, key, slot));
         sender
     }
+    /// A scope thread's count of its open scopes, which it alone writes.
+    pub(crate) fn register_open(&self) -> Arc<AtomicU32> {
+        let open = Arc::new(AtomicU32::new(0));
+        self.thread_open.lock().push(open.clone());
+        open
+    }
     /// Takes every thread's closed scopes. The list's lock is held while draining: only a
     /// thread's first scope of a run takes it too (to register).
     pub(crate) fn drain_scopes(&self, out: &mut Vec<ScopeRecord>) {
@@ -317,6 +346,7 @@ impl RunState {
     pub(crate) fn step(&self, open_scopes: impl FnOnce() -> Vec<u32>) {
         let mut open = self.open.lock();
         let Some(ends) = open.as_mut() else {
+            self.steps_after_close.fetch_add(1, Ordering::Relaxed);
             return;
         };
         let entered = self.clock.raw_now();
@@ -396,6 +426,16 @@ impl RunState {
         let host_end_ns = self.now_ns();
         let cupti_end = self.cupti_now();
         let open_scopes = open_scopes();
+        let open_anywhere: u64 = self
+            .thread_open
+            .lock()
+            .iter()
+            .map(|o| u64::from(o.load(Ordering::Relaxed)))
+            .sum();
+        self.open_elsewhere.store(
+            open_anywhere.saturating_sub(open_scopes.len() as u64),
+            Ordering::Relaxed,
+        );
         let counters = self.with_counters(|c| c.finish(self.iteration())).flatten();
         let stalls = self
             .with_pc_sampling(|p| p.end_iteration(self.iteration(), true))
@@ -408,6 +448,21 @@ impl RunState {
             stalls,
             traced: self.traces(self.iteration()),
         }
+    }
+
+    /// Scopes open on other threads than the finishing one when shutdown began.
+    pub(crate) fn scopes_open_elsewhere(&self) -> u64 {
+        self.open_elsewhere.load(Ordering::Relaxed)
+    }
+
+    /// Scopes lost at their thread's exit ([`lost_at_thread_exit`]).
+    pub(crate) fn scopes_lost_at_thread_exit(&self) -> u64 {
+        self.lost_at_thread_exit.load(Ordering::Relaxed)
+    }
+
+    /// `step()` calls that came after shutdown began (none of them ended an iteration).
+    pub(crate) fn steps_after_close(&self) -> u64 {
+        self.steps_after_close.load(Ordering::Relaxed)
     }
 
     /// Hands the collector its last message.

@@ -2,11 +2,19 @@
 //! records carry instead of the text.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Distinct scope paths a run keeps apart: a program that names scopes by request id would
+/// otherwise grow the table, every thread's cache and every row without bound. Past it, a new
+/// path is recorded as [`OTHER_SCOPE_PATHS`], counted in the trailer.
+pub(crate) const MAX_SCOPE_PATHS: usize = 16_384;
 
 /// Interned scope paths: id 0 is the root, `(unscoped)`.
 #[derive(Default)]
 pub(crate) struct PathTable {
     inner: parking_lot::RwLock<PathTableInner>,
+    /// Scopes recorded under [`OTHER_SCOPE_PATHS`].
+    folded: AtomicU64,
 }
 
 #[derive(Default)]
@@ -16,7 +24,7 @@ struct PathTableInner {
     paths: Vec<(u32, String)>,
 }
 
-pub(crate) use crate::ledger::UNSCOPED;
+pub(crate) use crate::ledger::{OTHER_SCOPE_PATHS, UNSCOPED};
 
 impl PathTable {
     /// The id of `parent/name`, creating it on first use.
@@ -29,6 +37,10 @@ impl PathTable {
         if let Some(id) = inner.by_key.get(&key) {
             return *id;
         }
+        if inner.paths.len() >= MAX_SCOPE_PATHS {
+            self.folded.fetch_add(1, Ordering::Relaxed);
+            return Self::other(&mut inner);
+        }
         let full = match parent {
             0 => name.to_string(),
             p => format!("{}/{}", inner.paths[(p - 1) as usize].1, name),
@@ -37,6 +49,29 @@ impl PathTable {
         let id = inner.paths.len() as u32;
         inner.by_key.insert(key, id);
         id
+    }
+
+    /// The id of [`OTHER_SCOPE_PATHS`], made past the bound.
+    fn other(inner: &mut PathTableInner) -> u32 {
+        let key = (0, OTHER_SCOPE_PATHS.to_string());
+        if let Some(id) = inner.by_key.get(&key) {
+            return *id;
+        }
+        inner.paths.push((0, OTHER_SCOPE_PATHS.to_string()));
+        let id = inner.paths.len() as u32;
+        inner.by_key.insert(key, id);
+        id
+    }
+
+    /// Whether `id` is [`OTHER_SCOPE_PATHS`] (a thread does not cache a name folded there, so
+    /// that each of its scopes is counted and its cache stays bounded).
+    pub(crate) fn is_other(&self, id: u32) -> bool {
+        id != 0 && self.path(id) == OTHER_SCOPE_PATHS
+    }
+
+    /// Scopes recorded under [`OTHER_SCOPE_PATHS`].
+    pub(crate) fn folded(&self) -> u64 {
+        self.folded.load(Ordering::Relaxed)
     }
 
     /// Full path of an id; `(unscoped)` for 0 or an unknown id.

@@ -136,8 +136,11 @@ impl ScopeContext {
                     _not_send: PhantomData,
                 })
             })
-            .ok()
-            .flatten()
+            .unwrap_or_else(|_| {
+                // Entered while its thread exits: the launches it would attribute are unscoped.
+                crate::run::lost_at_thread_exit(1);
+                None
+            })
             .unwrap_or(inert)
     }
 

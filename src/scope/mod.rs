@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::clock::ClockSource;
@@ -98,6 +98,9 @@ struct ThreadScopes {
     /// NVTX ranges open on this thread that were imported, innermost last: (domain handle,
     /// token of the scope it opened, 0 when it opened none).
     imported: Vec<(usize, u64)>,
+    /// Scopes of this thread's own open now (not contexts, not imported ranges), shared with
+    /// the run ([`RunState::register_open`]) so that `finish()` sees those of every thread.
+    open: Option<Arc<AtomicU32>>,
 }
 
 /// Slots of [`RecentNames`], a power of two.
@@ -149,7 +152,7 @@ impl RecentNames {
 }
 
 /// Thread indices handed out in order of first scope.
-static NEXT_THREAD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
     static THREAD: RefCell<ThreadScopes> = RefCell::new(ThreadScopes::default());
@@ -180,6 +183,7 @@ impl ThreadScopes {
             .running
             .as_ref()
             .map(|r| r.register_thread(self.thread, self.key));
+        self.open = self.running.as_ref().map(|r| r.register_open());
         self.calls = self.running.as_ref().map(|r| r.calls().clone());
         self.tsc = self
             .running
@@ -234,7 +238,9 @@ impl ThreadScopes {
             Some(id) => *id,
             None => {
                 let id = running.paths.intern(parent, name);
-                children.insert(Cow::Owned(name.to_owned()), id);
+                if !running.paths.is_other(id) {
+                    children.insert(Cow::Owned(name.to_owned()), id);
+                }
                 id
             }
         }
@@ -320,7 +326,11 @@ impl<'s> ScopeGuard<'s> {
                 t.running = Some(running);
                 opened
             })
-            .unwrap_or_else(|_| Self::inert(stream))
+            .unwrap_or_else(|_| {
+                // Entered while its thread exits: nothing of it can be recorded.
+                crate::run::lost_at_thread_exit(1);
+                Self::inert(stream)
+            })
     }
 
     /// Ends this scope and begins `name` after it, as its sibling, with one boundary: one host
@@ -423,6 +433,9 @@ impl ThreadScopes {
     /// API calls back to the innermost frame still open, before the scope's end is read.
     #[inline]
     fn release(&mut self, running: &RunState, frame: &Frame) {
+        if !frame.context && !frame.imported {
+            self.count_open(false);
+        }
         if frame.emitted {
             crate::nvtx::pop();
         }
@@ -587,7 +600,27 @@ impl ThreadScopes {
             emitted,
             imported,
         });
+        if !imported {
+            self.count_open(true);
+        }
         token
+    }
+
+    /// One scope of this thread's own more (`up`) or fewer open. Only this thread writes the
+    /// count: a load and a store, no read-modify-write.
+    #[inline]
+    fn count_open(&self, up: bool) {
+        if let Some(o) = &self.open {
+            let n = o.load(Ordering::Relaxed);
+            o.store(
+                if up {
+                    n.saturating_add(1)
+                } else {
+                    n.saturating_sub(1)
+                },
+                Ordering::Relaxed,
+            );
+        }
     }
 
     /// Hands a closed scope's record (its frame taken off the stack and [`release`]d, ended at
@@ -652,7 +685,29 @@ impl Drop for ScopeGuard<'_> {
 /// nothing when the run the guard belonged to has finished.
 #[inline]
 fn close_frame(token: u64, then: impl FnOnce(&mut ThreadScopes, &RunState, Frame, bool)) {
+    // Past the thread's teardown the frame is gone, and was counted then (`Drop`).
     let _ = THREAD.try_with(|t| t.borrow_mut().close(token, then));
+}
+
+impl Drop for ThreadScopes {
+    /// A thread exiting with scopes of the running profiler open (guards kept in another
+    /// thread-local, dropped after this one) loses them: counted, since no guard can close them.
+    fn drop(&mut self) {
+        let open = self
+            .stack
+            .iter()
+            .filter(|f| !f.context && !f.imported)
+            .count();
+        if open > 0
+            && self.running.is_some()
+            && self.generation == GENERATION.load(Ordering::Acquire)
+        {
+            if let Some(o) = &self.open {
+                o.store(0, Ordering::Relaxed);
+            }
+            crate::run::lost_at_thread_exit(open as u64);
+        }
+    }
 }
 
 impl ThreadScopes {

@@ -71,3 +71,40 @@ dump("bad-cut-middle.jsonl", raw=b"\n".join(
     [json.dumps(LINES[0]).encode(), json.dumps(LINES[1]).encode()[:100],
      json.dumps(LINES[2]).encode()]) + b"\n")
 dump("bad-invalid-utf8.jsonl", raw=json.dumps(LINES[0]).encode() + b"\n\xc3\x28\n")
+# Fields that contradict each other (the validator's rules between fields).
+dump("bad-busy-past-window.jsonl", variant(setv([1, "devices", 0, "busy_ns"], 1600001)))
+dump("bad-idle-not-rest.jsonl", variant(setv([1, "devices", 0, "idle_ns"], 99999)))
+dump("bad-gap-past-idle.jsonl", variant(setv([1, "devices", 0, "largest_gap_ns"], 100001)))
+dump("bad-span-reversed.jsonl", variant(setv([1, "scope_spans"],
+     [{"path": "step", "thread": 0, "start_ns": 10, "end_ns": 9}])))
+dump("bad-activity-reversed.jsonl", variant(setv([1, "activities"],
+     [{"kind": "kernel", "name": "k", "device_id": 0, "stream_id": 7, "start_ns": 5000000000010,
+       "end_ns": 5000000000000, "scope": "step", "correlation_id": 1}])))
+dump("bad-kernel-min-past-max.jsonl", variant(setv([1, "kernels", 0, "min_ns"], 10**12)))
+dump("bad-nvml-power-negative.jsonl", variant(setv([1, "nvml"],
+     [{"device_id": 0, "power": {"mean_w": -5.0, "max_w": 1.0, "samples": 1, "kind": "instant"}}])))
+dump("bad-nvml-clock-huge.jsonl", variant(setv([1, "nvml"],
+     [{"device_id": 0, "sm_clock": {"min_mhz": 1, "mean_mhz": 1e300, "max_mhz": 2, "samples": 1}}])))
+dump("bad-header-start-max.jsonl", variant(setv([0, "start_cupti_ns"], U64_MAX)))
+dump("bad-trailer-late-max.jsonl", variant(setv([-1, "late_records"], U64_MAX)))
+dump("bad-schema-float.jsonl", variant(setv([0, "schema_version"], 1.0)))
+dump("bad-schema-null.jsonl", variant(setv([0, "schema_version"], None)))
+dump("bad-schema-negative.jsonl", variant(setv([0, "schema_version"], -1)))
+# NVML's unknown figure (null) is read, and written as an empty cell.
+dump("ok-nvml-null.jsonl", variant(setv([1, "nvml"],
+     [{"device_id": 0, "power": {"mean_w": None, "max_w": None, "samples": 0, "kind": "average"}}])))
+# Sums past u64::MAX (five entries of one scope at 2^62) saturate in every command.
+dump("ok-sums-saturate.jsonl", variant(setv([1, "scopes"],
+     [dict(LINES[1]["scopes"][0], host_ns=2**62, calls=2**62)] * 5)))
+# Names a spreadsheet would take for formulas, in scopes and kernels: every CSV escapes them.
+dump("ok-formula-names.jsonl", variant(lambda l: (
+    l[1].__setitem__("scopes", [dict(l[1]["scopes"][0], path=p, calls=1, host_ns=400000,
+                                     launches=1, kernels=1, device_ns=300000,
+                                     device_ns_inclusive=300000)
+                                for p in ["=HYPERLINK(\"http://x\")", "+1", "@SUM(A1)", "-2"]]),
+    l[1]["kernels"][0].__setitem__("name", "=cmd|' /C calc'!A0"))))
+# A run whose profiler folded scope paths past its bound and lost scopes at thread exit: the
+# trailer's counts and the folded path are read.
+dump("ok-scopes-folded.jsonl", variant(lambda l: (
+    l[1]["scopes"].append(dict(l[1]["scopes"][0], path="(other scope paths)")),
+    l[-1].update(scope_paths_folded=5, scopes_lost_at_thread_exit=2))))

@@ -11,36 +11,51 @@ use crate::schema::{Header, IterationRow, Trailer};
 /// few of them stay far from `u64::MAX`.
 pub const MAX_PLAUSIBLE: u64 = 1 << 62;
 
+mod rules;
 mod walk;
 
 /// Checks the values of a row that parsed; the error names the field. Every unsigned integer of
 /// the row is held to [`MAX_PLAUSIBLE`] (found through the row's serde description, so a new
-/// field is checked with no list to extend), each device's window must not end before it
-/// starts, and its idle causes, when it has them, must add up to its idle time.
+/// field is checked with no list to extend), then the rules between fields (`rules.rs`, the one
+/// place they are kept): windows, spans and activities that do not end before they start, busy
+/// time within its window and idle time the rest of it, a device's idle causes (when it has
+/// them) adding up to its idle time, NVML's figures within what a device shows.
 pub(crate) fn check_row(row: &IterationRow) -> Result<(), String> {
-    if let Some(found) = walk::first_above(row, MAX_PLAUSIBLE) {
-        return Err(format!(
-            "{} = {} cannot be true (more than 2^62, 146 years in ns): the ledger is corrupt \
-             at this line; regenerate it, or remove the line",
-            found.path, found.value
-        ));
+    plausible(row)?;
+    rules::check(row).map_err(|e| {
+        format!("{e}; the ledger is corrupt at this line: regenerate it, or remove the line")
+    })
+}
+
+/// Checks the values of a header or a trailer that parsed: every unsigned integer at most
+/// [`MAX_PLAUSIBLE`], as in a row (a start time past it put a trace's events 584 years away).
+pub(crate) fn check_record<T: serde::Serialize>(record: &T) -> Result<(), String> {
+    plausible(record)
+}
+
+fn plausible<T: serde::Serialize>(record: &T) -> Result<(), String> {
+    match walk::first_above(record, MAX_PLAUSIBLE) {
+        Some(found) => Err(format!(
+            "{} = {} cannot be true (more than 2^62, {}): the ledger is corrupt at this line; \
+             regenerate it, or remove the line",
+            found.path,
+            found.value,
+            bound_meaning(&found.path)
+        )),
+        None => Ok(()),
     }
-    for (i, d) in row.devices.iter().enumerate() {
-        if d.last_end_ns < d.first_start_ns {
-            let f = |name: &str| format!("devices[{i}].{name}");
-            return Err(format!(
-                "{} = {} is before {} = {}: the device's window cannot end before it starts",
-                f("last_end_ns"),
-                d.last_end_ns,
-                f("first_start_ns"),
-                d.first_start_ns
-            ));
-        }
-        if let Some(idle) = &d.idle {
-            crate::idle::check(idle, d.idle_ns, &format!("devices[{i}].idle"))?;
-        }
+}
+
+/// What 2^62 is in the unit of the field at `path`: a time, a size or a count.
+fn bound_meaning(path: &str) -> &'static str {
+    let field = path.rsplit(['.', '[']).next().unwrap_or(path);
+    if field.ends_with("_ns") {
+        "146 years in ns"
+    } else if field.contains("bytes") {
+        "4 EiB"
+    } else {
+        "more than any run counts"
     }
-    Ok(())
 }
 
 /// Why a line that is complete JSON (or not JSON at all) is not a ledger line: the line's
@@ -191,13 +206,159 @@ mod tests {
                  the ledger is corrupt at this line; regenerate it, or remove the line"
             )
         );
+        // A count and a size are not said in years.
+        let count = IterationRow {
+            dropped_records: HUGE,
+            ..IterationRow::default()
+        };
+        assert!(check_row(&count)
+            .unwrap_err()
+            .contains("(more than 2^62, more than any run counts)"));
+        let size = IterationRow {
+            devices: vec![DeviceIteration {
+                peak_memory_bytes: Some(HUGE),
+                ..DeviceIteration::default()
+            }],
+            ..IterationRow::default()
+        };
+        assert!(check_row(&size)
+            .unwrap_err()
+            .contains("(more than 2^62, 4 EiB)"));
+    }
+
+    #[test]
+    fn fields_that_contradict_each_other_are_refused_by_name() {
+        use crate::nvml::{NvmlIterationSummary, PowerKind, PowerStats};
+        use crate::schema::{ActivityEntry, ScopeSpan};
+        let window = |busy, idle, gap| DeviceIteration {
+            first_start_ns: 100,
+            last_end_ns: 200,
+            busy_ns: busy,
+            idle_ns: idle,
+            largest_gap_ns: gap,
+            ..DeviceIteration::default()
+        };
+        let device = |d| IterationRow {
+            devices: vec![d],
+            ..IterationRow::default()
+        };
+        assert_eq!(check_row(&device(window(60, 40, 40))), Ok(()));
+        let cases: Vec<(IterationRow, &str)> = vec![
+            (
+                device(window(101, 0, 0)),
+                "devices[0].busy_ns = 101 is more than the window",
+            ),
+            (
+                device(window(60, 41, 0)),
+                "devices[0].idle_ns = 41 is not the window",
+            ),
+            (
+                device(window(60, 40, 41)),
+                "devices[0].largest_gap_ns = 41 is more than",
+            ),
+            (
+                IterationRow {
+                    activities: Some(vec![ActivityEntry {
+                        start_ns: 5,
+                        end_ns: 4,
+                        ..ActivityEntry::default()
+                    }]),
+                    ..IterationRow::default()
+                },
+                "activities[0].end_ns = 4 is before activities[0].start_ns = 5",
+            ),
+            (
+                IterationRow {
+                    scope_spans: Some(vec![
+                        ScopeSpan::default(),
+                        ScopeSpan {
+                            start_ns: 9,
+                            end_ns: 1,
+                            ..ScopeSpan::default()
+                        },
+                    ]),
+                    ..IterationRow::default()
+                },
+                "scope_spans[1].end_ns = 1 is before scope_spans[1].start_ns = 9",
+            ),
+            (
+                IterationRow {
+                    kernels: vec![KernelGroup {
+                        count: 1,
+                        min_ns: 9,
+                        max_ns: 3,
+                        ..KernelGroup::default()
+                    }],
+                    ..IterationRow::default()
+                },
+                "kernels[0].min_ns = 9 is more than kernels[0].max_ns = 3",
+            ),
+            (
+                IterationRow {
+                    nvml: vec![NvmlIterationSummary {
+                        power: Some(PowerStats {
+                            mean_w: -3.0,
+                            max_w: 1.0,
+                            samples: 1,
+                            kind: PowerKind::Instant,
+                        }),
+                        ..NvmlIterationSummary::default()
+                    }],
+                    ..IterationRow::default()
+                },
+                "nvml[0].power.mean_w = -3 is not a figure a device shows",
+            ),
+        ];
+        for (row, want) in cases {
+            let e = check_row(&row).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_nvml_figure_is_not_an_error() {
+        use crate::nvml::{NvmlIterationSummary, PowerKind, PowerStats};
+        // NVML's unknown figure (null, read as NaN).
+        let unknown = IterationRow {
+            nvml: vec![NvmlIterationSummary {
+                power: Some(PowerStats {
+                    mean_w: f64::NAN,
+                    max_w: f64::NAN,
+                    samples: 0,
+                    kind: PowerKind::Average,
+                }),
+                ..NvmlIterationSummary::default()
+            }],
+            ..IterationRow::default()
+        };
+        assert_eq!(check_row(&unknown), Ok(()));
+    }
+
+    #[test]
+    fn a_header_or_trailer_value_past_the_bound_is_refused() {
+        let header = Header {
+            start_cupti_ns: Some(u64::MAX),
+            ..Header::default()
+        };
+        assert!(check_record(&header)
+            .unwrap_err()
+            .starts_with("start_cupti_ns = 18446744073709551615 cannot be true"));
+        let trailer = Trailer {
+            late_records: HUGE,
+            ..Trailer::default()
+        };
+        assert!(check_record(&trailer)
+            .unwrap_err()
+            .starts_with("late_records = "));
     }
 
     #[test]
     fn idle_causes_that_do_not_add_up_to_idle_ns_are_refused() {
         use crate::idle::{IdleBreakdown, IdleCause};
+        // A window of 10 ns, all of it idle.
         let mut row = IterationRow {
             devices: vec![DeviceIteration {
+                last_end_ns: 10,
                 idle_ns: 10,
                 idle: Some(IdleBreakdown {
                     causes: vec![IdleCause {
@@ -212,10 +373,12 @@ mod tests {
             ..IterationRow::default()
         };
         assert_eq!(check_row(&row), Ok(()));
-        row.devices[0].idle_ns = 11;
+        if let Some(idle) = &mut row.devices[0].idle {
+            idle.causes[0].ns = 9;
+        }
         assert!(check_row(&row)
             .unwrap_err()
-            .starts_with("devices[0].idle.causes add up to 10 ns"));
+            .starts_with("devices[0].idle.causes add up to 9 ns"));
     }
 
     #[test]

@@ -9,10 +9,17 @@
 //! the iterations where it is present (what it costs when it runs), and
 //! [`mean_per_iteration`](ScopeStats::host_ns_mean_per_iteration) figures divide by every
 //! iteration looked at (what it contributes to an average iteration).
+//!
+//! # Many names
+//! Past [`MAX_NAMES`](super::names::MAX_NAMES) scope paths or families, later ones are folded
+//! into one entry, `(other N names)`, whose figures per iteration are the sums of the folded
+//! names' ([`super::names`]); [`ScopeSeries::folded`] says how many and how much time one of
+//! them may hide.
 
 use std::collections::BTreeMap;
 
 use super::families::{FamilyNamer, FamilyRules};
+use super::names::{NameFold, OTHER_NAMES};
 use super::series::{Budget, Series};
 use super::stats::{sort_families, FamilyStats, ScopeStats};
 use gpu_ledger_format::schema::IterationRow;
@@ -46,6 +53,7 @@ pub struct ScopeSeries {
     iterations: usize,
     by_path: BTreeMap<String, ScopeAcc>,
     budget: Budget,
+    names: NameFold,
 }
 
 #[derive(Debug)]
@@ -85,7 +93,8 @@ impl ScopeSeries {
         self.iterations += 1;
         let mut this: BTreeMap<&str, ([u64; 5], Option<u64>)> = BTreeMap::new();
         for s in &row.scopes {
-            let (e, ev) = this.entry(s.path.as_str()).or_default();
+            let key = self.names.key(&s.path, s.device_ns_inclusive);
+            let (e, ev) = this.entry(key).or_default();
             e[0] = e[0].saturating_add(s.calls);
             e[1] = e[1].saturating_add(s.host_ns);
             e[2] = e[2].saturating_add(s.device_ns);
@@ -123,11 +132,19 @@ impl ScopeSeries {
         })
     }
 
-    /// The distributions, sorted by path.
+    /// The scope paths folded into `(other N names)`, when there were more than
+    /// [`MAX_NAMES`](super::names::MAX_NAMES).
+    pub fn folded(&self) -> Option<&NameFold> {
+        Some(&self.names).filter(|n| n.folded() > 0)
+    }
+
+    /// The distributions, sorted by path; the folded paths' entry is named by
+    /// [`NameFold::label`].
     #[must_use]
     pub fn finish(self) -> Vec<ScopeStats> {
         let iterations = self.iterations;
         let per_iter = |s: &Series| s.sum() / iterations.max(1) as f64;
+        let label = self.names.label();
         self.by_path
             .into_iter()
             .filter_map(|(path, a)| {
@@ -143,7 +160,11 @@ impl ScopeSeries {
                     host_ns_mean_per_iteration: per_iter(&a.host),
                     device_ns_inclusive_mean_per_iteration: per_iter(&a.dev_inc),
                     launches_mean_per_iteration: per_iter(&a.launches),
-                    path,
+                    path: if path == OTHER_NAMES {
+                        label.clone()
+                    } else {
+                        path
+                    },
                 })
             })
             .collect()
@@ -157,6 +178,7 @@ pub struct FamilySeries<'r> {
     iterations: usize,
     by_family: BTreeMap<String, (Series, Series)>,
     budget: Budget,
+    names: NameFold,
 }
 
 impl<'r> FamilySeries<'r> {
@@ -172,7 +194,14 @@ impl<'r> FamilySeries<'r> {
             iterations: 0,
             by_family: BTreeMap::new(),
             budget,
+            names: NameFold::default(),
         }
+    }
+
+    /// The families folded into `(other N names)`, when there were more than
+    /// [`MAX_NAMES`](super::names::MAX_NAMES).
+    pub fn folded(&self) -> Option<&NameFold> {
+        Some(&self.names).filter(|n| n.folded() > 0)
     }
 
     /// Whether a percentile of some family comes from a sketch.
@@ -191,7 +220,16 @@ impl<'r> FamilySeries<'r> {
             e.0 = e.0.saturating_add(k.total_ns);
             e.1 = e.1.saturating_add(k.count);
         }
+        // Folded families are one entry: their sums in this row are one value of its series.
+        let mut keyed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for (fam, (ns, count)) in this {
+            let e = keyed
+                .entry(self.names.key(&fam, ns).to_string())
+                .or_default();
+            e.0 = e.0.saturating_add(ns);
+            e.1 = e.1.saturating_add(count);
+        }
+        for (fam, (ns, count)) in keyed {
             let budget = &self.budget;
             let acc = self
                 .by_family
@@ -207,6 +245,7 @@ impl<'r> FamilySeries<'r> {
     pub fn finish(self) -> Vec<FamilyStats> {
         let iterations = self.iterations;
         let per_iter = |s: &Series| s.sum() / iterations.max(1) as f64;
+        let label = self.names.label();
         let mut out: Vec<FamilyStats> = self
             .by_family
             .into_iter()
@@ -218,7 +257,11 @@ impl<'r> FamilySeries<'r> {
                     launches: counts.distribution()?,
                     total_ns_mean_per_iteration: per_iter(&ns),
                     launches_mean_per_iteration: per_iter(&counts),
-                    family,
+                    family: if family == OTHER_NAMES {
+                        label.clone()
+                    } else {
+                        family
+                    },
                 })
             })
             .collect();

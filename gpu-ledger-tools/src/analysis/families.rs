@@ -35,6 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use gpu_ledger_format::schema::{IterationRow, KernelGroup, LaunchShape};
 
+use super::names::{NameFold, OTHER_NAMES};
+
 /// Demangles an Itanium C++ ABI name (starting with `_Z`) in full, with its parameter list.
 /// `None` when the name is not mangled or does not parse.
 pub fn demangle(name: &str) -> Option<String> {
@@ -397,6 +399,11 @@ impl FamilyRules {
     }
 }
 
+/// Names whose family a [`FamilyNamer`] remembers: the names that repeat every iteration fit,
+/// and a ledger of millions of distinct names costs a demangling per launch past them rather
+/// than memory per name.
+pub const NAMER_CACHE: usize = 4096;
+
 /// [`FamilyRules::family_of`] with a cache.
 #[derive(Debug)]
 pub struct FamilyNamer<'r> {
@@ -405,16 +412,32 @@ pub struct FamilyNamer<'r> {
 }
 
 impl FamilyNamer<'_> {
-    /// The family of `name`, computed once per distinct name.
+    /// The family of `name`, computed once per distinct name of the first [`NAMER_CACHE`].
     pub fn family_of(&mut self, name: &str) -> String {
         if let Some(f) = self.cache.get(name) {
             return f.clone();
         }
         let f = self.rules.family_of(name);
-        self.cache.insert(name.to_string(), f.clone());
+        if self.cache.len() < NAMER_CACHE {
+            self.cache.insert(name.to_string(), f.clone());
+        }
         f
     }
 }
+
+/// The shape the folded families' launches are summed under.
+const OTHER_SHAPE: KernelShape = KernelShape {
+    device_id: 0,
+    launch: LaunchShape {
+        grid: [0; 3],
+        block: [0; 3],
+        cluster: [0; 3],
+        registers_per_thread: 0,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        local_bytes_per_thread: 0,
+    },
+};
 
 /// End-to-end speed-up when a fraction `p` of the time is sped up `s` times (Amdahl):
 /// `1/((1-p)+p/s)`. `None` unless `p` is in `[0, 1]` and `s > 0`.
@@ -537,9 +560,15 @@ pub fn family_table<'a>(
     t.finish()
 }
 
+/// Kernel names a shape lists; a shape launched under more names says how many more.
+pub const MAX_SHAPE_NAMES: usize = 16;
+
 #[derive(Debug, Default)]
 struct ShapeAcc {
     names: BTreeSet<String>,
+    /// Launch groups under a name past [`MAX_SHAPE_NAMES`] (not distinct names: counting those
+    /// would keep them).
+    more_names: u64,
     launches: u64,
     total: u64,
     min: Option<u64>,
@@ -554,6 +583,7 @@ pub struct FamilyTableBuilder<'r> {
     namer: FamilyNamer<'r>,
     display: HashMap<String, String>,
     fams: BTreeMap<String, BTreeMap<KernelShape, ShapeAcc>>,
+    names: NameFold,
     iterations: usize,
     busy: u64,
     kernel_ns: u64,
@@ -567,6 +597,7 @@ impl<'r> FamilyTableBuilder<'r> {
             namer: rules.namer(),
             display: HashMap::new(),
             fams: BTreeMap::new(),
+            names: NameFold::default(),
             iterations: 0,
             busy: 0,
             kernel_ns: 0,
@@ -587,18 +618,34 @@ impl<'r> FamilyTableBuilder<'r> {
         for k in &row.kernels {
             self.kernel_ns = self.kernel_ns.saturating_add(k.total_ns);
             let fam = self.namer.family_of(&k.name);
-            let shown = self
-                .display
-                .entry(k.name.clone())
-                .or_insert_with(|| display_name(&k.name))
-                .clone();
+            // Folded families share one entry of one shape, named by none of their kernels.
+            let (fam, shape) = match self.names.key(&fam, k.total_ns) {
+                OTHER_NAMES => (OTHER_NAMES.to_string(), None),
+                _ => (fam, Some(KernelShape::of(k))),
+            };
             let acc = self
                 .fams
                 .entry(fam)
                 .or_default()
-                .entry(KernelShape::of(k))
+                .entry(shape.unwrap_or(OTHER_SHAPE))
                 .or_default();
-            acc.names.insert(shown);
+            if shape.is_some() {
+                let shown = match self.display.get(&k.name) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let s = display_name(&k.name);
+                        if self.display.len() < NAMER_CACHE {
+                            self.display.insert(k.name.clone(), s.clone());
+                        }
+                        s
+                    }
+                };
+                if acc.names.len() < MAX_SHAPE_NAMES || acc.names.contains(&shown) {
+                    acc.names.insert(shown);
+                } else {
+                    acc.more_names += 1;
+                }
+            }
             acc.launches = acc.launches.saturating_add(k.count);
             acc.total = acc.total.saturating_add(k.total_ns);
             acc.min = Some(acc.min.map_or(k.min_ns, |m| m.min(k.min_ns)));
@@ -607,9 +654,16 @@ impl<'r> FamilyTableBuilder<'r> {
         }
     }
 
+    /// The families folded into `(other N names)`, when there were more than
+    /// [`MAX_NAMES`](super::names::MAX_NAMES).
+    pub fn folded(&self) -> Option<&NameFold> {
+        Some(&self.names).filter(|n| n.folded() > 0)
+    }
+
     /// The ranked table.
     #[must_use]
     pub fn finish(self) -> FamilyTable {
+        let label = self.names.label();
         let Self {
             fams,
             iterations,
@@ -623,23 +677,7 @@ impl<'r> FamilyTableBuilder<'r> {
         let mut families: Vec<FamilySummary> = fams
             .into_iter()
             .map(|(family, shapes)| {
-                let mut names = BTreeSet::new();
-                let mut shapes: Vec<ShapeSummary> = shapes
-                    .into_iter()
-                    .map(|(shape, a)| {
-                        names.extend(a.names.iter().cloned());
-                        ShapeSummary {
-                            shape,
-                            names: a.names.into_iter().collect(),
-                            launches: a.launches,
-                            total_ns: a.total,
-                            mean_ns: mean(a.total, a.launches),
-                            min_ns: a.min.unwrap_or(0),
-                            max_ns: a.max,
-                            graph_launches: a.graph,
-                        }
-                    })
-                    .collect();
+                let (mut shapes, names, more) = shape_summaries(shapes);
                 shapes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.shape.cmp(&b.shape)));
                 let launches: u64 = shapes
                     .iter()
@@ -651,9 +689,21 @@ impl<'r> FamilyTableBuilder<'r> {
                     .fold(0, u64::saturating_add);
                 let share = ratio(total, busy);
                 let p = share.map(|p| p.clamp(0.0, 1.0));
+                let all = names.len();
+                let mut names: Vec<String> = names.into_iter().take(MAX_SHAPE_NAMES).collect();
+                if all > names.len() {
+                    names.push(format!("(and {} more names)", all - names.len()));
+                }
+                if more > 0 {
+                    names.push(format!("(and {more} launch groups of other names)"));
+                }
                 FamilySummary {
-                    family,
-                    names: names.into_iter().collect(),
+                    family: if family == OTHER_NAMES {
+                        label.clone()
+                    } else {
+                        family
+                    },
+                    names,
                     launches,
                     launches_per_iteration: mean(launches, iterations as u64),
                     total_ns: total,
@@ -691,6 +741,41 @@ impl<'r> FamilyTableBuilder<'r> {
             families,
         }
     }
+}
+
+/// A family's shapes as summaries, with the names of all of them and the launch groups of names
+/// past each shape's list.
+fn shape_summaries(
+    shapes: BTreeMap<KernelShape, ShapeAcc>,
+) -> (Vec<ShapeSummary>, BTreeSet<String>, u64) {
+    let mean = |total: u64, n: u64| if n > 0 { total as f64 / n as f64 } else { 0.0 };
+    let mut names = BTreeSet::new();
+    let mut more = 0u64;
+    let summaries = shapes
+        .into_iter()
+        .map(|(shape, a)| {
+            names.extend(a.names.iter().cloned());
+            more = more.saturating_add(a.more_names);
+            let mut listed: Vec<String> = a.names.into_iter().collect();
+            if a.more_names > 0 {
+                listed.push(format!(
+                    "(and {} launch groups of other names)",
+                    a.more_names
+                ));
+            }
+            ShapeSummary {
+                shape,
+                names: listed,
+                launches: a.launches,
+                total_ns: a.total,
+                mean_ns: mean(a.total, a.launches),
+                min_ns: a.min.unwrap_or(0),
+                max_ns: a.max,
+                graph_launches: a.graph,
+            }
+        })
+        .collect();
+    (summaries, names, more)
 }
 
 #[cfg(test)]

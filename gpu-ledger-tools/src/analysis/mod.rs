@@ -49,6 +49,7 @@ pub mod distributions;
 pub mod families;
 pub mod idle;
 pub mod indices;
+pub mod names;
 pub use gpu_ledger_format::intervals;
 pub mod occupancy;
 pub mod rng;

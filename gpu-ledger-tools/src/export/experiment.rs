@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::text::{csv_field, md_cell};
+use super::text::{csv_text, fmt_confidence, md_cell};
 use crate::analysis::compare::{Comparison, Verdict};
 
 /// File name of the Markdown experiment ledger inside its directory.
@@ -164,9 +164,9 @@ impl ExperimentEntry {
                 "—".to_string()
             } else {
                 format!(
-                    "{:.3}× ({:.0}% CI {:.3}–{:.3})",
+                    "{:.3}× ({}% CI {:.3}–{:.3})",
                     self.speedup,
-                    self.confidence * 100.0,
+                    fmt_confidence(self.confidence),
                     self.ci_low,
                     self.ci_high
                 )
@@ -197,11 +197,12 @@ impl ExperimentEntry {
                 format!("{v:.6}")
             }
         };
+        // Text a user or a ledger wrote is guarded against formulas; numbers are not.
         let cells = [
-            self.date.clone(),
-            self.hypothesis.clone(),
-            self.change.clone(),
-            self.counters_moved.join(";"),
+            csv_text(&self.date),
+            csv_text(&self.hypothesis),
+            csv_text(&self.change),
+            csv_text(&self.counters_moved.join(";")),
             format!("{:.0}", self.kernel_ns_a),
             format!("{:.0}", self.kernel_ns_b),
             format!("{:.0}", self.e2e_ns_a),
@@ -210,12 +211,11 @@ impl ExperimentEntry {
             figure(self.ci_low),
             figure(self.ci_high),
             format!("{}", self.confidence),
-            self.verdict.as_str().to_string(),
-            self.ledger_a.clone(),
-            self.ledger_b.clone(),
+            csv_text(self.verdict.as_str()),
+            csv_text(&self.ledger_a),
+            csv_text(&self.ledger_b),
             self.warnings.to_string(),
         ];
-        let cells: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
         cells.join(",")
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::summary::{ceiling_text, left_out_text, LedgerSummary};
-use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell, sig3};
+use super::text::{fmt_confidence, fmt_count, fmt_ns, fmt_pct, md_cell, sig3};
 use crate::analysis::compare::Comparison;
 use crate::analysis::stats::{Distribution, IterationMetric};
 
@@ -339,11 +339,11 @@ fn comparison_verdict(o: &mut String, c: &Comparison, a_name: &str, b_name: &str
     let verdict = c.verdict();
     let _ = writeln!(
         o,
-        "**Verdict: {}.** Speed-up A/B = **{:.3}×** ({:.0}% CI {:.3}–{:.3}, {} bootstrap \
+        "**Verdict: {}.** Speed-up A/B = **{:.3}×** ({}% CI {:.3}–{:.3}, {} bootstrap \
          resamples) of the medians of the {}; Δt = {}.\n",
         verdict.describe(),
         sp.speedup,
-        sp.confidence * 100.0,
+        fmt_confidence(sp.confidence),
         sp.ci_low,
         sp.ci_high,
         sp.resamples,

@@ -47,6 +47,7 @@ pub mod csv_long;
 pub mod experiment;
 pub mod html;
 mod idle_view;
+mod lanes;
 pub mod markdown;
 pub mod merge;
 #[cfg(feature = "parquet")]
@@ -59,7 +60,7 @@ pub mod svg;
 pub mod text;
 pub mod trace;
 
-pub use self::csv::{write_csv, CsvLayout};
+pub use self::csv::{write_csv, CsvCells, CsvLayout};
 pub use csv_long::{LongCsv, LONG_COLUMNS};
 pub use experiment::{ExperimentEntry, ExperimentLog};
 pub use gpu_ledger_format::stream::{LedgerStream, StreamItem};

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::analysis::indices::IndexRuns;
+use gpu_ledger_format::saturating_sum;
 use gpu_ledger_format::schema::IterationRow;
 use gpu_ledger_format::stalls::{reason_shares, IterationStalls, KernelStalls, LineStalls};
 
@@ -223,21 +224,19 @@ impl StallAccumulator {
         let samples_of = |n: &str| -> u64 {
             by_name
                 .get(n)
-                .map_or(0, |ks| ks.iter().map(|k| k.samples).sum())
+                .map_or(0, |ks| saturating_sum(ks.iter().map(|k| k.samples)))
         };
         for sc in &st.scopes {
             let names: BTreeSet<&str> = sc.kernels.iter().map(String::as_str).collect();
             let is_shared = |n: &str| listed.get(n).is_some_and(|c| *c > 1);
-            let own: u64 = names
-                .iter()
-                .filter(|n| !is_shared(n))
-                .map(|n| samples_of(n))
-                .sum();
-            let shared: u64 = names
-                .iter()
-                .filter(|n| is_shared(n))
-                .map(|n| samples_of(n))
-                .sum();
+            let own = saturating_sum(
+                names
+                    .iter()
+                    .filter(|n| !is_shared(n))
+                    .map(|n| samples_of(n)),
+            );
+            let shared =
+                saturating_sum(names.iter().filter(|n| is_shared(n)).map(|n| samples_of(n)));
             // What the scope's own functions do not explain is its part of the shared ones.
             let shared_part = if shared == 0 {
                 0.0

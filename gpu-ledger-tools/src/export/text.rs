@@ -54,6 +54,19 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
+/// One CSV field of text that a ledger or a user wrote (a kernel or scope name, a path, a
+/// hypothesis): [`csv_field`], after a leading `'` on text that a spreadsheet would run as a
+/// formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return), as OWASP advises.
+/// Every CSV the tools write passes such text through this one function; numbers go through
+/// [`csv_field`] alone, so that a negative number stays a number.
+pub fn csv_text(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        csv_field(&format!("'{s}"))
+    } else {
+        csv_field(s)
+    }
+}
+
 /// One Markdown table cell, so that a kernel or scope name cannot break the table or the text
 /// around it: `|` and backslashes escaped, line breaks and other control characters as spaces,
 /// a `<` that could open an HTML tag, comment or autolink (before a letter, `/`, `!` or `?`)
@@ -131,6 +144,21 @@ pub(crate) fn fmt_ns(ns: f64) -> String {
     } else {
         format!("{} s", sig3(ns / 1e9))
     }
+}
+
+/// A confidence level as a percentage with the decimals it needs and no more: `95`, `99.9`,
+/// `99.9999999` (never `100` for a level below 1, as a fixed number of decimals would round it).
+pub(crate) fn fmt_confidence(c: f64) -> String {
+    let p = c * 100.0;
+    for decimals in 0..=12 {
+        let s = format!("{p:.decimals$}");
+        if s.parse::<f64>()
+            .is_ok_and(|v| (v - p).abs() <= p.abs() * 1e-12)
+        {
+            return s;
+        }
+    }
+    format!("{p}")
 }
 
 /// A fraction as a percentage with one decimal: `0.1234` → `12.3%`.
@@ -211,6 +239,15 @@ mod tests {
         );
         assert_eq!(html_escape("a\u{1}b"), "a\u{FFFD}b");
         assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        for formula in ["+1+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx"] {
+            assert!(
+                csv_text(formula).trim_start_matches('"').starts_with('\''),
+                "{formula:?}"
+            );
+        }
+        assert_eq!(csv_text("step/forward"), "step/forward");
+        assert_eq!(csv_field("-1.5"), "-1.5");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(md_cell("a|b\nc<d>"), "a\\|b c\\<d>");

@@ -42,6 +42,7 @@ use std::str::FromStr;
 use serde::Serialize;
 use serde_json::json;
 
+use super::lanes::Lanes;
 use crate::analysis::families::qualified_name;
 use gpu_ledger_format::reader::Ledger;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
@@ -135,19 +136,19 @@ impl FromStr for IterationRange {
             }
         };
         let t = s.trim();
+        // An inclusive end of u64::MAX has no exclusive end: the range is open above.
         let Some((a, b)) = t.split_once("..") else {
             let n = num(t)?.ok_or_else(|| err("empty"))?;
             return Ok(Self {
                 start: Some(n),
-                end: Some(n.saturating_add(1)),
+                end: n.checked_add(1),
             });
         };
         let start = num(a)?;
         let end = match b.strip_prefix('=') {
             Some(b) => num(b)?
-                .map(|e| e.saturating_add(1))
-                .map(Some)
-                .ok_or_else(|| err("..= needs an end"))?,
+                .ok_or_else(|| err("..= needs an end"))?
+                .checked_add(1),
             None => num(b)?,
         };
         if let (Some(a), Some(b)) = (start, end) {
@@ -270,7 +271,7 @@ pub struct TraceWriter<W: Write> {
     gpu_ledger_version: String,
     processes: BTreeSet<u32>,
     threads: BTreeSet<(u32, u32)>,
-    lanes: HashMap<(u32, u32), Vec<i128>>,
+    lanes: HashMap<(u32, u32), Lanes>,
     names: HashMap<String, String>,
     first_ts: Option<f64>,
     last_ts: Option<f64>,
@@ -284,6 +285,8 @@ pub struct TraceWriter<W: Write> {
     rank_origins: HashMap<u32, Option<i128>>,
     /// The ranks of a trace of several, in the order first selected.
     aligned_ranks: Vec<u32>,
+    /// Entries a caller added to the metadata ([`TraceWriter::set_metadata`]).
+    extra: Vec<(String, serde_json::Value)>,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -315,6 +318,7 @@ impl<W: Write> TraceWriter<W> {
             rank_label: String::new(),
             rank_origins: HashMap::new(),
             aligned_ranks: Vec::new(),
+            extra: Vec::new(),
         };
         w.out.write_all(b"{\"traceEvents\":[\n")?;
         let host_name = match &header.rank {
@@ -449,26 +453,22 @@ impl<W: Write> TraceWriter<W> {
     /// two ranks' processes have lanes of their own, and a rank's shift can change between rows.
     fn lane(&mut self, key: (u32, u32), start: i128, end: i128) -> usize {
         let (start, end) = (start + self.shift_ns, end + self.shift_ns);
-        let lanes = self.lanes.entry(key).or_default();
-        let lane = match lanes.iter().position(|&last| last <= start) {
-            Some(k) => k,
-            None => {
-                lanes.push(i128::MIN);
-                lanes.len() - 1
-            }
-        };
-        lanes[lane] = end;
-        lane
+        self.lanes.entry(key).or_default().take(start, end)
     }
 
     fn display(&mut self, name: &str) -> String {
         if !self.opts.demangle {
             return name.to_string();
         }
-        self.names
-            .entry(name.to_string())
-            .or_insert_with(|| qualified_name(name).unwrap_or_else(|| name.to_string()))
-            .clone()
+        if let Some(shown) = self.names.get(name) {
+            return shown.clone();
+        }
+        let shown = qualified_name(name).unwrap_or_else(|| name.to_string());
+        // The names that repeat fit; millions of distinct ones are demangled each time.
+        if self.names.len() < crate::analysis::families::NAMER_CACHE {
+            self.names.insert(name.to_string(), shown.clone());
+        }
+        shown
     }
 
     /// Writes the events of one row, unless the iteration range leaves it out. Returns whether
@@ -630,10 +630,10 @@ impl<W: Write> TraceWriter<W> {
                 order.push(s.path.as_str());
                 (0, 0, 0, 0)
             });
-            e.0 += s.host_ns;
-            e.1 += s.device_ns_inclusive;
-            e.2 += s.calls;
-            e.3 += s.launches;
+            e.0 = e.0.saturating_add(s.host_ns);
+            e.1 = e.1.saturating_add(s.device_ns_inclusive);
+            e.2 = e.2.saturating_add(s.calls);
+            e.3 = e.3.saturating_add(s.launches);
         }
         let mut children: HashMap<Option<String>, Vec<&str>> = HashMap::new();
         for p in &order {
@@ -837,6 +837,9 @@ impl<W: Write> TraceWriter<W> {
                  difference as a gap before its next iteration, the wait at the next collective"
             );
         }
+        for (k, v) in std::mem::take(&mut self.extra) {
+            meta[k] = v;
+        }
         write!(
             self.out,
             "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":"
@@ -845,6 +848,18 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(b"}\n")?;
         self.out.flush()?;
         Ok(self.stats)
+    }
+
+    /// Counts `n` rows that the range left out without their being handed to
+    /// [`TraceWriter::write_row`] (a reader passed over them), as it counts the rows it skips.
+    pub fn add_skipped(&mut self, n: u64) {
+        self.stats.skipped += n;
+    }
+
+    /// Adds `key` to the trace's metadata (`otherData`), replacing an entry of that name.
+    pub fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        self.extra.retain(|(k, _)| k != key);
+        self.extra.push((key.to_string(), value));
     }
 
     /// What was written so far.
@@ -875,29 +890,4 @@ pub fn write_trace<W: Write>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges() {
-        let r: IterationRange = "2..5".parse().unwrap();
-        assert!(!r.contains(1) && r.contains(2) && r.contains(4) && !r.contains(5));
-        let r: IterationRange = "2..=5".parse().unwrap();
-        assert!(r.contains(5) && !r.contains(6));
-        let r: IterationRange = "10..".parse().unwrap();
-        assert!(r.contains(u64::MAX) && !r.contains(9));
-        let r: IterationRange = "..3".parse().unwrap();
-        assert!(r.contains(0) && !r.contains(3));
-        let r: IterationRange = "7".parse().unwrap();
-        assert!(r.contains(7) && !r.contains(8) && !r.contains(6));
-        assert!("..".parse::<IterationRange>().unwrap().is_all());
-        assert!("5..2".parse::<IterationRange>().is_err());
-        assert!("a..b".parse::<IterationRange>().is_err());
-        assert!("".parse::<IterationRange>().is_err());
-        assert!("3..=".parse::<IterationRange>().is_err());
-        assert_eq!(
-            "2..5".parse::<IterationRange>().unwrap().to_string(),
-            "2..5"
-        );
-    }
-}
+mod tests;

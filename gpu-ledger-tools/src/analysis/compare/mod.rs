@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::families::FamilyRules;
 use super::indices::IndexRuns;
+use super::names::{is_other_names, OTHER_NAMES};
 use super::stats::{Distribution, FamilyStats, IterationMetric, RowFilter, ScopeStats};
 use gpu_ledger_format::schema::{Header, IterationRow};
 
@@ -434,9 +435,21 @@ fn sketch_warnings(
     }
 }
 
+/// The key two sides match a name by: the folded names' entry matches the other side's, whatever
+/// the number each side folded.
+fn match_key(name: &str) -> String {
+    if is_other_names(name) {
+        OTHER_NAMES.to_string()
+    } else {
+        name.to_string()
+    }
+}
+
 fn scope_changes(a: Vec<ScopeStats>, b: Vec<ScopeStats>) -> Vec<ScopeChange> {
-    let mut sa: BTreeMap<String, ScopeStats> = a.into_iter().map(|s| (s.path.clone(), s)).collect();
-    let mut sb: BTreeMap<String, ScopeStats> = b.into_iter().map(|s| (s.path.clone(), s)).collect();
+    let mut sa: BTreeMap<String, ScopeStats> =
+        a.into_iter().map(|s| (match_key(&s.path), s)).collect();
+    let mut sb: BTreeMap<String, ScopeStats> =
+        b.into_iter().map(|s| (match_key(&s.path), s)).collect();
     let paths: BTreeSet<String> = sa.keys().chain(sb.keys()).cloned().collect();
     paths
         .into_iter()
@@ -466,9 +479,9 @@ fn scope_changes(a: Vec<ScopeStats>, b: Vec<ScopeStats>) -> Vec<ScopeChange> {
 
 fn family_changes(a: Vec<FamilyStats>, b: Vec<FamilyStats>) -> Vec<FamilyChange> {
     let mut fa: BTreeMap<String, FamilyStats> =
-        a.into_iter().map(|s| (s.family.clone(), s)).collect();
+        a.into_iter().map(|s| (match_key(&s.family), s)).collect();
     let mut fb: BTreeMap<String, FamilyStats> =
-        b.into_iter().map(|s| (s.family.clone(), s)).collect();
+        b.into_iter().map(|s| (match_key(&s.family), s)).collect();
     let names: BTreeSet<String> = fa.keys().chain(fb.keys()).cloned().collect();
     let mut out: Vec<FamilyChange> = names
         .into_iter()

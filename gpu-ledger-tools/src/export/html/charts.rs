@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::ReportOptions;
+use crate::analysis::names::{NameFold, OTHER_NAMES};
 use crate::analysis::stats::{idle_share, RowFilter};
 use crate::export::summary::LedgerSummary;
 use crate::export::svg::{Series, PALETTE};
@@ -156,6 +157,8 @@ pub(crate) struct ChartBuckets {
     has_scopes: bool,
     device_ids: BTreeSet<u32>,
     nvml_ids: BTreeSet<u32>,
+    /// The scope paths charted apart; later ones are charted as one (bounded memory per bucket).
+    names: NameFold,
 }
 
 impl ChartBuckets {
@@ -172,6 +175,7 @@ impl ChartBuckets {
             has_scopes: false,
             device_ids: BTreeSet::new(),
             nvml_ids: BTreeSet::new(),
+            names: NameFold::default(),
         }
     }
 
@@ -252,10 +256,14 @@ impl ChartBuckets {
         b.excluded += usize::from(left_out);
         b.index_sum += row.index as f64;
         let (own, outside) = self_host_times(row);
-        add_all(&mut b.host, own);
+        for (path, v) in own {
+            let key = self.names.key(&path, 0);
+            *b.host.entry(key.to_string()).or_default() += v;
+        }
         b.outside += outside;
         for sc in &row.scopes {
-            *b.device.entry(sc.path.clone()).or_default() += sc.device_ns as f64;
+            let key = self.names.key(&sc.path, sc.device_ns);
+            *b.device.entry(key.to_string()).or_default() += sc.device_ns as f64;
         }
         self.has_scopes |= !row.scopes.is_empty();
         for d in &row.devices {
@@ -318,7 +326,11 @@ impl ChartBuckets {
         let mut series: Vec<Series> = shown
             .iter()
             .map(|name| Series {
-                name: name.to_string(),
+                name: if *name == OTHER_NAMES {
+                    self.names.label()
+                } else {
+                    name.to_string()
+                },
                 color: None,
                 values: self
                     .buckets

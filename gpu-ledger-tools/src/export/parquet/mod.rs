@@ -250,12 +250,16 @@ struct Planned {
     rank: u32,
 }
 
+/// A ledger opened, its header read.
+type Opened = LedgerStream<std::io::BufReader<std::fs::File>>;
+
+/// What [`plan`] finds: each ledger's place, the notes, and the ledgers that can be read only
+/// once (a FIFO, `/dev/stdin`) kept open after their header, in the order given.
+type Plan = (Vec<Planned>, Vec<String>, Vec<Option<Opened>>);
+
 /// Each ledger's run and rank from its header: within a run, ranks as the headers give them,
 /// or numbered in the order given when no header has one (as `gpu-ledger merge` does).
-fn plan(
-    ledgers: &[PathBuf],
-    opts: &DatasetOptions,
-) -> Result<(Vec<Planned>, Vec<String>), DatasetError> {
+fn plan(ledgers: &[PathBuf], opts: &DatasetOptions) -> Result<Plan, DatasetError> {
     if ledgers.is_empty() {
         return Err(DatasetError::Other("no ledger to convert".into()));
     }
@@ -263,8 +267,14 @@ fn plan(
         check_run_name(run)?;
     }
     let mut heads = Vec::new();
+    let mut kept = Vec::new();
     for p in ledgers {
-        let h = LedgerStream::open(p)?.header().clone();
+        let stream = LedgerStream::open(p)?;
+        let h = stream.header().clone();
+        // A regular file is opened again to convert it (a thousand ranks would take a thousand
+        // descriptors); anything else cannot be read twice and stays open.
+        let regular = std::fs::metadata(p).is_ok_and(|m| m.is_file());
+        kept.push((!regular).then_some(stream));
         let run = opts.run.clone().unwrap_or_else(|| run_key(&h));
         heads.push((p.clone(), run, h.rank.map(|r| r.rank)));
     }
@@ -312,7 +322,7 @@ fn plan(
             });
         }
     }
-    Ok((planned.into_iter().flatten().collect(), notes))
+    Ok((planned.into_iter().flatten().collect(), notes, kept))
 }
 
 /// The part file of table `table` for one ledger.
@@ -323,9 +333,32 @@ pub fn part_path(out: &Path, table: &str, run: &str, rank: u32) -> PathBuf {
         .join("part-0.parquet")
 }
 
+/// What [`prepare_output`] made, to be undone when no ledger could be converted.
+#[derive(Debug, Clone, Copy, Default)]
+struct Made {
+    dir: bool,
+    marker: bool,
+}
+
+/// Removes what [`prepare_output`] made and the empty table directories, when no ledger was
+/// converted: a failed first conversion leaves no dataset behind.
+fn undo_output(out: &Path, made: Made) {
+    if !made.marker {
+        return;
+    }
+    for name in TABLES {
+        let _ = std::fs::remove_dir(out.join(name));
+    }
+    let _ = std::fs::remove_file(out.join(MARKER));
+    if made.dir {
+        let _ = std::fs::remove_dir(out);
+    }
+}
+
 /// Makes `out` a dataset directory, or checks that it is one: it may not exist, be empty, or hold
 /// [`MARKER`]; anything else (a file, a device, a directory of other files) is refused untouched.
-fn prepare_output(out: &Path) -> Result<(), DatasetError> {
+fn prepare_output(out: &Path) -> Result<Made, DatasetError> {
+    let mut made = Made::default();
     let refuse = |why: String| Err(DatasetError::Output { message: why });
     match std::fs::metadata(out) {
         Ok(m) if !m.is_dir() => {
@@ -348,6 +381,7 @@ fn prepare_output(out: &Path) -> Result<(), DatasetError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(out)
                 .map_err(DatasetError::io(out, "cannot create directory"))?;
+            made.dir = true;
         }
         Err(e) => return Err(DatasetError::io(out, "cannot read")(e)),
     }
@@ -358,8 +392,9 @@ fn prepare_output(out: &Path) -> Result<(), DatasetError> {
             serde_json::to_string(&TABLES).unwrap_or_default()
         );
         std::fs::write(&marker, text).map_err(DatasetError::io(&marker, "cannot write"))?;
+        made.marker = true;
     }
-    Ok(())
+    Ok(made)
 }
 
 /// The key-value metadata of every file of one ledger, table `table`.
@@ -391,8 +426,13 @@ fn metadata(h: &Header, p: &Planned, table: &str) -> Vec<KeyValue> {
 
 /// Converts one planned ledger; its files appear only once all are complete, and a failure
 /// leaves none of them and none of the directories it created empty.
-fn convert(p: &Planned, out: &Path, opts: &DatasetOptions) -> Result<LedgerStats, DatasetError> {
-    let r = convert_files(p, out, opts);
+fn convert(
+    p: &Planned,
+    opened: Option<Opened>,
+    out: &Path,
+    opts: &DatasetOptions,
+) -> Result<LedgerStats, DatasetError> {
+    let r = convert_files(p, opened, out, opts);
     if r.is_err() {
         for name in TABLES {
             let part = part_path(out, name, &p.run, p.rank);
@@ -407,11 +447,15 @@ fn convert(p: &Planned, out: &Path, opts: &DatasetOptions) -> Result<LedgerStats
 
 fn convert_files(
     p: &Planned,
+    opened: Option<Opened>,
     out: &Path,
     opts: &DatasetOptions,
 ) -> Result<LedgerStats, DatasetError> {
     let t0 = Instant::now();
-    let mut stream = LedgerStream::open(&p.path)?;
+    let mut stream = match opened {
+        Some(s) => s,
+        None => LedgerStream::open(&p.path)?,
+    };
     let header = stream.header().clone();
     let mut writers = Vec::with_capacity(TABLES.len());
     for (t, name) in TABLES.iter().enumerate() {
@@ -477,8 +521,9 @@ pub fn write_dataset(
     out: &Path,
     opts: &DatasetOptions,
 ) -> Result<DatasetStats, DatasetError> {
-    let (planned, notes) = plan(ledgers, opts)?;
-    prepare_output(out)?;
+    let (planned, notes, kept) = plan(ledgers, opts)?;
+    let made = prepare_output(out)?;
+    let kept: Vec<Mutex<Option<Opened>>> = kept.into_iter().map(Mutex::new).collect();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let results: Mutex<Vec<(usize, Result<LedgerStats, DatasetError>)>> = Mutex::new(Vec::new());
@@ -487,7 +532,7 @@ pub fn write_dataset(
         if i >= planned.len() || failed.load(Ordering::Relaxed) {
             break;
         }
-        let r = convert(&planned[i], out, opts);
+        let r = convert(&planned[i], kept[i].lock().take(), out, opts);
         if r.is_err() {
             failed.store(true, Ordering::Relaxed);
         }
@@ -511,6 +556,9 @@ pub fn write_dataset(
         notes,
         ..DatasetStats::default()
     };
+    if !results.iter().any(|r| r.1.is_ok()) {
+        undo_output(out, made);
+    }
     for (_, r) in results {
         let l = r?;
         stats.rows += l.rows;

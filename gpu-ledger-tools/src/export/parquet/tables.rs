@@ -4,6 +4,7 @@
 //! idle-time tables are in `tables/idle.rs`.
 
 use super::columns::{opt, req, Col, Kind::*, Row};
+use gpu_ledger_format::saturating_sum;
 use gpu_ledger_format::schema::{AttributionCounts, Header, IterationRow, Trailer};
 
 mod idle;
@@ -288,7 +289,7 @@ fn iteration_row<E>(row: &IterationRow, sink: &mut Sink<'_, E>) -> Result<(), E>
             .bool(Some(row.complete))
             .bool(Some(row.perturbed))
             .u(row.devices.len() as u64)
-            .u(row.devices.iter().map(|d| d.kernel_count).sum())
+            .u(saturating_sum(row.devices.iter().map(|d| d.kernel_count)))
             .u(row.scopes.len() as u64)
             .u(row.kernels.len() as u64)
             .u(row.dropped_records)

@@ -377,6 +377,13 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
         } = self;
         let sel = selector.finish(|r| used.push(r.borrow()));
         let lacks_nvml = used.any_row && used.with_nvml == 0;
+        let folded: Vec<String> = [
+            ("scope paths", used.scopes.folded()),
+            ("kernel families", used.families.folded()),
+        ]
+        .into_iter()
+        .filter_map(|(what, f)| f.map(|f| warnings::fold_warning(what, f)))
+        .collect();
         let (devices, devices_sketched) = used.devices.finish(used.total_wall);
         let (nvml, nvml_sketched) = used.nvml.finish();
         let idle = used.idle.finish();
@@ -411,6 +418,7 @@ impl<'o, R: Borrow<IterationRow>> SummaryBuilder<'o, R> {
             idle,
         };
         s.warnings = summary_warnings(header, trailer, &s, &warnings, lacks_nvml);
+        s.warnings.extend(folded);
         s
     }
 }

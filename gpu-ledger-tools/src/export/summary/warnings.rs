@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::LedgerSummary;
 use crate::analysis::indices::IndexRuns;
+use crate::analysis::names::{NameFold, MAX_NAMES, OTHER_NAMES};
 use crate::analysis::stats::FEW_ITERATIONS;
 use crate::export::text::fmt_ns;
 use gpu_ledger_format::schema::{Header, IterationRow, Trailer};
@@ -20,7 +21,10 @@ pub(super) struct RowWarnings {
     unscoped: u64,
     busy: u64,
     threads: BTreeMap<String, u64>,
+    /// Launching threads and distinct row warnings past [`MAX_NAMES`] are folded.
+    thread_names: NameFold,
     row_warnings: BTreeMap<String, IndexRuns>,
+    warning_texts: NameFold,
     dropped: u64,
     dropped_at: IndexRuns,
     missing: u64,
@@ -37,10 +41,12 @@ impl RowWarnings {
             .iter()
             .filter(|x| !x.contains(UNSCOPED_ROW_WARNING))
         {
-            if !self.row_warnings.contains_key(x.as_str()) {
-                self.row_warnings.insert(x.clone(), IndexRuns::default());
+            let x = self.warning_texts.key(x, 0);
+            if !self.row_warnings.contains_key(x) {
+                self.row_warnings
+                    .insert(x.to_string(), IndexRuns::default());
             }
-            if let Some(at) = self.row_warnings.get_mut(x.as_str()) {
+            if let Some(at) = self.row_warnings.get_mut(x) {
                 at.push(r.index);
             }
         }
@@ -83,7 +89,9 @@ impl RowWarnings {
                 Some(n) => format!("\"{n}\" (tid {})", t.tid),
                 None => format!("tid {}", t.tid),
             };
-            *self.threads.entry(name).or_default() += t.attribution.unscoped;
+            let name = self.thread_names.key(&name, 0).to_string();
+            let n = self.threads.entry(name).or_default();
+            *n = n.saturating_add(t.attribution.unscoped);
         }
     }
 
@@ -100,7 +108,10 @@ impl RowWarnings {
             let names: Vec<String> = self
                 .threads
                 .iter()
-                .map(|(n, k)| format!("{n}: {k} kernels"))
+                .map(|(n, k)| match n.as_str() {
+                    OTHER_NAMES => format!("{} threads: {k} kernels", self.thread_names.label()),
+                    n => format!("{n}: {k} kernels"),
+                })
                 .collect();
             format!(
                 ", launched on threads with no scope open ({})",
@@ -121,7 +132,14 @@ impl RowWarnings {
     fn warnings(&self, w: &mut Vec<String>) {
         w.extend(self.unscoped_warning());
         for (x, at) in &self.row_warnings {
-            w.push(format!("iterations {at}: {x}"));
+            match x.as_str() {
+                OTHER_NAMES => w.push(format!(
+                    "iterations {at}: {} distinct row warnings past the first {MAX_NAMES}, not \
+                     listed (`gpu-ledger csv` or the ledger has them)",
+                    self.warning_texts.folded()
+                )),
+                x => w.push(format!("iterations {at}: {x}")),
+            }
         }
         if self.dropped > 0 {
             w.push(format!(
@@ -156,6 +174,24 @@ pub(super) fn summary_warnings(
     idle_warnings(s, &mut w);
     distribution_warnings(s, &mut w);
     w
+}
+
+/// What a table of names folded past [`MAX_NAMES`] (`what`: scope paths, kernel families):
+/// how many, under which label, and the most device time one of them can have had, so that the
+/// names shown can be trusted to be the largest or not.
+pub(super) fn fold_warning(what: &str, f: &NameFold) -> String {
+    let bound = f.max_folded_weight();
+    format!(
+        "{} {what} past the first {MAX_NAMES} are summed as {} ({} of device time in all): no \
+         one of them had more than {} of it (a bound from a Space-Saving summary), so a {} \
+         shown with more is among the largest; `gpu-ledger csv --long` or the Parquet dataset \
+         has every name",
+        f.folded(),
+        f.label(),
+        fmt_ns(f.folded_weight() as f64),
+        fmt_ns(bound as f64),
+        what.trim_end_matches('s')
+    )
 }
 
 /// What the run itself said went wrong: the header's and the trailer's warnings, lines not
