@@ -202,11 +202,18 @@ fn the_long_csv_has_every_path_one_line_each_in_the_same_columns() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "iteration,complete,perturbed,path,calls,host_ns,launches,kernels,device_ns,device_ns_inclusive"
+        "ledger,rank,index,complete,perturbed,untraced,scope,calls,host_ns,device_ns,\
+         device_ns_inclusive,event_device_ns,launches,kernels"
     );
-    // 30 rows of `step` and 100 paths each: nothing folded.
-    assert_eq!(lines.len(), 1 + 30 * 101);
-    assert!(lines.contains(&"29,true,false,step/request-2999,1,10000,1,1,10000,10000"));
+    // 30 rows, each its own line and one per path (`step` and 100 below it): nothing folded.
+    assert_eq!(lines.len(), 1 + 30 * 102);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(",29,true,false,false,step/request-2999,1,10000,")),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
     assert!(!text.contains("(other"), "no path is folded");
     // Names a spreadsheet would run are escaped, as in every CSV.
     let corpus =

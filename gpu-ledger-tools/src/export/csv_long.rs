@@ -26,7 +26,7 @@
 
 use std::io::{self, Write};
 
-use super::text::csv_field;
+use super::text::csv_text;
 use gpu_ledger_format::schema::{Header, IterationRow};
 
 /// The columns of the long table, in order.
@@ -59,7 +59,7 @@ impl LongCsv {
     /// The table of the ledger `header` heads, named `ledger` in its first column.
     pub fn new(header: &Header, ledger: &str) -> Self {
         Self {
-            ledger: csv_field(ledger),
+            ledger: csv_text(ledger),
             rank: header
                 .rank
                 .as_ref()
@@ -104,7 +104,7 @@ impl LongCsv {
             writeln!(
                 out,
                 "{lead},{},{},{},{},{},{},{},{}",
-                csv_field(&s.path),
+                csv_text(&s.path),
                 s.calls,
                 s.host_ns,
                 device(s.device_ns),
