@@ -260,7 +260,8 @@ pub(crate) fn environment_line(h: &Header) -> String {
 }
 
 impl LedgerSummary {
-    /// The rows the statistics left out, by kind, with their iterations ([`left_out_text`]).
+    /// The rows the statistics left out, by kind, with their iterations (the summary prints
+    /// them as counts with their iteration ranges).
     pub fn left_out(&self) -> String {
         left_out_text(&[
             ("warm-up", &self.warmup),
