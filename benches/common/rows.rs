@@ -78,12 +78,6 @@ pub fn row(index: u64) -> IterationRow {
         bytes,
         total_ns,
     };
-    let clock = |base: u32| ClockStats {
-        min_mhz: base - 45,
-        mean_mhz: f64::from(base) - 12.5,
-        max_mhz: base,
-        samples: 12,
-    };
     IterationRow {
         index,
         host_start_ns: start,
@@ -112,37 +106,48 @@ pub fn row(index: u64) -> IterationRow {
             count: 1,
             total_ns: 2_417_113,
         }],
-        nvml: vec![NvmlIterationSummary {
-            device_id: 0,
-            window_ns: 24_871_337,
-            samples: 12,
-            coarse: false,
-            sm_clock: Some(clock(1980)),
-            mem_clock: Some(clock(2619)),
-            power: Some(PowerStats {
-                mean_w: 512.37,
-                max_w: 611.8,
-                samples: 12,
-                kind: PowerKind::Instant,
-            }),
-            energy: Some(EnergyEstimate {
-                joules: 12.743_118,
-                method: EnergyMethod::EnergyCounter,
-                counter_reads: 11,
-                counter_span_ns: Some(20_004_117),
-                power_samples: 14,
-                integrated_joules: Some(12.701_993),
-            }),
-            temperature_max_c: Some(61),
-            temperature_samples: 12,
-            throttle_reasons: vec!["sw_power_cap".into()],
-            throttle_samples: 12,
-            memory_used_max_bytes: Some(71_303_168_000),
-            memory_used_samples: 12,
-            pcie_tx_bytes_per_s: Some(1.73e9),
-            pcie_rx_bytes_per_s: Some(2.9e8),
-            notes: Vec::new(),
-        }],
+        nvml: vec![nvml_summary()],
         ..IterationRow::default()
+    }
+}
+
+/// The full NVML summary of a row: clocks, power, energy, temperature, memory and PCIe.
+fn nvml_summary() -> NvmlIterationSummary {
+    let clock = |base: u32| ClockStats {
+        min_mhz: base - 45,
+        mean_mhz: f64::from(base) - 12.5,
+        max_mhz: base,
+        samples: 12,
+    };
+    NvmlIterationSummary {
+        device_id: 0,
+        window_ns: 24_871_337,
+        samples: 12,
+        coarse: false,
+        sm_clock: Some(clock(1980)),
+        mem_clock: Some(clock(2619)),
+        power: Some(PowerStats {
+            mean_w: 512.37,
+            max_w: 611.8,
+            samples: 12,
+            kind: PowerKind::Instant,
+        }),
+        energy: Some(EnergyEstimate {
+            joules: 12.743_118,
+            method: EnergyMethod::EnergyCounter,
+            counter_reads: 11,
+            counter_span_ns: Some(20_004_117),
+            power_samples: 14,
+            integrated_joules: Some(12.701_993),
+        }),
+        temperature_max_c: Some(61),
+        temperature_samples: 12,
+        throttle_reasons: vec!["sw_power_cap".into()],
+        throttle_samples: 12,
+        memory_used_max_bytes: Some(71_303_168_000),
+        memory_used_samples: 12,
+        pcie_tx_bytes_per_s: Some(1.73e9),
+        pcie_rx_bytes_per_s: Some(2.9e8),
+        notes: Vec::new(),
     }
 }
