@@ -357,8 +357,12 @@ fn with_idle(
         gaps: 1,
     };
     for d in &mut devices {
-        // compute_idle_ns below is idle_ns + 5, which must stay plausible too.
-        d.idle_ns = d.idle_ns.min(MAX_PLAUSIBLE - 5);
+        // compute_idle_ns below is idle_ns + 5, which must stay plausible too; what idle gives
+        // up goes to busy, so that idle stays the rest of the window.
+        let excess = d.idle_ns.saturating_sub(MAX_PLAUSIBLE - 5);
+        d.idle_ns -= excess;
+        d.busy_ns += excess;
+        d.largest_gap_ns = d.largest_gap_ns.min(d.idle_ns);
         let half = d.idle_ns / 2;
         let gap = IdleGap {
             start_ns: d.first_start_ns,
