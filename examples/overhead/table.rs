@@ -70,13 +70,12 @@ fn run_workload(
     }
 }
 
-pub(super) fn table(
-    gpu: &mut Gpu,
-    lib: &'static LoadedCupti,
-    args: &Args,
-    dir: &Path,
-) -> Result<()> {
-    let wall = Instant::now();
+/// The configurations to run: `--configs`, else the default five (and the two ablations with
+/// `--decompose`).
+fn configs_of(args: &Args) -> Result<Vec<Config>> {
+    if let Some(list) = &args.configs {
+        return parse_configs(list);
+    }
     let mut configs = vec![
         Config::None,
         Config::Disabled,
@@ -84,12 +83,40 @@ pub(super) fn table(
         Config::Timeline,
         Config::Raw,
     ];
-    if let Some(list) = &args.configs {
-        configs = parse_configs(list)?;
-    } else if args.decompose {
+    if args.decompose {
         configs.push(Config::TimelineNoScopes);
         configs.push(Config::TimelineFewSteps);
     }
+    Ok(configs)
+}
+
+/// What the rounds gather: per workload and configuration the figures, per configuration the
+/// profiler's self-report and each round's steps of (c) with the iteration they began (the
+/// steady state's figure and `--step-laps` read them: one clock read a step).
+struct Gathered {
+    series: Vec<Vec<Series>>,
+    reports: Vec<SelfReport>,
+    laps: Vec<Vec<super::laps::Laps>>,
+}
+
+/// What every run of a configuration shares.
+struct Plan<'a> {
+    lib: &'static LoadedCupti,
+    args: &'a Args,
+    dir: &'a Path,
+    configs: Vec<Config>,
+    workloads: Vec<usize>,
+    train_kernels: u64,
+}
+
+pub(super) fn table(
+    gpu: &mut Gpu,
+    lib: &'static LoadedCupti,
+    args: &Args,
+    dir: &Path,
+) -> Result<()> {
+    let wall = Instant::now();
+    let configs = configs_of(args)?;
     eprintln!(
         "overhead: {} ({} SMs, {:.0} MHz SM clock by calibration); {} rounds of {} configurations",
         gpu.name,
@@ -98,21 +125,49 @@ pub(super) fn table(
         args.rounds,
         configs.len()
     );
-    let mut series: Vec<Vec<Series>> = Workload::ALL
-        .iter()
-        .map(|_| configs.iter().map(|_| Series::default()).collect())
-        .collect();
-    let mut reports: Vec<SelfReport> = configs.iter().map(|_| SelfReport::default()).collect();
     let workloads = parse_workloads(&args.workloads)?;
     let train_kernels = kernels_per_train_step(gpu, lib)?;
     eprintln!("overhead: the training step (c) launches {train_kernels} kernels");
-    // Per configuration, per round, each step of (c) and the iteration it began: the steady
-    // state's figure and `--step-laps` read them (one clock read a step).
-    let mut laps: Vec<Vec<super::laps::Laps>> = configs.iter().map(|_| Vec::new()).collect();
+    let plan = Plan {
+        lib,
+        args,
+        dir,
+        configs,
+        workloads,
+        train_kernels,
+    };
+    let n = plan.configs.len();
+    let mut g = Gathered {
+        series: Workload::ALL
+            .iter()
+            .map(|_| (0..n).map(|_| Series::default()).collect())
+            .collect(),
+        reports: (0..n).map(|_| SelfReport::default()).collect(),
+        laps: (0..n).map(|_| Vec::new()).collect(),
+    };
     gpu.laps = Some(Vec::new());
-    // Warm-up round, not counted: module loading, CUPTI's first start, NVML's first init.
-    for (ci, &config) in configs.iter().enumerate() {
-        let active = start(config, lib, args, &dir.join(format!("warmup-{ci}.jsonl")))?;
+    warm_up(gpu, &plan)?;
+    for round in 0..args.rounds {
+        let t_round = Instant::now();
+        for k in 0..n {
+            run_config(gpu, &plan, (k + round) % n, round, &mut g)?;
+        }
+        eprintln!(
+            "overhead: round {}/{} done in {:.1} s",
+            round + 1,
+            args.rounds,
+            t_round.elapsed().as_secs_f64()
+        );
+    }
+    print_all(gpu, &plan, &g, wall)
+}
+
+/// A round not counted, of every configuration: module loading, CUPTI's first start, NVML's
+/// first init.
+fn warm_up(gpu: &mut Gpu, plan: &Plan) -> Result<()> {
+    for (ci, &config) in plan.configs.iter().enumerate() {
+        let ledger = plan.dir.join(format!("warmup-{ci}.jsonl"));
+        let active = start(config, plan.lib, plan.args, &ledger)?;
         let p = match &active {
             Active::Profiler(p) => Some(p),
             _ => None,
@@ -122,68 +177,69 @@ pub(super) fn table(
         run_steps::<false>(gpu, 2, p, 1)?;
         stop(active, 0)?;
     }
-    for round in 0..args.rounds {
-        let t_round = Instant::now();
-        for k in 0..configs.len() {
-            let ci = (k + round) % configs.len();
-            let config = configs[ci];
-            let ledger = dir.join(format!("{}-round{round}.jsonl", config.label()));
-            let active = start(config, lib, args, &ledger)?;
-            let profiler = match &active {
-                Active::Profiler(p) => Some(p),
-                _ => None,
-            };
-            run_launches::<false>(gpu, WARMUP_LAUNCHES, profiler, 1)?;
-            let mut launches = WARMUP_LAUNCHES;
-            for j in 0..workloads.len() {
-                let wi = workloads[(j + round) % workloads.len()];
-                let w = Workload::ALL[wi];
-                let cpu0 = thread_cpu_ns();
-                let first_iteration = profiler.map_or(0, Profiler::iteration);
-                let d = run_workload(gpu, w, config, args, profiler)?;
-                if let (Workload::Train, Some(ns)) = (w, &gpu.laps) {
-                    laps[ci].push(super::laps::Laps {
-                        first_iteration,
-                        ns: ns.clone(),
-                    });
-                }
-                let cpu_us = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
-                launches += launches_of(w, args, train_kernels);
-                let s = &mut series[wi][ci];
-                s.per_unit_us
-                    .push(d.as_secs_f64() * 1e6 / units_of(w, args) as f64);
-                s.cpu_per_unit_us.push(cpu_us / units_of(w, args) as f64);
-                s.total_s.push(d.as_secs_f64());
-            }
-            reports[ci].add(stop(active, launches)?);
+    Ok(())
+}
+
+/// One configuration's run in one round: every workload, in an order that turns with the round.
+fn run_config(gpu: &mut Gpu, plan: &Plan, ci: usize, round: usize, g: &mut Gathered) -> Result<()> {
+    let (args, config) = (plan.args, plan.configs[ci]);
+    let ledger = plan
+        .dir
+        .join(format!("{}-round{round}.jsonl", config.label()));
+    let active = start(config, plan.lib, args, &ledger)?;
+    let profiler = match &active {
+        Active::Profiler(p) => Some(p),
+        _ => None,
+    };
+    run_launches::<false>(gpu, WARMUP_LAUNCHES, profiler, 1)?;
+    let mut launches = WARMUP_LAUNCHES;
+    for j in 0..plan.workloads.len() {
+        let wi = plan.workloads[(j + round) % plan.workloads.len()];
+        let w = Workload::ALL[wi];
+        let cpu0 = thread_cpu_ns();
+        let first_iteration = profiler.map_or(0, Profiler::iteration);
+        let d = run_workload(gpu, w, config, args, profiler)?;
+        if let (Workload::Train, Some(ns)) = (w, &gpu.laps) {
+            g.laps[ci].push(super::laps::Laps {
+                first_iteration,
+                ns: ns.clone(),
+            });
         }
-        eprintln!(
-            "overhead: round {}/{} done in {:.1} s",
-            round + 1,
-            args.rounds,
-            t_round.elapsed().as_secs_f64()
-        );
+        let cpu_us = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
+        launches += launches_of(w, args, plan.train_kernels);
+        let units = units_of(w, args) as f64;
+        let s = &mut g.series[wi][ci];
+        s.per_unit_us.push(d.as_secs_f64() * 1e6 / units);
+        s.cpu_per_unit_us.push(cpu_us / units);
+        s.total_s.push(d.as_secs_f64());
     }
-    print_self_reports(&configs, &reports);
-    print_targets(&configs, &series, &reports);
-    super::laps::print_sampled_steady(&configs, &laps, args.steady_from);
-    print_table(&configs, &series, &reports, args);
+    g.reports[ci].add(stop(active, launches)?);
+    Ok(())
+}
+
+/// Every table the run asked for, then the line that says how it ran.
+fn print_all(gpu: &Gpu, plan: &Plan, g: &Gathered, wall: Instant) -> Result<()> {
+    let (args, configs) = (plan.args, &plan.configs);
+    print_self_reports(configs, &g.reports);
+    print_targets(configs, &g.series, &g.reports);
+    super::laps::print_sampled_steady(configs, &g.laps, args.steady_from);
+    print_table(configs, &g.series, &g.reports, args);
     if args.step_laps {
-        super::laps::print_laps(&configs, &laps);
+        super::laps::print_laps(configs, &g.laps);
         if let Some(path) = &args.laps_csv {
-            super::laps::write_csv(path, &configs, &laps)?;
+            super::laps::write_csv(path, configs, &g.laps)?;
         }
     }
+    let nvml = if args.nvml {
+        format!(
+            "NVML on (energy counter every {} ms, 0: never)",
+            args.energy_ms
+        )
+    } else {
+        "NVML off".to_string()
+    };
     println!(
-        "{} on {}; {} rounds; whole run {:.1} s",
-        &if args.nvml {
-            format!(
-                "NVML on (energy counter every {} ms, 0: never)",
-                args.energy_ms
-            )
-        } else {
-            "NVML off".to_string()
-        },
+        "{nvml} on {}; {} rounds; whole run {:.1} s",
         gpu.name,
         args.rounds,
         wall.elapsed().as_secs_f64()
@@ -452,14 +508,37 @@ fn print_idle_cause_targets(configs: &[Config], series: &[Vec<Series>]) {
     }
 }
 
+/// A configuration's median µs per unit of `w` less the baseline's (`none`).
+fn added(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config) -> Option<f64> {
+    Some(median_of(series, configs, w, c)? - median_of(series, configs, w, Config::None)?)
+}
+
+/// A configuration's median over the baseline's, less one (0.01: 1 % slower).
+fn slow(series: &[Vec<Series>], configs: &[Config], w: Workload, c: Config) -> Option<f64> {
+    Some(median_of(series, configs, w, c)? / median_of(series, configs, w, Config::None)? - 1.0)
+}
+
+fn ok(pass: bool) -> &'static str {
+    if pass {
+        "ok"
+    } else {
+        "MISSED"
+    }
+}
+
+/// Each line is printed when the run has what it compares (see --configs, --workloads).
 fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
-    // Each line is printed when the run has what it compares (see --configs, --workloads).
-    let m = |w, c| median_of(series, configs, w, c);
-    let added = |w, c| Some(m(w, c)? - m(w, Config::None)?);
-    let slow = |w, c| Some(m(w, c)? / m(w, Config::None)? - 1.0);
-    let ok = |pass: bool| if pass { "ok" } else { "MISSED" };
-    let raw = Config::Raw;
     println!("\ntargets, from the medians below");
+    print_launch_targets(configs, series);
+    print_step_targets(configs, series);
+    print_scope_targets(configs, series, reports);
+    print_split(configs, series);
+}
+
+/// The timeline's cost per launch in (a) against raw CUPTI's, and what the idle causes add.
+fn print_launch_targets(configs: &[Config], series: &[Vec<Series>]) {
+    let added = |w, c| added(series, configs, w, c);
+    let raw = Config::Raw;
     if let (Some(tl), Some(r)) = (
         added(Workload::Launch, Config::Timeline),
         added(Workload::Launch, raw),
@@ -498,6 +577,12 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
         );
     }
     print_idle_cause_targets(configs, series);
+}
+
+/// The training step's (c) and the kernel mix's (d) slowdown, whole-run and paired by round.
+fn print_step_targets(configs: &[Config], series: &[Vec<Series>]) {
+    let slow = |w, c| slow(series, configs, w, c);
+    let raw = Config::Raw;
     if let Some(tl) = slow(Workload::Train, Config::Timeline) {
         println!(
             "  timeline, (c) training step: whole-run slowdown {:+.2} % (target ≤ 1 %): {}",
@@ -543,6 +628,11 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             p.describe(1.0, 3, " %"),
         );
     }
+}
+
+/// Dropped records, and what scopes and their NVTX ranges cost in (a) and (b).
+fn print_scope_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfReport]) {
+    let added = |w, c| added(series, configs, w, c);
     if let Some(i) = idx(configs, Config::Timeline) {
         let dropped = reports[i].dropped;
         println!(
@@ -611,7 +701,6 @@ fn print_targets(configs: &[Config], series: &[Vec<Series>], reports: &[SelfRepo
             b * 1e3
         );
     }
-    print_split(configs, series);
 }
 
 /// With `--decompose`: the steps' slowdown above the kernel-tracing floor (timeline minus
