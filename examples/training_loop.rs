@@ -31,7 +31,8 @@ use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
 use gpu_ledger::analysis::families::{family_table, FamilyRules};
 use gpu_ledger::kernels::suite::experiment::{device_line, open_device};
-use gpu_ledger::{Level, Profiler};
+use gpu_ledger::ledger::IterationRow;
+use gpu_ledger::{Level, Profiler, RunSummary};
 
 #[path = "common/training_model.rs"]
 mod training_model;
@@ -188,7 +189,16 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let summary = profiler.finish()?;
     println!("loss: first {first_loss:.4e}, last {loss:.4e}");
+    report(&summary, args.graph)?;
+    if !loss.is_finite() {
+        return Err(format!("the loss is not finite: {loss}").into());
+    }
+    Ok(())
+}
 
+/// What the run's ledger says: the scopes, the graph's share of the kernels, the kernel
+/// families, the device's idle time and the profiler's own figures.
+fn report(summary: &RunSummary, graph: bool) -> Result<(), Box<dyn std::error::Error>> {
     let ledger = summary.read_ledger()?;
     // Iteration 0 carries CUPTI's first-launch cost: leave it out.
     let rows: Vec<_> = ledger
@@ -197,7 +207,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         .filter(|r| r.index > 0 && r.complete && !r.perturbed)
         .collect();
     print_scopes(&rows);
-    if args.graph {
+    if graph {
         let per_step = |f: fn(&gpu_ledger::ledger::KernelGroup) -> u64| {
             rows.iter()
                 .flat_map(|r| r.kernels.iter().map(f))
@@ -210,35 +220,7 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             per_step(|k| k.count)
         );
     }
-    let table = family_table(rows.iter().copied(), &FamilyRules::default());
-    println!(
-        "\nkernel families over {} iterations (device busy {:.1} ms, kernels {:.1} ms, wall {:.1} ms)",
-        table.iterations,
-        table.device_busy_ns as f64 / 1e6,
-        table.kernel_ns as f64 / 1e6,
-        table.host_wall_ns as f64 / 1e6
-    );
-    println!(
-        "{:>4} {:<40} {:>8} {:>10} {:>8} {:>8} {:>8}",
-        "rank", "family", "launch/it", "mean µs", "share", "ceiling", "if 2x"
-    );
-    for f in &table.families {
-        let mut name = f.family.clone();
-        if name.len() > 40 {
-            name.truncate(39);
-            name.push('…');
-        }
-        println!(
-            "{:>4} {:<40} {:>8.1} {:>10.1} {:>7.1}% {:>8} {:>8}",
-            f.rank,
-            name,
-            f.launches_per_iteration,
-            f.mean_ns / 1e3,
-            100.0 * f.share_of_device_time.unwrap_or(f64::NAN),
-            f.amdahl_ceiling.map_or("-".into(), |c| format!("{c:.2}x")),
-            f.speedup_if_2x.map_or("-".into(), |c| format!("{c:.3}x")),
-        );
-    }
+    print_families(&rows);
     let idle: Vec<f64> = rows
         .iter()
         .flat_map(|r| r.devices.iter().map(|d| d.idle_ns as f64))
@@ -264,13 +246,44 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         t.overhead.cupti_overhead_ns as f64 / 1e6,
         t.overhead.collector_cpu_ns as f64 / 1e6
     );
-    if !loss.is_finite() {
-        return Err(format!("the loss is not finite: {loss}").into());
-    }
     Ok(())
 }
 
-fn print_scopes(rows: &[&gpu_ledger::ledger::IterationRow]) {
+/// The kernel families ranked by device time, with what halving each would give.
+fn print_families(rows: &[&IterationRow]) {
+    let table = family_table(rows.iter().copied(), &FamilyRules::default());
+    println!(
+        "\nkernel families over {} iterations (device busy {:.1} ms, kernels {:.1} ms, wall {:.1} ms)",
+        table.iterations,
+        table.device_busy_ns as f64 / 1e6,
+        table.kernel_ns as f64 / 1e6,
+        table.host_wall_ns as f64 / 1e6
+    );
+    println!(
+        "{:>4} {:<40} {:>8} {:>10} {:>8} {:>8} {:>8}",
+        "rank", "family", "launch/it", "mean µs", "share", "ceiling", "if 2x"
+    );
+    for f in &table.families {
+        // Cut by characters, not bytes: a demangled name may hold multi-byte characters.
+        let name: String = if f.family.chars().count() > 40 {
+            f.family.chars().take(39).chain(['…']).collect()
+        } else {
+            f.family.clone()
+        };
+        println!(
+            "{:>4} {:<40} {:>8.1} {:>10.1} {:>7.1}% {:>8} {:>8}",
+            f.rank,
+            name,
+            f.launches_per_iteration,
+            f.mean_ns / 1e3,
+            100.0 * f.share_of_device_time.unwrap_or(f64::NAN),
+            f.amdahl_ceiling.map_or("-".into(), |c| format!("{c:.2}x")),
+            f.speedup_if_2x.map_or("-".into(), |c| format!("{c:.3}x")),
+        );
+    }
+}
+
+fn print_scopes(rows: &[&IterationRow]) {
     use std::collections::BTreeMap;
     let mut per: BTreeMap<&str, (Vec<f64>, Vec<f64>, u64)> = BTreeMap::new();
     for r in rows {
