@@ -212,7 +212,8 @@ enum Command {
     /// Write ledgers as a Parquet dataset: OUT/<table>/run=<run>/rank=<rank>/part-0.parquet
     /// (tables and columns: docs/dataset.md).
     Parquet {
-        /// Ledgers, or directories of ledgers (their *.jsonl files).
+        /// Ledgers, or directories of ledgers (their *.jsonl files; a compressed ledger there
+        /// without its decompressed twin is refused).
         #[arg(required = true)]
         ledgers: Vec<PathBuf>,
         /// The dataset's directory: new, empty, or a dataset to add ranks to.

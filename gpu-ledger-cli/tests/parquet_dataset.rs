@@ -497,6 +497,39 @@ fn two_ledgers_of_one_rank_are_refused_and_ledgers_without_rank_are_numbered() {
         "{}",
         stderr(&o)
     );
+    // A compressed ledger in a directory is not left out silently: refused, naming the fix,
+    // unless its decompressed twin is beside it.
+    let packed = tmp.path().join("packed");
+    std::fs::create_dir(&packed).unwrap();
+    std::fs::copy(&n, packed.join("a.jsonl")).unwrap();
+    std::fs::write(packed.join("b.jsonl.gz"), [0x1f, 0x8b, 8, 0]).unwrap();
+    let packed_out = tmp.path().join("packed-ds");
+    let o = run(&[
+        "parquet",
+        &packed.display().to_string(),
+        "-o",
+        &packed_out.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("holds compressed ledgers")
+            && err.contains("b.jsonl.gz")
+            && err.contains("zcat"),
+        "{err}"
+    );
+    assert!(!packed_out.exists(), "nothing written: {err}");
+    std::fs::copy(&n, packed.join("b.jsonl")).unwrap();
+    let twin_out = tmp.path().join("twin-ds").display().to_string();
+    let o = run(&[
+        "parquet",
+        &packed.display().to_string(),
+        "-o",
+        &twin_out,
+        "--run",
+        "twin",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(&["parquet", &n, "-o", &out, "--run", "../up"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(

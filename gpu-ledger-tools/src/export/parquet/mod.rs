@@ -213,33 +213,63 @@ fn check_run_name(run: &str) -> Result<(), DatasetError> {
 /// (sorted by name).
 ///
 /// # Errors
-/// A directory that cannot be read or holds no `*.jsonl` file.
+/// A directory that cannot be read, holds no `*.jsonl` file, or holds a compressed ledger
+/// (`*.jsonl.gz`, `*.jsonl.zst`) without its decompressed twin beside it: the dataset is written
+/// from text ledgers, and leaving one out would lose its rows without a word.
 pub fn ledgers_in(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DatasetError> {
     let mut out = Vec::new();
     for p in paths {
-        if !p.is_dir() {
+        if p.is_dir() {
+            out.extend(ledgers_of_dir(p)?);
+        } else {
             out.push(p.clone());
-            continue;
         }
-        let mut found = Vec::new();
-        for e in std::fs::read_dir(p).map_err(DatasetError::io(p, "cannot read directory"))? {
-            let path = e
-                .map_err(DatasetError::io(p, "cannot read directory"))?
-                .path();
-            if path.is_file() && path.extension().is_some_and(|x| x == "jsonl") {
-                found.push(path);
-            }
-        }
-        if found.is_empty() {
-            return Err(DatasetError::Other(format!(
-                "{} holds no ledger (*.jsonl): name the ledgers or their directory",
-                p.display()
-            )));
-        }
-        found.sort();
-        out.extend(found);
     }
     Ok(out)
+}
+
+/// Directory `dir`'s `*.jsonl` files, sorted; see [`ledgers_in`].
+fn ledgers_of_dir(dir: &Path) -> Result<Vec<PathBuf>, DatasetError> {
+    let (mut found, mut compressed) = (Vec::new(), Vec::new());
+    for e in std::fs::read_dir(dir).map_err(DatasetError::io(dir, "cannot read directory"))? {
+        let path = e
+            .map_err(DatasetError::io(dir, "cannot read directory"))?
+            .path();
+        if !path.is_file() {
+            continue;
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        if name.ends_with(".jsonl") {
+            found.push(path);
+        } else if name.ends_with(".jsonl.gz") || name.ends_with(".jsonl.zst") {
+            compressed.push(path);
+        }
+    }
+    // A compressed ledger whose text twin is here too is the same run, read once.
+    compressed.retain(|c| !found.contains(&c.with_extension("")));
+    compressed.sort();
+    if let Some(first) = compressed.first() {
+        let names: Vec<String> = compressed.iter().map(|c| c.display().to_string()).collect();
+        let gz = first.extension().is_some_and(|e| e == "gz");
+        let tool = if gz { "zcat" } else { "zstdcat" };
+        return Err(DatasetError::Other(format!(
+            "{} holds compressed ledgers, which the dataset is not written from: {}; decompress \
+             them beside the others (`{tool} {} > {}`), or name the ledgers to convert",
+            dir.display(),
+            names.join(", "),
+            first.display(),
+            first.with_extension("").display()
+        )));
+    }
+    if found.is_empty() {
+        return Err(DatasetError::Other(format!(
+            "{} holds no ledger (*.jsonl): name the ledgers or their directory",
+            dir.display()
+        )));
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// One ledger's place in the dataset.
