@@ -105,7 +105,7 @@ fn run(args: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             *count += u64::from(found);
         }
         rows += 1;
-        met += u64::from(c.missed().is_empty() && c.adds_up);
+        met += u64::from(c.missed().is_empty() && c.adds_up && c.queued_in_time());
     }
     println!("\n{met} of {rows} iterations within every target");
     for (count, (name, _)) in named.iter().zip(named_in_largest_gaps(&Default::default())) {

@@ -12,8 +12,10 @@
 //! 4. a 30 µs spin, then a 4-byte device-to-host read into pageable memory (an `.item()`), then
 //!    an empty kernel: the host's wake-up after the read, a few µs of `blocked:sync_copy`;
 //! 5. `cuMemAlloc` of [`ALLOC_BYTES`], then an empty kernel: `blocked:allocation`;
-//! 6. a 1 ms spin and, queued behind it, [`BACK_TO_BACK`] empty kernels: launch_latency, each
-//!    gap a dispatch;
+//! 6. a [`QUEUE_SPIN`] spin and, queued behind it, [`BACK_TO_BACK`] empty kernels:
+//!    launch_latency, each gap a dispatch (the host's time to queue them is measured, and a row
+//!    where it reached the spin's length is reported: the device would have run ahead of the
+//!    host, and the kernels' gaps would be the host's);
 //! 7. `cuStreamSynchronize(a)` (the window ends), the allocation freed, `step()`.
 //!
 //! What each cause should measure is taken on the host (the busy waits and the blocking calls
@@ -41,6 +43,10 @@ pub const EVENT_WAIT: Duration = Duration::from_micros(300);
 pub const ALLOC_BYTES: usize = 64 << 20;
 /// Empty kernels queued back to back.
 pub const BACK_TO_BACK: u64 = 200;
+/// The spin the back-to-back kernels queue behind: several times what queueing them takes with
+/// a profiler's callbacks on every launch (a few µs a launch), so that the device has them all
+/// queued when it reaches them.
+pub const QUEUE_SPIN: Duration = Duration::from_millis(3);
 /// Gaps of an iteration whose next work the host launched late (phases 1, 2, 4, 5 and the
 /// spin of 6): each ends with a floor of dispatch latency after the launch call.
 pub const LATE_LAUNCHES: u64 = 5;
@@ -114,6 +120,11 @@ pub struct Expected {
     pub event: u64,
     /// `cuMemAlloc`, entry to exit.
     pub allocation: u64,
+    /// The host's time from the return of the event phase's first launch to the call that
+    /// launches the kernel waiting on the event: the host's own work inside that gap.
+    pub before_wait_launch: u64,
+    /// The host's time from the spin's launch to the return of the last back-to-back launch.
+    pub queued: u64,
 }
 
 /// The device, its two streams, kernels, event, host functions and the 4-byte buffer.
@@ -242,6 +253,7 @@ impl Workload {
         // 3. A kernel waiting on an event recorded on the other stream after a host function.
         let before_event = Instant::now();
         self.empty()?;
+        let after_first = Instant::now();
         self.host_function(&self.event_wait)?;
         // SAFETY: the event and the streams belong to the workload's context.
         unsafe {
@@ -254,6 +266,7 @@ impl Workload {
                 sys::cuStreamWaitEvent(self.a.cu_stream(), self.event, 0),
             )?;
         }
+        e.before_wait_launch = after_first.elapsed().as_nanos() as u64;
         self.empty()?;
         // 4. A 4-byte read into pageable memory, after a short kernel.
         self.spin(30.0)?;
@@ -278,10 +291,12 @@ impl Workload {
         e.allocation = t.elapsed().as_nanos() as u64;
         self.empty()?;
         // 6. Empty kernels back to back, queued behind a spin.
-        self.spin(1_000.0)?;
+        let t = Instant::now();
+        self.spin(QUEUE_SPIN.as_secs_f64() * 1e6)?;
         for _ in 0..BACK_TO_BACK {
             self.empty()?;
         }
+        e.queued = t.elapsed().as_nanos() as u64;
         // 7. The end of the step: the host waits for the device, frees, steps.
         // SAFETY: streams of the workload's context; `block` is not used by queued work.
         unsafe {
@@ -335,9 +350,19 @@ pub struct Comparison {
     pub lead_in_ns: Option<u64>,
     /// What `other` holds: each cause, detail and rule no group takes, with its ns.
     pub other_parts: Vec<(String, u64)>,
+    /// The host's own time inside the event phase's gap, ns ([`Expected::before_wait_launch`]).
+    pub before_wait_launch_ns: u64,
+    /// The host's time to queue the back-to-back kernels, ns ([`Expected::queued`]).
+    pub queued_ns: u64,
 }
 
 impl Comparison {
+    /// Whether the back-to-back kernels were all queued before the spin ahead of them ended:
+    /// when not, the row does not hold the profile it was built to hold.
+    pub fn queued_in_time(&self) -> bool {
+        self.queued_ns < QUEUE_SPIN.as_nanos() as u64
+    }
+
     /// The lines off by more than the tolerance.
     pub fn missed(&self) -> Vec<&Line> {
         self.lines
@@ -424,6 +449,8 @@ pub fn compare(row: &IterationRow, expected: &Expected, median_gap_ns: u64) -> O
         adds_up: sum == d.idle_ns,
         lead_in_ns: idle.lead_in.as_ref().map(|g| g.ns),
         other_parts,
+        before_wait_launch_ns: expected.before_wait_launch,
+        queued_ns: expected.queued,
     })
 }
 
@@ -506,6 +533,18 @@ pub fn print(index: u64, c: &Comparison) {
     for (what, ns) in &c.other_parts {
         println!("    other: {what} {:.1} µs", *ns as f64 / 1e3);
     }
+    println!(
+        "  host: {:.1} µs of its own work before launching the kernel that waits on the event; \
+         {BACK_TO_BACK} launches queued in {:.1} µs behind a {} µs spin: {}",
+        c.before_wait_launch_ns as f64 / 1e3,
+        c.queued_ns as f64 / 1e3,
+        QUEUE_SPIN.as_micros(),
+        if c.queued_in_time() {
+            "in time"
+        } else {
+            "NOT in time (the device ran ahead of the host)"
+        }
+    );
     println!(
         "  causes add up to idle_ns: {}",
         if c.adds_up { "yes" } else { "NO" }

@@ -68,6 +68,17 @@ fn a_known_idle_profile_is_split_as_constructed() {
         let c = compare(row, &expected[row.index as usize], median).expect("idle causes");
         print(row.index, &c);
         assert!(c.adds_up, "row {}: the causes add up to idle_ns", row.index);
+        // The profile holds only if the back-to-back kernels were queued before the device
+        // reached them; otherwise their gaps are the host's, and the comparison is not the one
+        // the row was built for.
+        assert!(
+            c.queued_in_time(),
+            "row {}: {} launches queued in {} ns, not within the {:?} spin ahead of them",
+            row.index,
+            idle_profile::BACK_TO_BACK,
+            c.queued_ns,
+            idle_profile::QUEUE_SPIN
+        );
         assert!(c.missed().is_empty(), "row {}: {:?}", row.index, c.missed());
         for (what, named) in named_in_largest_gaps(row) {
             assert!(named, "row {}: the largest gaps name {what}", row.index);
