@@ -2,7 +2,11 @@
 //! (pasted into an issue it renders as before), only spaces are added so that every `|` of a
 //! table lines up. Right-aligned columns (`---:`) are padded on the left.
 
-/// `md` with each table's cells padded to its column's width, counted in characters.
+use unicode_width::UnicodeWidthStr;
+
+/// `md` with each table's cells padded to its column's width, counted in terminal columns (a
+/// CJK character or an emoji takes two, a combining mark none), so that a scope named in any
+/// script lines up.
 pub fn align_tables(md: &str) -> String {
     let mut out = String::with_capacity(md.len() + md.len() / 4);
     let mut table: Vec<&str> = Vec::new();
@@ -65,7 +69,7 @@ fn flush(lines: &mut Vec<&str>, out: &mut String) {
         return;
     };
     let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width = |c: &str| c.chars().count();
+    let width = |c: &str| c.width();
     let mut widths = vec![3usize; n];
     // The delimiter row is drawn to the others' widths, never sets them.
     for r in rows
@@ -112,6 +116,7 @@ fn flush(lines: &mut Vec<&str>, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::align_tables;
+    use unicode_width::UnicodeWidthStr;
 
     #[test]
     fn tables_line_up_and_text_around_them_does_not_move() {
@@ -127,8 +132,21 @@ mod tests {
         let lens: Vec<usize> = got
             .lines()
             .filter(|l| l.starts_with('|'))
-            .map(|l| l.chars().count())
+            .map(UnicodeWidthStr::width)
             .collect();
+        assert!(lens.windows(2).all(|w| w[0] == w[1]), "{lens:?}");
+    }
+
+    #[test]
+    fn wide_and_combining_characters_are_padded_by_the_columns_they_take() {
+        // "前向き" takes six columns, "e\u{301}" (e and a combining accent) one.
+        let md = "| scope | ms |\n|---|---:|\n| 前向き | 1 |\n| e\u{301} | 22 |\n";
+        let got = align_tables(md);
+        assert_eq!(
+            got,
+            "| scope  |  ms |\n| ------ | --: |\n| 前向き |   1 |\n| e\u{301}      |  22 |\n"
+        );
+        let lens: Vec<usize> = got.lines().map(UnicodeWidthStr::width).collect();
         assert!(lens.windows(2).all(|w| w[0] == w[1]), "{lens:?}");
     }
 
