@@ -18,9 +18,16 @@
 //!    host, and the kernels' gaps would be the host's);
 //! 7. `cuStreamSynchronize(a)` (the window ends), the allocation freed, `step()`.
 //!
-//! What each cause should measure is taken on the host (the busy waits and the blocking calls
-//! timed by `Instant`) and from the dispatch floor the profiler's start-up calibration measured,
-//! never from the split itself: [`compare`] sets them beside the row's causes.
+//! Every gap but the back-to-back ones ends with a kernel the host launched late, so besides
+//! its constructed wait each holds the host's own work up to that launch: the launch call itself
+//! (`host_launch launch_call`), and the code and calls between the wait's end and it, inside
+//! the `step` scope (`host_launch scope:step`). The example counts these as one group, timed on
+//! the host from each wait's end to the return of the launch that ends the gap.
+//!
+//! What each cause should measure is taken on the host (the busy waits, the blocking calls and
+//! the host's own work timed by `Instant`) and from the dispatch floor the profiler's start-up
+//! calibration measured, never from the split itself: [`compare`] sets them beside the row's
+//! causes.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,9 +54,9 @@ pub const BACK_TO_BACK: u64 = 200;
 /// a profiler's callbacks on every launch (a few µs a launch), so that the device has them all
 /// queued when it reaches them.
 pub const QUEUE_SPIN: Duration = Duration::from_millis(3);
-/// Gaps of an iteration whose next work the host launched late (phases 1, 2, 4, 5 and the
-/// spin of 6): each ends with a floor of dispatch latency after the launch call.
-pub const LATE_LAUNCHES: u64 = 5;
+/// Gaps of an iteration whose next work the host launched late (phases 1 to 5 and the spin of
+/// 6): each ends with a floor of dispatch latency after the launch call.
+pub const LATE_LAUNCHES: u64 = 6;
 /// Largest gaps the example keeps per row: the five the phases make, and room.
 pub const LARGEST_GAPS: usize = 8;
 
@@ -81,6 +88,10 @@ $L_spin:
 "#;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos() as u64
+}
 
 fn check(what: &str, r: sys::CUresult) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS {
@@ -116,13 +127,17 @@ pub struct Expected {
     pub host_work: u64,
     /// `cuStreamSynchronize(b)`, entry to exit.
     pub synchronize: u64,
-    /// From the launch of the kernel before the event phase to the end of its host function.
+    /// From the return of the launch of the kernel that waits on the event to the end of the
+    /// host function the event is recorded after.
     pub event: u64,
     /// `cuMemAlloc`, entry to exit.
     pub allocation: u64,
     /// The host's time from the return of the event phase's first launch to the call that
     /// launches the kernel waiting on the event: the host's own work inside that gap.
     pub before_wait_launch: u64,
+    /// The host's own work in the gaps it was late for: from each constructed wait's end to the
+    /// return of the launch that ends the gap.
+    pub own_work: u64,
     /// The host's time from the spin's launch to the return of the last back-to-back launch.
     pub queued: u64,
 }
@@ -241,19 +256,24 @@ impl Workload {
             }
             e.host_work = t.elapsed().as_nanos() as u64;
         }
+        let own = Instant::now();
         self.empty()?;
+        let phase_end = Instant::now();
+        e.own_work += ns(phase_end - own);
         // 2. A synchronize, then a launch.
         self.host_function(&self.sync_wait)?;
         let t = Instant::now();
+        e.own_work += ns(t - phase_end);
         // SAFETY: a stream of the workload's context.
         check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.b.cu_stream())
         })?;
-        e.synchronize = t.elapsed().as_nanos() as u64;
+        let own = Instant::now();
+        e.synchronize = ns(own - t);
         // 3. A kernel waiting on an event recorded on the other stream after a host function.
-        let before_event = Instant::now();
         self.empty()?;
         let after_first = Instant::now();
+        e.own_work += ns(after_first - own);
         self.host_function(&self.event_wait)?;
         // SAFETY: the event and the streams belong to the workload's context.
         unsafe {
@@ -268,6 +288,8 @@ impl Workload {
         }
         e.before_wait_launch = after_first.elapsed().as_nanos() as u64;
         self.empty()?;
+        let waiting_launched = Instant::now();
+        e.own_work += ns(waiting_launched - after_first);
         // 4. A 4-byte read into pageable memory, after a short kernel.
         self.spin(30.0)?;
         let mut word = 0u32;
@@ -280,19 +302,27 @@ impl Workload {
                 self.a.cu_stream(),
             )
         })?;
+        let own = Instant::now();
         self.empty()?;
+        let phase_end = Instant::now();
+        e.own_work += ns(phase_end - own);
         // 5. An allocation in the loop.
         let mut block = 0;
         let t = Instant::now();
+        e.own_work += ns(t - phase_end);
         // SAFETY: out-pointer valid.
         check("cuMemAlloc", unsafe {
             sys::cuMemAlloc_v2(&mut block, ALLOC_BYTES)
         })?;
-        e.allocation = t.elapsed().as_nanos() as u64;
+        let own = Instant::now();
+        e.allocation = ns(own - t);
         self.empty()?;
+        let phase_end = Instant::now();
+        e.own_work += ns(phase_end - own);
         // 6. Empty kernels back to back, queued behind a spin.
         let t = Instant::now();
         self.spin(QUEUE_SPIN.as_secs_f64() * 1e6)?;
+        e.own_work += ns(t.elapsed() + (t - phase_end));
         for _ in 0..BACK_TO_BACK {
             self.empty()?;
         }
@@ -311,7 +341,7 @@ impl Workload {
             check("cuMemFree", sys::cuMemFree_v2(block))?;
         }
         let event_end = self.event_wait.end_ns.load(Ordering::Acquire);
-        e.event = event_end.saturating_sub(self.since_origin(before_event));
+        e.event = event_end.saturating_sub(self.since_origin(waiting_launched));
         drop(step);
         profiler.step();
         Ok(e)
@@ -372,31 +402,36 @@ impl Comparison {
     }
 }
 
-/// The groups the comparison sums causes by: `(name, cause, detail)`; `None` matches any
-/// detail. What no group takes is `other`, expected 0.
-const GROUPS: [(&str, &str, Option<&str>); 6] = [
+/// The groups the comparison sums causes by: `(name, cause, details)`; an empty `details`
+/// matches any detail. What no group takes is `other`, expected 0.
+const GROUPS: [(&str, &str, &[&str]); 7] = [
     (
         "host_launch scope:step/host_work",
         "host_launch",
-        Some("scope:step/host_work"),
+        &["scope:step/host_work"],
     ),
     (
         "host_launch blocked:synchronize",
         "host_launch",
-        Some("blocked:synchronize"),
+        &["blocked:synchronize"],
     ),
-    ("dependency event", "dependency", Some("event")),
+    ("dependency event", "dependency", &["event"]),
     (
         "host_launch blocked:sync_copy",
         "host_launch",
-        Some("blocked:sync_copy"),
+        &["blocked:sync_copy"],
     ),
     (
         "host_launch blocked:allocation",
         "host_launch",
-        Some("blocked:allocation"),
+        &["blocked:allocation"],
     ),
-    ("launch_latency", "launch_latency", None),
+    (
+        "host_launch own work (launch_call, scope:step)",
+        "host_launch",
+        &["launch_call", "scope:step"],
+    ),
+    ("launch_latency", "launch_latency", &[]),
 ];
 
 /// Row `row`'s device-0 causes beside `expected`, with `median_gap_ns` the calibration's median
@@ -410,6 +445,7 @@ pub fn compare(row: &IterationRow, expected: &Expected, median_gap_ns: u64) -> O
         expected.event,
         0,
         expected.allocation,
+        expected.own_work,
         BACK_TO_BACK * median_gap_ns + LATE_LAUNCHES * idle.floor_ns,
     ];
     let mut lines: Vec<Line> = GROUPS
@@ -424,8 +460,9 @@ pub fn compare(row: &IterationRow, expected: &Expected, median_gap_ns: u64) -> O
     let mut other = 0;
     let mut other_parts = Vec::new();
     for c in &idle.causes {
-        let group = GROUPS.iter().position(|&(_, cause, detail)| {
-            c.cause == cause && detail.is_none_or(|d| c.detail.as_deref() == Some(d))
+        let group = GROUPS.iter().position(|&(_, cause, details)| {
+            c.cause == cause
+                && (details.is_empty() || details.iter().any(|d| c.detail.as_deref() == Some(d)))
         });
         match group {
             Some(i) => lines[i].measured += c.ns,
