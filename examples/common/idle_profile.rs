@@ -242,6 +242,16 @@ impl Workload {
         t.duration_since(self.origin).as_nanos() as u64
     }
 
+    /// An empty kernel that ends a gap the host was late for; the host's time from `since` (the
+    /// end of the gap's constructed wait) to the launch's return is its own work in the gap.
+    /// Returns when the launch returned.
+    fn late_empty(&self, since: Instant, e: &mut Expected) -> Result<Instant> {
+        self.empty()?;
+        let done = Instant::now();
+        e.own_work += ns(done - since);
+        Ok(done)
+    }
+
     /// One iteration, ended by `profiler.step()`; what its causes should measure.
     pub fn iteration(&mut self, profiler: &Profiler) -> Result<Expected> {
         let mut e = Expected::default();
@@ -254,42 +264,22 @@ impl Workload {
             while t.elapsed() < HOST_WORK {
                 std::hint::spin_loop();
             }
-            e.host_work = t.elapsed().as_nanos() as u64;
+            e.host_work = ns(t.elapsed());
         }
-        let own = Instant::now();
-        self.empty()?;
-        let phase_end = Instant::now();
-        e.own_work += ns(phase_end - own);
-        // 2. A synchronize, then a launch.
+        let launched = self.late_empty(Instant::now(), &mut e)?;
+        // 2. A synchronize, then a launch (the event phase's first kernel).
         self.host_function(&self.sync_wait)?;
         let t = Instant::now();
-        e.own_work += ns(t - phase_end);
+        e.own_work += ns(t - launched);
         // SAFETY: a stream of the workload's context.
         check("cuStreamSynchronize", unsafe {
             sys::cuStreamSynchronize(self.b.cu_stream())
         })?;
-        let own = Instant::now();
-        e.synchronize = ns(own - t);
+        let returned = Instant::now();
+        e.synchronize = ns(returned - t);
+        let launched = self.late_empty(returned, &mut e)?;
         // 3. A kernel waiting on an event recorded on the other stream after a host function.
-        self.empty()?;
-        let after_first = Instant::now();
-        e.own_work += ns(after_first - own);
-        self.host_function(&self.event_wait)?;
-        // SAFETY: the event and the streams belong to the workload's context.
-        unsafe {
-            check(
-                "cuEventRecord",
-                sys::cuEventRecord(self.event, self.b.cu_stream()),
-            )?;
-            check(
-                "cuStreamWaitEvent",
-                sys::cuStreamWaitEvent(self.a.cu_stream(), self.event, 0),
-            )?;
-        }
-        e.before_wait_launch = after_first.elapsed().as_nanos() as u64;
-        self.empty()?;
-        let waiting_launched = Instant::now();
-        e.own_work += ns(waiting_launched - after_first);
+        let waiting_launched = self.event_phase(launched, &mut e)?;
         // 4. A 4-byte read into pageable memory, after a short kernel.
         self.spin(30.0)?;
         let mut word = 0u32;
@@ -302,31 +292,20 @@ impl Workload {
                 self.a.cu_stream(),
             )
         })?;
-        let own = Instant::now();
-        self.empty()?;
-        let phase_end = Instant::now();
-        e.own_work += ns(phase_end - own);
+        let launched = self.late_empty(Instant::now(), &mut e)?;
         // 5. An allocation in the loop.
         let mut block = 0;
         let t = Instant::now();
-        e.own_work += ns(t - phase_end);
+        e.own_work += ns(t - launched);
         // SAFETY: out-pointer valid.
         check("cuMemAlloc", unsafe {
             sys::cuMemAlloc_v2(&mut block, ALLOC_BYTES)
         })?;
-        let own = Instant::now();
-        e.allocation = ns(own - t);
-        self.empty()?;
-        let phase_end = Instant::now();
-        e.own_work += ns(phase_end - own);
+        let returned = Instant::now();
+        e.allocation = ns(returned - t);
+        let launched = self.late_empty(returned, &mut e)?;
         // 6. Empty kernels back to back, queued behind a spin.
-        let t = Instant::now();
-        self.spin(QUEUE_SPIN.as_secs_f64() * 1e6)?;
-        e.own_work += ns(t.elapsed() + (t - phase_end));
-        for _ in 0..BACK_TO_BACK {
-            self.empty()?;
-        }
-        e.queued = t.elapsed().as_nanos() as u64;
+        self.back_to_back(launched, &mut e)?;
         // 7. The end of the step: the host waits for the device, frees, steps.
         // SAFETY: streams of the workload's context; `block` is not used by queued work.
         unsafe {
@@ -345,6 +324,39 @@ impl Workload {
         drop(step);
         profiler.step();
         Ok(e)
+    }
+
+    /// Phase 3 after its first kernel (launched, returning at `first`): a host function on `b`,
+    /// an event recorded after it, `a` made to wait on the event, and the kernel that waits.
+    /// Returns when the waiting kernel's launch returned.
+    fn event_phase(&self, first: Instant, e: &mut Expected) -> Result<Instant> {
+        self.host_function(&self.event_wait)?;
+        // SAFETY: the event and the streams belong to the workload's context.
+        unsafe {
+            check(
+                "cuEventRecord",
+                sys::cuEventRecord(self.event, self.b.cu_stream()),
+            )?;
+            check(
+                "cuStreamWaitEvent",
+                sys::cuStreamWaitEvent(self.a.cu_stream(), self.event, 0),
+            )?;
+        }
+        e.before_wait_launch = ns(first.elapsed());
+        self.late_empty(first, e)
+    }
+
+    /// Phase 6 after the allocation's kernel (its launch returning at `launched`): the spin, a
+    /// late launch, then the back-to-back kernels queued behind it, and how long queueing took.
+    fn back_to_back(&self, launched: Instant, e: &mut Expected) -> Result<()> {
+        let t = Instant::now();
+        self.spin(QUEUE_SPIN.as_secs_f64() * 1e6)?;
+        e.own_work += ns(t.elapsed() + (t - launched));
+        for _ in 0..BACK_TO_BACK {
+            self.empty()?;
+        }
+        e.queued = ns(t.elapsed());
+        Ok(())
     }
 }
 
