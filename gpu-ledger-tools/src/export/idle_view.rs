@@ -5,9 +5,45 @@
 
 use std::fmt::Write as _;
 
-use super::summary::IdleSummary;
+use super::summary::{IdleSummary, InventoryLine};
 use super::text::{fmt_count, fmt_ns, fmt_pct, md_cell};
 use crate::analysis::compare::IdleCauseChange;
+use crate::analysis::idle::CauseStats;
+
+/// A cause's cells, unescaped, in its table's column order: GPU, cause, median and p90 per
+/// iteration, share of idle, gaps. The Markdown and HTML tables both render these.
+pub(crate) fn cause_cells(c: &CauseStats) -> [String; 6] {
+    [
+        c.device_id.to_string(),
+        cause_label(&c.cause, c.detail.as_deref()),
+        fmt_ns(c.per_iteration_ns.median),
+        fmt_ns(c.per_iteration_ns.p90),
+        c.share_of_idle.map_or("n/a".into(), fmt_pct),
+        c.gaps.to_string(),
+    ]
+}
+
+/// A host-call line's cells, unescaped, per iteration of `n`, in its table's column order:
+/// kind, scope, function, GPU, calls, bytes, how many blocked, host time.
+pub(crate) fn inventory_cells(l: &InventoryLine, n: f64) -> [String; 8] {
+    [
+        l.kind.clone(),
+        l.scope.clone(),
+        l.function.clone().unwrap_or_default(),
+        l.device_id.map_or(String::new(), |d| d.to_string()),
+        fmt_count(l.count as f64 / n),
+        l.bytes.map_or(String::new(), |b| fmt_bytes(b as f64 / n)),
+        l.synchronous
+            .map_or(String::new(), |s| format!("{s} of {}", l.count)),
+        fmt_ns(l.host_ns as f64 / n),
+    ]
+}
+
+/// A Markdown table row of `cells`, each escaped.
+fn md_row(o: &mut String, cells: &[String]) {
+    let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
+    let _ = writeln!(o, "| {} |", cells.join(" | "));
+}
 
 /// Scopes behind `host_launch` listed per device.
 pub(crate) const TOP_SCOPES: usize = 5;
@@ -58,16 +94,7 @@ pub(crate) fn markdown_section(i: &IdleSummary) -> String {
     );
     let _ = writeln!(o, "|---:|---|---:|---:|---:|---:|");
     for c in &i.causes {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            c.device_id,
-            md_cell(&cause_label(&c.cause, c.detail.as_deref())),
-            fmt_ns(c.per_iteration_ns.median),
-            fmt_ns(c.per_iteration_ns.p90),
-            c.share_of_idle.map_or("n/a".into(), fmt_pct),
-            c.gaps
-        );
+        md_row(&mut o, &cause_cells(c));
     }
     let _ = writeln!(
         o,
@@ -156,19 +183,7 @@ fn inventory_table(o: &mut String, i: &IdleSummary) {
     let _ = writeln!(o, "|---|---|---|---:|---:|---:|---:|---:|");
     let n = i.inventory_iterations.max(1) as f64;
     for l in &i.inventory {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            md_cell(&l.kind),
-            md_cell(&l.scope),
-            md_cell(l.function.as_deref().unwrap_or("")),
-            l.device_id.map_or(String::new(), |d| d.to_string()),
-            fmt_count(l.count as f64 / n),
-            l.bytes.map_or(String::new(), |b| fmt_bytes(b as f64 / n)),
-            l.synchronous
-                .map_or(String::new(), |s| format!("{s} of {}", l.count)),
-            fmt_ns(l.host_ns as f64 / n)
-        );
+        md_row(o, &inventory_cells(l, n));
     }
     if i.inventory_left_out > 0 {
         let _ = writeln!(o, "\n{} more lines not shown.", i.inventory_left_out);

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 
 use super::charts::Charts;
-use crate::export::idle_view::{cause_label, fmt_bytes, TOP_SCOPES};
+use crate::export::idle_view::{cause_cells, cause_label, fmt_bytes, inventory_cells, TOP_SCOPES};
 use crate::export::summary::{IdleSummary, LedgerSummary};
 use crate::export::svg::{stacked_bar_chart, AxisFormat};
-use crate::export::text::{fmt_count, fmt_ns, fmt_pct, html_escape};
+use crate::export::text::{fmt_ns, fmt_pct, html_escape};
 
 /// The navigation's link to the section, when there is one.
 pub(super) fn nav_link(s: &LedgerSummary) -> &'static str {
@@ -53,16 +53,7 @@ fn cause_table(o: &mut String, i: &IdleSummary) {
          <th>median / iteration</th><th>p90 / iteration</th><th>share of idle</th><th>gaps</th></tr>",
     );
     for c in &i.causes {
-        let _ = write!(
-            o,
-            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            c.device_id,
-            html_escape(&cause_label(&c.cause, c.detail.as_deref())),
-            fmt_ns(c.per_iteration_ns.median),
-            fmt_ns(c.per_iteration_ns.p90),
-            c.share_of_idle.map_or("n/a".into(), fmt_pct),
-            c.gaps
-        );
+        html_row(o, &cause_cells(c), 1..2);
     }
     o.push_str("</table>");
     for d in &i.devices {
@@ -177,20 +168,21 @@ fn inventory_table(o: &mut String, i: &IdleSummary) {
     );
     let n = i.inventory_iterations.max(1) as f64;
     for l in &i.inventory {
-        let _ = write!(
-            o,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            html_escape(&l.kind),
-            html_escape(&l.scope),
-            html_escape(l.function.as_deref().unwrap_or("")),
-            l.device_id.map_or(String::new(), |d| d.to_string()),
-            fmt_count(l.count as f64 / n),
-            l.bytes.map_or(String::new(), |b| fmt_bytes(b as f64 / n)),
-            l.synchronous
-                .map_or(String::new(), |s| format!("{s} of {}", l.count)),
-            fmt_ns(l.host_ns as f64 / n)
-        );
+        html_row(o, &inventory_cells(l, n), 0..3);
     }
     o.push_str("</table>");
+}
+
+/// A table row of `cells`, each escaped; those in `left` aligned left (text), the rest right.
+fn html_row(o: &mut String, cells: &[String], left: std::ops::Range<usize>) {
+    o.push_str("<tr>");
+    for (j, c) in cells.iter().enumerate() {
+        let class = if left.contains(&j) {
+            " class=\"l\""
+        } else {
+            ""
+        };
+        let _ = write!(o, "<td{class}>{}</td>", html_escape(c));
+    }
+    o.push_str("</tr>");
 }
